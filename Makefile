@@ -1,0 +1,31 @@
+# `make run` and `make test` do all of the set-up themselves on a fresh Debian machine with Python 3.11.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint bench bench-smoke clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/chunkmq serve --host 127.0.0.1 --port 8000 --data-dir ./data
+
+test: $(STAMP)
+	$(BIN)/ruff check app tests bench
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check app tests bench
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) data .pytest_cache

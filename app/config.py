@@ -1,0 +1,44 @@
+"""All settings in one place: environment variables `CHUNKMQ_*`, overridable by CLI flags."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class FsyncSetting(StrEnum):
+    ALWAYS = "always"
+    INTERVAL = "interval"
+    NEVER = "never"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHUNKMQ_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    data_dir: Path = Path("./data")
+    # SQLAlchemy URL of the metadata database; empty means SQLite at <data_dir>/meta.db.
+    database_url: str = ""
+    fsync: FsyncSetting = FsyncSetting.INTERVAL
+    fsync_interval_ms: int = Field(100, ge=1, le=60_000)
+    chunk_size: int = Field(256 * 1024 * 1024, ge=4096)
+    index_chunk_entries: int = Field(1_000_000, ge=16)
+    max_message_bytes: int = Field(4 * 1024 * 1024, ge=1)
+    max_batch_bytes: int = Field(64 * 1024 * 1024, ge=1)
+    max_batch_messages: int = Field(10_000, ge=1)
+    # "on" (default) or "off"; off is refused unless the server binds to 127.0.0.1.
+    auth: str = "on"
+    dedup_window_seconds: int = Field(120, ge=0)
+    # Retention when a queue has no limits of its own, and the last safety net for the disk.
+    default_max_age_seconds: int = Field(7 * 24 * 3600, ge=0)
+    disk_budget_bytes: int = Field(0, ge=0)  # 0 = no budget
+    retention_interval_seconds: float = Field(5.0, gt=0)
+    log_level: str = "info"
+
+    @property
+    def meta_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'meta.db').resolve()}"
