@@ -1,11 +1,13 @@
-from fastapi.testclient import TestClient
+import signal
 
-from app.config import Settings
-from app.main import create_app
+import httpx
+
+from tests.server import ServerProcess
 
 
-def test_healthz(tmp_path) -> None:
-    client = TestClient(create_app(Settings(data_dir=tmp_path)))
-    response = client.get("/healthz")
+def test_healthz_and_clean_shutdown(server: ServerProcess) -> None:
+    response = httpx.get(f"{server.url}/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+    # uvicorn re-raises SIGTERM after its graceful shutdown, so -SIGTERM is a clean exit.
+    assert server.stop() in (0, -signal.SIGTERM)
