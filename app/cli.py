@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from app.config import FsyncSetting, Settings
 
@@ -16,10 +17,14 @@ def _settings_from(args: argparse.Namespace) -> Settings:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.main import create_app
+    from app.main import ConfigError, create_app
 
     settings = _settings_from(args)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"chunkmq: {exc}", file=sys.stderr)
+        return 2
     uvicorn.run(
         app,
         host=settings.host,
@@ -33,6 +38,91 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- chunkmq token ... (metadata / auth) --------------------------------------------------------
+
+if TYPE_CHECKING:  # imported lazily at run time: `chunkmq serve` need not load the metadata layer
+    from app.meta import MetaStore
+
+
+def _token_store(args: argparse.Namespace) -> MetaStore:
+    """Settings from the flags, migrations applied, and a store on the metadata database."""
+    from app.meta import MetaStore, upgrade
+
+    settings = _settings_from(args)
+    upgrade(settings.meta_url)
+    return MetaStore(settings.meta_url)
+
+
+def _token_create(args: argparse.Namespace) -> int:
+    from app.meta import InvalidValue
+
+    with _token_store(args) as meta:
+        try:
+            row, plain = meta.create_token(
+                args.name, is_admin=args.admin, configure=args.configure, write=args.write, read=args.read
+            )
+        except InvalidValue as e:
+            print(f"chunkmq: {e}", file=sys.stderr)
+            return 2
+    # The token alone on stdout (scripts capture it); the rest on stderr.
+    print(plain)
+    print(f"created token {row.id} {row.name!r} ({row.prefix}...); it is shown only now", file=sys.stderr)
+    return 0
+
+
+def _token_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    with _token_store(args) as meta:
+        tokens = meta.list_tokens()
+    table = Table("id", "name", "prefix", "admin", "configure", "write", "read", "created", "last used")
+    for t in tokens:
+        cells = (
+            str(t.id), t.name, t.prefix + "...", "yes" if t.is_admin else "", t.configure, t.write, t.read,
+            f"{t.created_at:%Y-%m-%d %H:%M}", f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "",
+        )
+        table.add_row(*map(Text, cells))  # Text, not markup: "[a-z]+" is a pattern, not a style
+    console = Console()
+    if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
+        console = Console(width=250)
+    console.print(table)
+    return 0
+
+
+def _token_delete(args: argparse.Namespace) -> int:
+    from app.meta import NotFound
+
+    with _token_store(args) as meta:
+        try:
+            meta.delete_token(args.id)
+        except NotFound:
+            print(f"chunkmq: no token with id {args.id}", file=sys.stderr)
+            return 1
+    print(f"deleted token {args.id}", file=sys.stderr)
+    return 0
+
+
+def _add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--data-dir", dest="data_dir")
+    where.add_argument("--database-url", dest="database_url", help="SQLAlchemy URL (default <data-dir>/meta.db)")
+
+    token = sub.add_parser("token", help="manage API tokens")
+    actions = token.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", parents=[where], help="create a token and print it (once)")
+    create.add_argument("--name", required=True)
+    create.add_argument("--admin", action="store_true", help="allowed everything")
+    for action in ("configure", "write", "read"):
+        create.add_argument(f"--{action}", default="", metavar="RE", help=f"regex of names to {action} (default: none)")
+    create.set_defaults(func=_token_create)
+    actions.add_parser("list", parents=[where], help="list tokens").set_defaults(func=_token_list)
+    delete = actions.add_parser("delete", parents=[where], help="delete a token")
+    delete.add_argument("id", type=int)
+    delete.set_defaults(func=_token_delete)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chunkmq", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -43,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", dest="data_dir")
     serve.add_argument("--fsync", choices=[m.value for m in FsyncSetting])
     serve.set_defaults(func=_serve)
+
+    _add_token_parser(sub)
     return parser
 
 

@@ -2,20 +2,99 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+
 from fastapi import FastAPI
-from fastapi.responses import ORJSONResponse
 
 from app import __version__
+from app.api import errors, schemas
+from app.api.auth import TokenAuth
+from app.api.operations import QueueCollector
+from app.api.router import router
+from app.auth.bootstrap import bootstrap_admin_token
+from app.broker.broker import Broker
 from app.config import Settings
+from app.meta import MetaStore
+from app.meta.migrate import upgrade
+from app.metrics import registry
+
+log = logging.getLogger("chunkmq")
+
+SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
+COMMIT_SECONDS = 1.0  # group floors are written behind at most this often
+
+
+class ConfigError(RuntimeError):
+    """Raised when the settings are unsafe or inconsistent."""
+
+
+def check_settings(settings: Settings) -> None:
+    if settings.auth not in ("on", "off"):
+        raise ConfigError("CHUNKMQ_AUTH must be on or off")
+    if settings.auth == "off" and settings.host != "127.0.0.1":
+        raise ConfigError("CHUNKMQ_AUTH=off is refused unless the server binds to 127.0.0.1")
+
+
+async def _every(seconds: float, work: Callable[[], Awaitable[object] | object], name: str) -> None:
+    """Run `work` forever, `seconds` apart; an error is logged and the loop goes on."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            result = work()
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception:
+            log.exception("background task %s failed", name)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    app = FastAPI(title="chunkmq", version=__version__, default_response_class=ORJSONResponse)
+    check_settings(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(upgrade, settings.meta_url)
+        meta = MetaStore(settings.meta_url)
+        broker = await asyncio.to_thread(Broker.open, settings, meta)
+        app.state.broker = broker
+        app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
+        collector = QueueCollector(broker)
+        registry.register(collector)
+        if settings.auth == "on":
+            token = await asyncio.to_thread(bootstrap_admin_token, meta, settings.data_dir)
+            if token:
+                print(
+                    f"chunkmq: created the first admin token (also in {settings.data_dir / 'admin-token'}):\n"
+                    f"  {token}",
+                    file=sys.stderr, flush=True,
+                )
+        tasks = [
+            asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
+            asyncio.create_task(_every(COMMIT_SECONDS, broker.commit_floors, "commit floors")),
+            asyncio.create_task(_every(settings.retention_interval_seconds, broker.run_retention, "retention")),
+            asyncio.create_task(_every(1.0, broker.stats.sample, "stats")),
+        ]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            try:
+                await broker.commit_floors()
+            finally:
+                registry.unregister(collector)
+                await asyncio.to_thread(broker.close)
+                meta.close()
+
+    app = FastAPI(title="chunkmq", version=__version__, lifespan=lifespan)
     app.state.settings = settings
-
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
+    errors.install(app)
+    app.include_router(router)
+    schemas.install_openapi(app)
     return app

@@ -1,0 +1,30 @@
+"""The metadata layer: exchanges, queues, bindings, groups, users and tokens in SQL (SQLAlchemy 2.0,
+Alembic migrations). See docs/metadata.md.
+
+    from app.meta import MetaStore, upgrade
+    upgrade(settings.meta_url)            # always first: brings the schema to the newest revision
+    store = MetaStore(settings.meta_url)
+    snapshot = store.load()
+"""
+
+from app.meta.errors import AlreadyExists, InvalidValue, MetaError, NotFound
+from app.meta.migrate import upgrade
+from app.meta.repository import QUEUE_SETTINGS, MetaStore
+from app.meta.rows import BindingRow, ExchangeRow, GroupRow, MetaSnapshot, QueueRow, TokenRow, UserRow
+
+__all__ = [
+    "QUEUE_SETTINGS",
+    "AlreadyExists",
+    "BindingRow",
+    "ExchangeRow",
+    "GroupRow",
+    "InvalidValue",
+    "MetaError",
+    "MetaSnapshot",
+    "MetaStore",
+    "NotFound",
+    "QueueRow",
+    "TokenRow",
+    "UserRow",
+    "upgrade",
+]

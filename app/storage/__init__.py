@@ -1,0 +1,51 @@
+"""chunkmq storage engine: a message log in chunk files with per-queue offset indexes.
+
+Plain synchronous Python, file system only. See docs/storage.md and the docstrings of the format
+modules (record.py, chunk.py, queue_index.py, checkpoint.py) for the on-disk formats.
+"""
+
+from .errors import (
+    BatchTooLarge,
+    CorruptChunk,
+    MessageTooLarge,
+    StorageError,
+    StorageFull,
+    StoreClosed,
+    UnknownQueue,
+)
+from .model import (
+    Appended,
+    ChunkInfo,
+    FsyncMode,
+    IndexEntry,
+    NewMessage,
+    Record,
+    RecoveryReport,
+    RetentionReport,
+    StoredMessage,
+    StoreOptions,
+    tag_hash,
+)
+from .store import Store
+
+__all__ = [
+    "Appended",
+    "BatchTooLarge",
+    "ChunkInfo",
+    "CorruptChunk",
+    "FsyncMode",
+    "IndexEntry",
+    "MessageTooLarge",
+    "NewMessage",
+    "Record",
+    "RecoveryReport",
+    "RetentionReport",
+    "StorageError",
+    "StorageFull",
+    "Store",
+    "StoreClosed",
+    "StoreOptions",
+    "StoredMessage",
+    "UnknownQueue",
+    "tag_hash",
+]

@@ -1,0 +1,48 @@
+"""/api/v1/bindings: exchange -> queue bindings."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from app.api import schemas
+from app.api.auth import Principal, authenticate
+from app.api.body import json_object
+from app.api.deps import broker_of, json
+from app.broker.routing import Binding
+
+router = APIRouter(prefix="/api/v1/bindings", tags=["bindings"])
+
+
+def binding_info(b: Binding) -> dict[str, object]:
+    return {"id": b.id, "exchange": b.exchange, "queue": b.queue, "routing_key": b.routing_key,
+            "arguments": dict(b.arguments)}
+
+
+@router.get("")
+async def list_bindings(
+    request: Request, exchange: str | None = None, queue: str | None = None, _: Principal = Depends(authenticate)
+) -> Response:
+    bindings = broker_of(request).bindings(exchange or None, queue or None)
+    return json([binding_info(b) for b in bindings])
+
+
+@router.post("", openapi_extra=schemas.body(schemas.BindingCreate))
+async def create_binding(request: Request, who: Principal = Depends(authenticate)) -> Response:
+    body = await json_object(request)
+    # RabbitMQ's rule: binding writes to the queue and reads from the exchange.
+    if isinstance(body.get("queue"), str) and isinstance(body.get("exchange"), str):
+        who.check("write", body["queue"])
+        who.check("read", body["exchange"])
+    binding, created = await broker_of(request).bind(body)
+    return json(binding_info(binding), 201 if created else 200)
+
+
+@router.delete("/{binding_id}", status_code=204)
+async def delete_binding(binding_id: int, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    broker = broker_of(request)
+    binding = broker.binding(binding_id)
+    who.check("write", binding.queue)
+    who.check("read", binding.exchange)
+    await broker.unbind(binding_id)
+    return Response(status_code=204)

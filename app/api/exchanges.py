@@ -1,0 +1,55 @@
+"""/api/v1/exchanges: declare, list, inspect, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from app.api import schemas
+from app.api.auth import Principal, authenticate
+from app.api.body import json_object
+from app.api.deps import broker_of, json
+from app.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
+from app.broker.routing import Exchange
+
+router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
+
+
+def exchange_info(exchange: Exchange) -> dict[str, Any]:
+    return {
+        "name": exchange.name or DEFAULT_EXCHANGE_ALIAS,
+        "type": exchange.type.value,
+        "alternate_exchange": exchange.alternate_exchange,
+        "messages_in": exchange.messages_in,
+        "messages_unroutable": exchange.messages_unroutable,
+        "bindings": len(exchange.bindings),
+    }
+
+
+@router.get("")
+async def list_exchanges(request: Request, _: Principal = Depends(authenticate)) -> Response:
+    exchanges = broker_of(request).routing.exchanges.values()
+    return json([exchange_info(e) for e in sorted(exchanges, key=lambda e: e.name)])
+
+
+@router.get("/{name}")
+async def get_exchange(name: str, request: Request, _: Principal = Depends(authenticate)) -> Response:
+    return json(exchange_info(broker_of(request).exchange(exchange_from_path(name))))
+
+
+@router.put("/{name}", openapi_extra=schemas.body(schemas.ExchangeDeclare))
+async def declare_exchange(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("configure", name)
+    exchange, created = await broker_of(request).declare_exchange(name, await json_object(request))
+    return json(exchange_info(exchange), 201 if created else 200)
+
+
+@router.delete("/{name}", status_code=204)
+async def delete_exchange(
+    name: str, request: Request, if_unused: bool = False, who: Principal = Depends(authenticate)
+) -> Response:
+    who.check("configure", name)
+    await broker_of(request).delete_exchange(exchange_from_path(name), if_unused)
+    return Response(status_code=204)

@@ -1,0 +1,84 @@
+"""/api/v1/queues/{q}/groups: consumer groups over stateless HTTP calls."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from app.api import schemas
+from app.api.auth import Principal, authenticate
+from app.api.body import json_object
+from app.api.deps import broker_of, json, raw_json
+from app.broker.errors import InvalidInput
+from app.broker.names import check_name
+
+router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer groups"])
+
+MAX_PULL = 1000
+MAX_WAIT_MS = 30_000
+
+
+@router.get("")
+async def list_groups(queue: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    broker = broker_of(request)
+    q = broker.queue(check_name(queue, "queue name"))
+    return json([g.info(broker.store) for g in q.groups.values()])
+
+
+@router.get("/{group}")
+async def get_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    broker = broker_of(request)
+    q = broker.queue(check_name(queue, "queue name"))
+    return json(broker.group(q, group).info(broker.store))
+
+
+@router.put("/{group}", openapi_extra=schemas.body(schemas.GroupDeclare, required=False))
+async def declare_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("read", check_name(queue, "queue name"))
+    broker = broker_of(request)
+    g, created = await broker.declare_group(queue, group, await json_object(request, required=False))
+    return json(g.info(broker.store), 201 if created else 200)
+
+
+@router.post("/{group}/pull", openapi_extra=schemas.body(schemas.PullBody, required=False))
+async def pull(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("read", check_name(queue, "queue name"))
+    body = await json_object(request, required=False)
+    unknown = body.keys() - {"max_messages", "wait_ms", "consumer"}
+    if unknown:
+        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+    max_messages = body.get("max_messages", 100)
+    wait_ms = body.get("wait_ms", 0)
+    consumer = body.get("consumer", "default")
+    if type(max_messages) is not int or not 1 <= max_messages <= MAX_PULL:
+        raise InvalidInput(f"max_messages must be an integer from 1 to {MAX_PULL}")
+    if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
+        raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
+    check_name(consumer, "consumer id")
+    return raw_json(await broker_of(request).pull(queue, group, max_messages, wait_ms, consumer))
+
+
+@router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody))
+async def ack(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("read", check_name(queue, "queue name"))
+    return json(broker_of(request).ack(queue, group, await json_object(request)))
+
+
+@router.post("/{group}/nack", openapi_extra=schemas.body(schemas.NackBody))
+async def nack(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("read", check_name(queue, "queue name"))
+    return json(broker_of(request).nack(queue, group, await json_object(request)))
+
+
+@router.post("/{group}/seek", openapi_extra=schemas.body(schemas.SeekBody))
+async def seek(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("read", check_name(queue, "queue name"))
+    broker = broker_of(request)
+    return json(broker.seek(queue, group, await json_object(request)).info(broker.store))
+
+
+@router.delete("/{group}", status_code=204)
+async def delete_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("read", check_name(queue, "queue name"))
+    await broker_of(request).delete_group(queue, group)
+    return Response(status_code=204)

@@ -1,0 +1,118 @@
+"""Operations: overview, storage, messages by id, health, readiness, Prometheus metrics."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+
+from fastapi import APIRouter, Depends, Request
+from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.responses import Response
+
+from app import __version__, metrics
+from app.api.auth import Principal, authenticate
+from app.api.deps import broker_of, json, raw_json
+from app.broker.broker import Broker
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/api/v1/overview")
+async def overview(request: Request, _: Principal = Depends(authenticate)) -> Response:
+    broker = broker_of(request)
+    store = broker.store
+    stats = broker.stats
+    messages = sum(store.next_offset(q.id) - store.first_offset(q.id) for q in broker.queues.values())
+    queue_bytes = sum(store.queue_bytes(q.id) for q in broker.queues.values())
+    disk = shutil.disk_usage(broker.settings.data_dir)
+    return json({
+        "version": __version__,
+        "uptime_seconds": round(time.time() - stats.started, 1),
+        "durability": broker.durability,
+        "totals": {
+            "exchanges": len(broker.routing.exchanges),
+            "queues": len(broker.queues),
+            "groups": sum(len(q.groups) for q in broker.queues.values()),
+            "messages": messages,
+            "bytes": queue_bytes,
+            "disk_used_bytes": store.disk_bytes(),
+            "disk_free_bytes": disk.free,
+        },
+        "rates": {
+            "publish": round(stats.published.per_second, 1),
+            "deliver": round(stats.delivered.per_second, 1),
+            "ack": round(stats.acked.per_second, 1),
+        },
+        "counters": {
+            "published": stats.published.total,
+            "delivered": stats.delivered.total,
+            "acked": stats.acked.total,
+            "dead_lettered": stats.dead_lettered,
+            "dropped": stats.dropped,
+        },
+        "retention": {
+            "freed_bytes": stats.retention_freed_bytes,
+            "deleted_chunks": stats.retention_deleted_chunks,
+        },
+    })
+
+
+@router.get("/api/v1/storage/chunks")
+async def chunks(request: Request, _: Principal = Depends(authenticate)) -> Response:
+    return json([asdict(c) for c in broker_of(request).store.chunks()])
+
+
+@router.get("/api/v1/messages/{message_id}")
+async def get_message(message_id: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    queue, body = broker_of(request).get_message(message_id)
+    if queue is None:
+        who.check_admin()  # a message no queue holds (unroutable): only admins may look
+    else:
+        who.check("read", queue)
+    return raw_json(body)
+
+
+@router.get("/healthz", include_in_schema=True)
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> Response:
+    broker: Broker | None = getattr(request.app.state, "broker", None)
+    if broker is None:
+        return json({"status": "starting"}, 503)
+    budget = broker.settings.disk_budget_bytes
+    if budget and broker.store.disk_bytes() > budget:
+        return json({"status": "disk budget exhausted"}, 503)
+    return json({"status": "ready"})
+
+
+@router.get("/metrics")
+async def prometheus_metrics() -> Response:
+    return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+class QueueCollector(Collector):
+    """Queue depth and group lag, read from the broker at scrape time."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        store = self.broker.store
+        depth = GaugeMetricFamily("chunkmq_queue_messages", "Messages held by a queue", labels=["queue"])
+        size = GaugeMetricFamily("chunkmq_queue_bytes", "Bytes held by a queue", labels=["queue"])
+        lag = GaugeMetricFamily("chunkmq_group_lag", "Messages a group has not finished", labels=["queue", "group"])
+        for q in list(self.broker.queues.values()):
+            depth.add_metric([q.name], store.next_offset(q.id) - store.first_offset(q.id))
+            size.add_metric([q.name], store.queue_bytes(q.id))
+            for g in list(q.groups.values()):
+                lag.add_metric([q.name, g.name], g.lag_in(store))
+        disk = GaugeMetricFamily("chunkmq_disk_bytes", "Bytes used by the store on disk")
+        disk.add_metric([], store.disk_bytes())
+        yield from (depth, size, lag, disk)

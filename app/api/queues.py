@@ -1,0 +1,77 @@
+"""/api/v1/queues: declare, list, inspect, change, delete, purge, browse."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
+
+from app.api import schemas
+from app.api.auth import Principal, authenticate
+from app.api.body import json_object
+from app.api.deps import broker_of, json, raw_json
+from app.broker.errors import InvalidInput
+from app.broker.message import as_base64
+from app.broker.names import check_name
+
+router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
+
+
+@router.get("")
+async def list_queues(request: Request, _: Principal = Depends(authenticate)) -> Response:
+    broker = broker_of(request)
+    return json([broker.queue_info(q) for q in sorted(broker.queues.values(), key=lambda q: q.name)])
+
+
+@router.get("/{name}")
+async def get_queue(name: str, request: Request, _: Principal = Depends(authenticate)) -> Response:
+    broker = broker_of(request)
+    return json(broker.queue_info(broker.queue(check_name(name, "queue name"))))
+
+
+@router.put("/{name}", openapi_extra=schemas.body(schemas.QueueDeclare, required=False))
+async def declare_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("configure", name)
+    broker = broker_of(request)
+    queue, created = await broker.declare_queue(name, await json_object(request, required=False))
+    return json(broker.queue_info(queue), 201 if created else 200)
+
+
+@router.patch("/{name}", openapi_extra=schemas.body(schemas.QueuePatch))
+async def update_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("configure", name)
+    broker = broker_of(request)
+    queue = await broker.update_queue(check_name(name, "queue name"), await json_object(request))
+    return json(broker.queue_info(queue))
+
+
+@router.delete("/{name}", status_code=204)
+async def delete_queue(
+    name: str, request: Request, force: bool = False, who: Principal = Depends(authenticate)
+) -> Response:
+    who.check("configure", name)
+    await broker_of(request).delete_queue(check_name(name, "queue name"), force)
+    return Response(status_code=204)
+
+
+@router.post("/{name}/purge")
+async def purge_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check("configure", name)
+    return json({"purged": broker_of(request).purge(check_name(name, "queue name"))})
+
+
+@router.get("/{name}/messages")
+async def browse(
+    name: str,
+    request: Request,
+    offset: int | None = Query(None, ge=0),
+    timestamp: int | None = Query(None, ge=0, description="epoch ms: start at the first message at or after it"),
+    limit: int = Query(100, ge=1, le=10_000),
+    encoding: str = Query("auto", pattern="^(auto|base64)$"),
+    who: Principal = Depends(authenticate),
+) -> Response:
+    """Read by offset without a group (browsing, Spark)."""
+    who.check("read", check_name(name, "queue name"))
+    if offset is not None and timestamp is not None:
+        raise InvalidInput("give offset or timestamp, not both")
+    body = broker_of(request).browse(name, offset, timestamp, limit)
+    return raw_json(as_base64(body) if encoding == "base64" else body)

@@ -1,0 +1,260 @@
+"""A consumer group on one queue: what it has been given, what is still in flight, what is done.
+
+State and its invariants (all offsets are queue offsets):
+
+- `next_offset`: every offset below it has been delivered at least once, or skipped by the tag
+  filter, or skipped by a seek/cumulative ack. New deliveries start here.
+- `in_flight`: offset -> (consumer, deadline, delivery count), for deliveries not yet acked.
+- `pending`: offset -> (ready time, delivery count), for nacked or timed-out messages waiting to be
+  delivered again. An offset is never in both.
+- the ack floor is derived, not stored: min of in_flight, pending and next_offset. Everything below it
+  is done. This is why no set of acked offsets is needed, and why skipping other tags moves the
+  floor for free (EQueue counted skipped messages as lag; we do not).
+- `committed_floor`: the floor last written to the database. After a crash the group restarts from
+  it, so messages above it are delivered again (at-least-once), and none below it.
+
+The group is owned by the event loop thread: no locks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.storage import Store, StoredMessage, tag_hash
+
+CONSUMER_FORGET_MS = 5 * 60 * 1000  # a consumer unseen for this long leaves the consumer list
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class InFlight:
+    consumer: str
+    deadline: int  # monotonic ms
+    count: int  # deliveries so far, this one included
+
+
+@dataclass(eq=False, slots=True)
+class Group:
+    queue_id: int
+    name: str
+    next_offset: int
+    tag_filter: tuple[str, ...] | None = None
+    committed_floor: int = 0
+    in_flight: dict[int, InFlight] = field(default_factory=dict)
+    pending: dict[int, int] = field(default_factory=dict)  # offset -> deliveries so far
+    consumers: dict[str, int] = field(default_factory=dict)  # consumer id -> last seen (epoch ms)
+    missed: int = 0  # messages lost to retention before this group consumed them
+    closed: bool = False
+    _deadlines: list[tuple[int, int]] = field(default_factory=list)  # heap of (deadline, offset)
+    _ready: list[tuple[int, int]] = field(default_factory=list)  # heap of (ready time, offset)
+    _tag_hashes: frozenset[int] | None = None
+    _lag_cache: tuple[int, int, int] = (-1, -1, 0)  # (floor, end, lag) for filtered groups
+
+    def __post_init__(self) -> None:
+        self.set_tag_filter(self.tag_filter)
+
+    # ---------------------------------------------------------------- derived state
+
+    @property
+    def ack_floor(self) -> int:
+        floor = self.next_offset
+        if self.in_flight:
+            floor = min(floor, min(self.in_flight))
+        if self.pending:
+            floor = min(floor, min(self.pending))
+        return floor
+
+    def set_tag_filter(self, tags: tuple[str, ...] | None) -> None:
+        self.tag_filter = tags
+        self._tag_hashes = None if tags is None else frozenset(tag_hash(t.encode()) for t in tags)
+        self._lag_cache = (-1, -1, 0)
+
+    def lag_in(self, store: Store) -> int:
+        """Messages this group still has to finish: unacked ones plus those not yet delivered."""
+        end = store.next_offset(self.queue_id)
+        floor = self.ack_floor
+        if self._tag_hashes is None:
+            return max(0, end - floor)
+        cached_floor, cached_end, lag = self._lag_cache
+        if (cached_floor, cached_end) == (floor, end):
+            return lag
+        lag = len(self.in_flight) + len(self.pending)
+        offset = self.next_offset
+        while offset < end:
+            entries = store.index_entries(self.queue_id, offset, min(10_000, end - offset))
+            if not entries:
+                break
+            lag += sum(1 for e in entries if e.tag_hash in self._tag_hashes)
+            offset += len(entries)
+        self._lag_cache = (floor, end, lag)
+        return lag
+
+    # ---------------------------------------------------------------- delivery
+
+    def catch_up(self, store: Store) -> None:
+        """Jump over messages that retention or limits removed, counting them as missed."""
+        first = store.first_offset(self.queue_id)
+        if self.next_offset < first:
+            self.missed += first - self.next_offset
+            self.next_offset = first
+        for offset in [o for o in self.pending if o < first]:
+            del self.pending[offset]
+            self.missed += 1
+        for offset in [o for o in self.in_flight if o < first]:
+            del self.in_flight[offset]
+            self.missed += 1
+
+    def expire(self, now: int, max_deliveries: int | None) -> list[tuple[int, int]]:
+        """Move in-flight messages past their deadline to pending. Returns (offset, count) of those
+        that used up their deliveries: the caller dead-letters them."""
+        exhausted: list[tuple[int, int]] = []
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            deadline, offset = heapq.heappop(heap)
+            entry = self.in_flight.get(offset)
+            if entry is None or entry.deadline != deadline:
+                continue  # acked, nacked or redelivered since: a stale heap entry
+            del self.in_flight[offset]
+            if max_deliveries is not None and entry.count >= max_deliveries:
+                exhausted.append((offset, entry.count))
+            else:
+                self._make_pending(offset, entry.count, now)
+        return exhausted
+
+    def _make_pending(self, offset: int, count: int, ready: int) -> None:
+        self.pending[offset] = count
+        heapq.heappush(self._ready, (ready, offset))
+
+    def next_ready(self) -> int | None:
+        """Monotonic ms at which a pending message or an in-flight deadline next needs attention."""
+        times = [t for heap in (self._ready, self._deadlines) for t, _ in heap[:1]]
+        return min(times) if times else None
+
+    def deliver(
+        self, store: Store, consumer: str, max_messages: int, ack_timeout_ms: int, now: int
+    ) -> list[tuple[StoredMessage, int]]:
+        """Take up to max_messages: redeliveries first, then new messages in offset order.
+        Returns (message, delivery count) pairs, now in flight for `consumer`."""
+        self.consumers[consumer] = time.time_ns() // 1_000_000
+        self.catch_up(store)
+        out: list[tuple[StoredMessage, int]] = []
+        deadline = now + ack_timeout_ms
+        ready = self._ready
+        while ready and len(out) < max_messages and ready[0][0] <= now:
+            _, offset = heapq.heappop(ready)
+            count = self.pending.pop(offset, None)
+            if count is None:
+                continue  # acked while pending
+            stored = store.read(self.queue_id, offset, 1)
+            if not stored or stored[0].offset != offset:
+                self.missed += 1  # removed by retention meanwhile
+                continue
+            out.append((stored[0], count + 1))
+            self._track(offset, consumer, deadline, count + 1)
+        room = max_messages - len(out)
+        if room > 0:
+            end = store.next_offset(self.queue_id)
+            if self.next_offset < end:
+                if self._tag_hashes is None:
+                    fresh = store.read(self.queue_id, self.next_offset, room)
+                    scanned_to = fresh[-1].offset + 1 if fresh else self.next_offset
+                else:
+                    fresh, scanned_to = store.read_matching(self.queue_id, self.next_offset, room, self._tag_hashes)
+                self.next_offset = max(self.next_offset, scanned_to)
+                in_flight = self.in_flight
+                heap = self._deadlines
+                for message in fresh:
+                    in_flight[message.offset] = InFlight(consumer, deadline, 1)
+                    heapq.heappush(heap, (deadline, message.offset))
+                    out.append((message, 1))
+        return out
+
+    def _track(self, offset: int, consumer: str, deadline: int, count: int) -> None:
+        self.in_flight[offset] = InFlight(consumer, deadline, count)
+        heapq.heappush(self._deadlines, (deadline, offset))
+
+    # ---------------------------------------------------------------- acknowledgements
+
+    def ack(self, offsets: list[int]) -> tuple[int, list[int]]:
+        """Per-offset ack. Returns (acked count, offsets that were not in flight or pending)."""
+        acked, unknown = 0, []
+        for offset in offsets:
+            if self.in_flight.pop(offset, None) is not None or self.pending.pop(offset, None) is not None:
+                acked += 1
+            else:
+                unknown.append(offset)
+        return acked, unknown
+
+    def ack_up_to(self, up_to: int, end: int) -> int:
+        """Cumulative ack: every offset below `up_to` is done (capped at the queue's end)."""
+        up_to = min(up_to, end)
+        before = len(self.in_flight) + len(self.pending)
+        if self.in_flight:
+            self.in_flight = {o: e for o, e in self.in_flight.items() if o >= up_to}
+        if self.pending:
+            self.pending = {o: c for o, c in self.pending.items() if o >= up_to}
+        self.next_offset = max(self.next_offset, up_to)
+        return before - len(self.in_flight) - len(self.pending)
+
+    def nack(self, offsets: list[int], delay_ms: int, now: int, max_deliveries: int | None) -> tuple[list[int], list[tuple[int, int]]]:
+        """Give messages back for redelivery after delay_ms. Returns (unknown offsets, exhausted
+        (offset, count) pairs for the caller to dead-letter)."""
+        unknown: list[int] = []
+        exhausted: list[tuple[int, int]] = []
+        for offset in offsets:
+            entry = self.in_flight.pop(offset, None)
+            if entry is None:
+                unknown.append(offset)
+            elif max_deliveries is not None and entry.count >= max_deliveries:
+                exhausted.append((offset, entry.count))
+            else:
+                self._make_pending(offset, entry.count, now + delay_ms)
+        return unknown, exhausted
+
+    def release_consumer(self, consumer: str, now: int) -> int:
+        """A consumer left cleanly asking for requeue: its in-flight messages are ready again now."""
+        mine = [o for o, e in self.in_flight.items() if e.consumer == consumer]
+        for offset in mine:
+            entry = self.in_flight.pop(offset)
+            self._make_pending(offset, entry.count, now)
+        return len(mine)
+
+    def seek(self, offset: int) -> None:
+        """Move the group; everything in flight or pending is forgotten."""
+        self.in_flight.clear()
+        self.pending.clear()
+        self._deadlines.clear()
+        self._ready.clear()
+        self.next_offset = offset
+
+    def close(self) -> None:
+        self.closed = True
+
+    # ---------------------------------------------------------------- views
+
+    def info(self, store: Store) -> dict[str, Any]:
+        now = time.time_ns() // 1_000_000
+        for consumer in [c for c, seen in self.consumers.items() if now - seen > CONSUMER_FORGET_MS]:
+            del self.consumers[consumer]
+        floor = self.ack_floor
+        first = store.first_offset(self.queue_id)
+        oldest = store.timestamp_of(self.queue_id, floor) if floor < store.next_offset(self.queue_id) else None
+        return {
+            "name": self.name,
+            "ack_floor": floor,
+            "next_offset": self.next_offset,
+            "lag": self.lag_in(store),
+            "oldest_unacked_age_ms": max(0, now - oldest) if oldest is not None else 0,
+            "in_flight": len(self.in_flight),
+            "pending_redelivery": len(self.pending),
+            "consumers": [{"id": c, "last_seen": seen} for c, seen in self.consumers.items()],
+            "tag_filter": list(self.tag_filter) if self.tag_filter is not None else None,
+            "missed": self.missed,
+            "behind_retention": floor < first,
+        }

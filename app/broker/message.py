@@ -1,0 +1,125 @@
+"""Messages as the broker stores and delivers them.
+
+The storage engine keeps an opaque `data` blob per record. The broker puts the JSON members of the
+message that never change into it, already encoded, without the braces:
+
+    "exchange":"orders","routing_key":"orders.eu","headers":{"k":"v"},"tag":"created","body":"text"
+
+(`"body_base64":"..."` instead of `"body"` for binary messages, flag FLAG_BINARY). Delivering a message
+is then one bytes-format call that wraps that blob with the members that vary (queue, offset, id,
+timestamp, delivery_count): pull and browse never decode and re-encode a body (EQueue's "return the
+binary as stored"). The offline chunk reader decodes it with `decode_data`.
+"""
+
+from __future__ import annotations
+
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from app.broker.errors import InvalidInput, NotFound
+from app.broker.names import MAX_ROUTING_KEY
+
+FLAG_BINARY = 1
+MAX_SHORT_TEXT = 255  # tags and idempotency keys
+_FIELDS = frozenset({"body", "body_base64", "routing_key", "headers", "tag", "idempotency_key"})
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One validated message of a publish request, ready to be routed and stored."""
+
+    routing_key: str
+    headers: dict[str, str]
+    tag: str | None
+    idempotency_key: str | None
+    data: bytes
+    flags: int
+
+
+def parse_message(raw: Any, exchange: str, index: int) -> Outgoing:
+    """Validate one message object of a publish body and encode its stored blob."""
+    if type(raw) is not dict:
+        raise InvalidInput(f"messages[{index}] must be an object")
+    if not raw.keys() <= _FIELDS:
+        unknown = ", ".join(sorted(raw.keys() - _FIELDS))
+        raise InvalidInput(f"messages[{index}] has unknown fields: {unknown}")
+    routing_key = raw.get("routing_key", "")
+    if type(routing_key) is not str or len(routing_key) > MAX_ROUTING_KEY:
+        raise InvalidInput(f"messages[{index}].routing_key must be a string of at most {MAX_ROUTING_KEY} characters")
+    headers = raw.get("headers") or {}
+    if type(headers) is not dict or not all(type(v) is str for v in headers.values()):
+        raise InvalidInput(f"messages[{index}].headers must be an object of strings")
+    tag = _short_text(raw.get("tag"), index, "tag")
+    key = _short_text(raw.get("idempotency_key"), index, "idempotency_key")
+    if "body" in raw:
+        if "body_base64" in raw:
+            raise InvalidInput(f"messages[{index}] has both body and body_base64")
+        body, flags, body_field = raw["body"], 0, "body"
+        if type(body) is not str:
+            raise InvalidInput(f"messages[{index}].body must be a string (use body_base64 for bytes)")
+    elif "body_base64" in raw:
+        body, flags, body_field = raw["body_base64"], FLAG_BINARY, "body_base64"
+        if type(body) is not str or not _is_base64(body):
+            raise InvalidInput(f"messages[{index}].body_base64 must be valid base64")
+    else:
+        raise InvalidInput(f"messages[{index}] needs a body or body_base64")
+    data = orjson.dumps(
+        {"exchange": exchange, "routing_key": routing_key, "headers": headers, "tag": tag, body_field: body}
+    )[1:-1]
+    return Outgoing(routing_key, headers, tag, key, data, flags)
+
+
+def _short_text(value: Any, index: int, name: str) -> str | None:
+    if value is None:
+        return None
+    if type(value) is not str or not 0 < len(value) <= MAX_SHORT_TEXT:
+        raise InvalidInput(f"messages[{index}].{name} must be a string of 1-{MAX_SHORT_TEXT} characters")
+    return value
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def message_id(position: int) -> str:
+    """Ids are the record's global position: unique for the life of the store, and a direct lookup."""
+    return f"{position:016x}"
+
+
+def position_of(message_id_: str) -> int:
+    try:
+        if len(message_id_) != 16:
+            raise ValueError
+        return int(message_id_, 16)
+    except ValueError:
+        raise NotFound(f"no message with id {message_id_!r}", code="message_not_found") from None
+
+
+def render(queue_json: bytes, offset: int, position: int, timestamp: int, data: bytes, delivery_count: int) -> bytes:
+    """The JSON of one delivered message (API.md "Messages as delivered")."""
+    return b'{"queue":%b,"offset":%d,"id":"%016x","timestamp":%d,%b,"delivery_count":%d}' % (
+        queue_json, offset, position, timestamp, data, delivery_count,
+    )
+
+
+def decode_data(data: bytes) -> dict[str, Any]:
+    """The stored members as a dict (slow path: base64 re-encoding, the offline reader)."""
+    result: dict[str, Any] = orjson.loads(b"{" + data + b"}")
+    return result
+
+
+def as_base64(page: bytes) -> bytes:
+    """Re-render a JSON document of messages (`{"messages": [...]}` or one message) with
+    `body_base64` for every text body (requests with encoding=base64). A slow path by design."""
+    doc = orjson.loads(page)
+    for message in doc.get("messages", [doc]):
+        if "body" in message:
+            message["body_base64"] = binascii.b2a_base64(message.pop("body").encode(), newline=False).decode()
+    return orjson.dumps(doc)

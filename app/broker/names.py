@@ -1,0 +1,26 @@
+"""Validation of the names clients choose: exchanges, queues, groups, consumers."""
+
+from __future__ import annotations
+
+import re
+
+from app.broker.errors import InvalidInput
+
+# API.md: 1-200 characters of A-Za-z0-9 . _ - :
+_NAME = re.compile(r"[A-Za-z0-9._:\-]{1,200}")
+DEFAULT_EXCHANGE = ""
+DEFAULT_EXCHANGE_ALIAS = "amq.default"
+MAX_ROUTING_KEY = 255  # AMQP's short-string limit
+
+
+def check_name(name: str, kind: str = "name") -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidInput(
+            f"invalid {kind} {name!r}: use 1-200 characters of A-Z a-z 0-9 . _ - :", code="invalid_name"
+        )
+    return name
+
+
+def exchange_from_path(name: str) -> str:
+    """The default exchange has no name; in URLs it is addressed as `amq.default`."""
+    return DEFAULT_EXCHANGE if name == DEFAULT_EXCHANGE_ALIAS else check_name(name, "exchange name")

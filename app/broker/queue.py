@@ -1,0 +1,88 @@
+"""A queue as the broker holds it in memory: settings from the database, offsets from storage."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+from app.broker.errors import InvalidInput
+from app.broker.names import check_name
+
+
+class Overflow(StrEnum):
+    DROP_HEAD = "drop_head"
+    REJECT_PUBLISH = "reject_publish"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """What PUT /queues/{name} declares; two declares are identical when these are equal."""
+
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    max_age_seconds: int | None = None
+    overflow: Overflow = Overflow.DROP_HEAD
+    dead_letter_exchange: str | None = None
+    dead_letter_routing_key: str | None = None
+    max_deliveries: int | None = None
+    ack_timeout_ms: int = 30_000
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))
+
+    @classmethod
+    def parse(cls, body: dict[str, Any], base: QueueSettings | None = None) -> QueueSettings:
+        """Validate settings from a request body; fields absent from it keep `base` (or defaults)."""
+        values = asdict(base or cls())
+        for name in cls.names() & body.keys():
+            values[name] = body[name]
+        for name in ("max_messages", "max_bytes", "max_age_seconds", "max_deliveries"):
+            value = values[name]
+            if value is not None and (type(value) is not int or value < 1):
+                raise InvalidInput(f"{name} must be a positive integer or null")
+        timeout = values["ack_timeout_ms"]
+        if type(timeout) is not int or not 1 <= timeout <= 24 * 3600 * 1000:
+            raise InvalidInput("ack_timeout_ms must be an integer from 1 to 86400000")
+        try:
+            values["overflow"] = Overflow(values["overflow"])
+        except ValueError:
+            raise InvalidInput("overflow must be drop_head or reject_publish") from None
+        if values["dead_letter_exchange"] is not None:
+            dlx = values["dead_letter_exchange"]
+            if dlx != "" and dlx != "amq.default":
+                check_name(dlx, "dead_letter_exchange")
+        rk = values["dead_letter_routing_key"]
+        if rk is not None and (type(rk) is not str or len(rk) > 255):
+            raise InvalidInput("dead_letter_routing_key must be a string of at most 255 characters")
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["overflow"] = self.overflow.value
+        return d
+
+
+@dataclass(eq=False, slots=True)
+class Queue:
+    id: int
+    name: str
+    settings: QueueSettings
+    producer_visible: bool = True
+    consumer_visible: bool = True
+    messages_in: int = 0
+    messages_dropped: int = 0  # by limits (drop_head, max_age) and retention's disk budget
+    name_json: bytes = b""
+    groups: dict[str, Any] = field(default_factory=dict)  # name -> app.broker.group.Group
+    # Set by every publish into the queue; waiting pulls and streams wait on it.
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.name_json = b'"%b"' % self.name.encode()  # names are [A-Za-z0-9._:-]: nothing to escape
+
+    def notify(self) -> None:
+        """Wake everyone waiting for messages, then re-arm for the next wait."""
+        self.arrived.set()
+        self.arrived = asyncio.Event()

@@ -1,0 +1,43 @@
+"""The one place an Engine is built, so the app, the CLI and Alembic all get the same SQLite settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+# Execution option: begin transactions with BEGIN IMMEDIATE (take the write lock up front).
+IMMEDIATE = "chunkmq_sqlite_immediate"
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        # WAL: readers never block the writer (the broker's floor writer runs beside admin calls).
+        # synchronous stays FULL: a declared queue must survive a power cut, or its id could be
+        # handed out again while its storage files still exist.
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # SQLite enforces foreign keys (and so ON DELETE CASCADE) only when asked, per connection.
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+    # The sqlite3 module would BEGIN only before the first INSERT/UPDATE/DELETE, leaving the reads
+    # before it outside the transaction. Turn that off and BEGIN ourselves (_sqlite_on_begin).
+    dbapi_connection.isolation_level = None
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    # A write transaction that first reads would, with a plain (deferred) BEGIN, fail at once with
+    # SQLITE_BUSY when another writer committed after its read: IMMEDIATE waits for the lock instead.
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(IMMEDIATE) else "BEGIN")
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An Engine for `url` (any SQLAlchemy URL). SQLite connections get WAL, foreign keys on, and
+    real transactions: BEGIN when one starts, BEGIN IMMEDIATE with the IMMEDIATE execution option."""
+    engine = create_engine(url, **kwargs)
+    if make_url(url).get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+    return engine

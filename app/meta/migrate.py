@@ -1,0 +1,80 @@
+"""Alembic, driven from code: `upgrade(url)` brings any database to the newest schema.
+
+The configuration is built here rather than read from an alembic.ini, so it works from any working
+directory. The migration scripts live in <repo>/alembic (next to the `app` package).
+
+For developers, `python -m app.meta upgrade [URL]` and `python -m app.meta revision "message"`
+(app/meta/__main__.py, docs/metadata.md).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from alembic.config import Config
+from sqlalchemy.engine import make_url
+
+import app
+from alembic import command
+from app.meta.engine import make_engine
+
+SCRIPT_LOCATION = Path(app.__file__).resolve().parent.parent / "alembic"
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPT_LOCATION))
+    # Config values go through configparser interpolation, so a '%' in a URL (an escaped password)
+    # must be doubled here; env.py reads the URL back unescaped.
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def _ensure_sqlite_dir(url: str) -> None:
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:"):
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Apply every migration up to `revision` to the database at `url` (for SQLite, creating the file
+    and its directory when missing)."""
+    _ensure_sqlite_dir(url)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            cfg = alembic_config(url)
+            cfg.attributes["connection"] = connection
+            command.upgrade(cfg, revision)
+    finally:
+        engine.dispose()
+
+
+def current_revision(url: str) -> str | None:
+    """The revision the database at `url` is at, or None when it has never been migrated."""
+    from alembic.runtime.migration import MigrationContext
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def _next_rev_id() -> str:
+    numbers = [int(p.name[:4]) for p in (SCRIPT_LOCATION / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")]
+    return f"{max(numbers, default=0) + 1:04d}"
+
+
+def new_revision(message: str) -> Path:
+    """Autogenerate the next migration (alembic/versions/NNNN_<message>.py) by diffing the models
+    against a scratch SQLite database brought to head."""
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'scratch.db'}"
+        upgrade(url)
+        script = command.revision(alembic_config(url), message, autogenerate=True, rev_id=_next_rev_id())
+        assert script is not None and not isinstance(script, list)
+        return Path(script.path)

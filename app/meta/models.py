@@ -1,0 +1,157 @@
+"""SQLAlchemy models of the metadata database (DESIGN.md "Data model").
+
+The schema is created by Alembic (alembic/versions/); tests/meta/test_migrations.py fails when these
+models and the migrations disagree. Change both together (docs/metadata.md says how).
+
+Names are the identity clients use; bindings refer to exchanges and queues by name, groups to their
+queue by id (the broker addresses storage by queue id). `queues` and `bindings` use SQLite
+AUTOINCREMENT so an id is never handed out twice: queue storage directories are named by id, and a
+reused id would resurrect the files of a deleted queue.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import CheckConstraint, ForeignKey, MetaData, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.meta.types import CanonicalJSON, UtcDateTime, utcnow
+
+EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers", "hash")
+OVERFLOW_POLICIES = ("drop_head", "reject_publish")
+GROUP_STARTS = ("earliest", "latest")
+NAME_MAX = 200
+DEFAULT_ACK_TIMEOUT_MS = 30_000
+
+# Deterministic constraint names: Alembic's batch mode (how SQLite alters tables) needs names to
+# drop or change a constraint later.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def _name_length(column: str = "name") -> str:
+    return f"length({column}) BETWEEN 1 AND {NAME_MAX}"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Exchange(Base):
+    __tablename__ = "exchanges"
+    __table_args__ = (
+        CheckConstraint(_name_length(), name="name_length"),
+        CheckConstraint(_in("type", EXCHANGE_TYPES), name="type"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_MAX), unique=True)
+    type: Mapped[str] = mapped_column(String(16))
+    # By name and without a foreign key: as in RabbitMQ it may name an exchange declared later.
+    alternate_exchange: Mapped[str | None] = mapped_column(String(NAME_MAX))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Queue(Base):
+    __tablename__ = "queues"
+    __table_args__ = (
+        CheckConstraint(_name_length(), name="name_length"),
+        CheckConstraint(_in("overflow", OVERFLOW_POLICIES), name="overflow"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(NAME_MAX), unique=True)
+    max_messages: Mapped[int | None]
+    max_bytes: Mapped[int | None]
+    max_age_seconds: Mapped[int | None]
+    overflow: Mapped[str] = mapped_column(String(16), default="drop_head", server_default="drop_head")
+    dead_letter_exchange: Mapped[str | None] = mapped_column(String(NAME_MAX))
+    dead_letter_routing_key: Mapped[str | None] = mapped_column(String(255))
+    max_deliveries: Mapped[int | None]
+    ack_timeout_ms: Mapped[int] = mapped_column(
+        default=DEFAULT_ACK_TIMEOUT_MS, server_default=str(DEFAULT_ACK_TIMEOUT_MS)
+    )
+    producer_visible: Mapped[bool] = mapped_column(default=True, server_default="1")
+    consumer_visible: Mapped[bool] = mapped_column(default=True, server_default="1")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Binding(Base):
+    __tablename__ = "bindings"
+    __table_args__ = (
+        # `arguments` is canonical JSON text, so this is unique over equal argument objects.
+        UniqueConstraint("exchange", "queue", "routing_key", "arguments"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    # The default exchange "" has no row, so it can never be bound (as in AMQP).
+    # The unique constraint's index (exchange first) serves the exchange side; queue needs its own
+    # for the cascade on queue delete.
+    exchange: Mapped[str] = mapped_column(String(NAME_MAX), ForeignKey("exchanges.name", ondelete="CASCADE"))
+    queue: Mapped[str] = mapped_column(String(NAME_MAX), ForeignKey("queues.name", ondelete="CASCADE"), index=True)
+    routing_key: Mapped[str] = mapped_column(String(255), default="", server_default=text("''"))
+    arguments: Mapped[dict[str, Any]] = mapped_column(CanonicalJSON, default=dict, server_default="{}")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Group(Base):
+    __tablename__ = "groups"
+    __table_args__ = (
+        UniqueConstraint("queue_id", "name"),
+        CheckConstraint(_name_length(), name="name_length"),
+        CheckConstraint(_in("start", GROUP_STARTS), name="start"),
+        CheckConstraint("ack_floor >= 0", name="ack_floor"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    queue_id: Mapped[int] = mapped_column(ForeignKey("queues.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(NAME_MAX))
+    # Every offset below the floor is done; the broker writes it behind, batched.
+    ack_floor: Mapped[int] = mapped_column(default=0, server_default="0")
+    start: Mapped[str] = mapped_column(String(16), default="earliest", server_default="earliest")
+    tag_filter: Mapped[list[str] | None] = mapped_column(CanonicalJSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class User(Base):
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint(_name_length(), name="name_length"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_MAX), unique=True)
+    # "scrypt$n$r$p$<salt hex>$<hash hex>" (app/auth/passwords.py).
+    password_hash: Mapped[str] = mapped_column(String(255))
+    is_admin: Mapped[bool] = mapped_column(default=False, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Token(Base):
+    __tablename__ = "tokens"
+    __table_args__ = (CheckConstraint(_name_length(), name="name_length"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_MAX))
+    # sha256 hex of the plain token; the plain token itself is shown once and never stored.
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(8))
+    is_admin: Mapped[bool] = mapped_column(default=False, server_default="0")
+    # RabbitMQ-style regexes over resource names; "" matches nothing.
+    configure: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))
+    write: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))
+    read: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -1,0 +1,318 @@
+"""MetaStore: every read and write of the metadata database.
+
+The broker loads a snapshot at start and calls the write methods on admin changes; the floor writer
+calls `save_group_floors` from its own thread. Each method runs in its own short session, so a
+MetaStore is safe to share between threads. Nothing here is on the publish or pull path.
+
+Every method takes and returns plain values (app/meta/rows.py); every database integrity error is
+translated in `_transaction` into an app/meta/errors.py exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import bindparam, delete, exists, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.auth.passwords import burn_verify, hash_password, verify_password
+from app.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
+from app.auth.tokens import TOKEN_PREFIX, display_prefix, generate_token, hash_token
+from app.meta import models as m
+from app.meta.engine import IMMEDIATE, make_engine
+from app.meta.errors import InvalidValue, NotFound, translate_integrity_error
+from app.meta.rows import (
+    BindingRow,
+    ExchangeRow,
+    GroupRow,
+    MetaSnapshot,
+    QueueRow,
+    TokenRow,
+    UserRow,
+    binding_row,
+    exchange_row,
+    group_row,
+    queue_row,
+    token_row,
+    user_row,
+)
+from app.meta.types import canonical_json, utcnow
+
+# The queue columns update_queue may change: everything but the identity.
+QUEUE_SETTINGS = frozenset(
+    c.key for c in m.Queue.__table__.columns if c.key not in {"id", "name", "created_at"}
+)
+
+_groups = m.Group.__table__
+_save_floor = (
+    update(_groups)
+    .where(_groups.c.queue_id == bindparam("b_queue_id"), _groups.c.name == bindparam("b_name"))
+    .values(ack_floor=bindparam("b_floor"), updated_at=bindparam("b_now"))
+)
+
+
+def _check_choice(entity: str, key: object, field: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise InvalidValue(
+            f"{entity} {key!r}: {field} must be one of {', '.join(choices)}, not {value!r}", entity=entity, key=key
+        )
+
+
+class MetaStore:
+    """The metadata database at `url` (any SQLAlchemy URL). Run app.meta.migrate.upgrade(url) first."""
+
+    def __init__(self, url: str, **engine_kwargs: Any) -> None:
+        self.engine = make_engine(url, **engine_kwargs)
+        # Reads see one consistent snapshot; writes take SQLite's write lock when they begin.
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(self.engine.execution_options(**{IMMEDIATE: True}), expire_on_commit=False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> MetaStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self, entity: str, key: object) -> Iterator[Session]:
+        """One transaction; integrity errors become MetaErrors about `entity` `key`."""
+        try:
+            with self._write_sessions.begin() as session:
+                yield session
+        except IntegrityError as e:
+            raise translate_integrity_error(e, entity, key) from e
+
+    def _delete(self, entity: str, key: object, statement: Any) -> None:
+        with self._transaction(entity, key) as session:
+            if session.execute(statement).rowcount == 0:
+                raise NotFound(f"{entity} {key!r} does not exist", entity=entity, key=key)
+
+    # --- start-up -------------------------------------------------------------------------------
+
+    def load(self) -> MetaSnapshot:
+        """Exchanges, queues, bindings and groups, each ordered by id, read in one transaction."""
+        with self._sessions.begin() as s:
+            return MetaSnapshot(
+                exchanges=tuple(map(exchange_row, s.scalars(select(m.Exchange).order_by(m.Exchange.id)))),
+                queues=tuple(map(queue_row, s.scalars(select(m.Queue).order_by(m.Queue.id)))),
+                bindings=tuple(map(binding_row, s.scalars(select(m.Binding).order_by(m.Binding.id)))),
+                groups=tuple(map(group_row, s.scalars(select(m.Group).order_by(m.Group.id)))),
+            )
+
+    # --- exchanges ------------------------------------------------------------------------------
+
+    def create_exchange(self, name: str, type: str, alternate_exchange: str | None = None) -> ExchangeRow:
+        _check_choice("exchange", name, "type", type, m.EXCHANGE_TYPES)
+        with self._transaction("exchange", name) as s:
+            row = m.Exchange(name=name, type=type, alternate_exchange=alternate_exchange)
+            s.add(row)
+            s.flush()
+            return exchange_row(row)
+
+    def delete_exchange(self, name: str) -> None:
+        """Delete the exchange and (by cascade) its bindings."""
+        self._delete("exchange", name, delete(m.Exchange).where(m.Exchange.name == name))
+
+    # --- queues ---------------------------------------------------------------------------------
+
+    def create_queue(
+        self,
+        name: str,
+        *,
+        max_messages: int | None = None,
+        max_bytes: int | None = None,
+        max_age_seconds: int | None = None,
+        overflow: str = "drop_head",
+        dead_letter_exchange: str | None = None,
+        dead_letter_routing_key: str | None = None,
+        max_deliveries: int | None = None,
+        ack_timeout_ms: int = m.DEFAULT_ACK_TIMEOUT_MS,
+        producer_visible: bool = True,
+        consumer_visible: bool = True,
+    ) -> QueueRow:
+        """A new queue; its id comes from the database and is never one a deleted queue had."""
+        _check_choice("queue", name, "overflow", overflow, m.OVERFLOW_POLICIES)
+        with self._transaction("queue", name) as s:
+            row = m.Queue(
+                name=name, max_messages=max_messages, max_bytes=max_bytes, max_age_seconds=max_age_seconds,
+                overflow=overflow, dead_letter_exchange=dead_letter_exchange,
+                dead_letter_routing_key=dead_letter_routing_key, max_deliveries=max_deliveries,
+                ack_timeout_ms=ack_timeout_ms, producer_visible=producer_visible,
+                consumer_visible=consumer_visible,
+            )
+            s.add(row)
+            s.flush()
+            return queue_row(row)
+
+    def update_queue(self, name: str, /, **fields: Any) -> QueueRow:
+        """Change some of QUEUE_SETTINGS (limits, dead-lettering, visibility) of queue `name`."""
+        unknown = sorted(set(fields) - QUEUE_SETTINGS)
+        if unknown:
+            raise InvalidValue(f"queue {name!r}: cannot update {', '.join(unknown)}", entity="queue", key=name)
+        if "overflow" in fields:
+            _check_choice("queue", name, "overflow", fields["overflow"], m.OVERFLOW_POLICIES)
+        with self._transaction("queue", name) as s:
+            row = s.scalar(select(m.Queue).where(m.Queue.name == name))
+            if row is None:
+                raise NotFound(f"queue {name!r} does not exist", entity="queue", key=name)
+            for field, value in fields.items():
+                setattr(row, field, value)
+            s.flush()
+            return queue_row(row)
+
+    def delete_queue(self, name: str) -> None:
+        """Delete the queue and (by cascade) its bindings and groups."""
+        self._delete("queue", name, delete(m.Queue).where(m.Queue.name == name))
+
+    # --- bindings -------------------------------------------------------------------------------
+
+    def create_binding(
+        self, exchange: str, queue: str, routing_key: str = "", arguments: dict[str, Any] | None = None
+    ) -> BindingRow:
+        """Bind `queue` to `exchange`. AlreadyExists when an equal binding (same arguments, in any key
+        order) exists; NotFound when either end does not."""
+        key = (exchange, queue, routing_key)
+        arguments = {} if arguments is None else arguments
+        if exchange == "":
+            raise InvalidValue("the default exchange cannot be bound", entity="binding", key=key)
+        if not isinstance(arguments, dict):
+            raise InvalidValue(f"binding {key!r}: arguments must be an object", entity="binding", key=key)
+        try:
+            canonical_json(arguments)
+        except (TypeError, ValueError) as e:
+            raise InvalidValue(f"binding {key!r}: arguments are not JSON: {e}", entity="binding", key=key) from e
+        with self._transaction("binding", key) as s:
+            if not s.scalar(select(exists().where(m.Exchange.name == exchange))):
+                raise NotFound(f"exchange {exchange!r} does not exist", entity="exchange", key=exchange)
+            if not s.scalar(select(exists().where(m.Queue.name == queue))):
+                raise NotFound(f"queue {queue!r} does not exist", entity="queue", key=queue)
+            row = m.Binding(exchange=exchange, queue=queue, routing_key=routing_key, arguments=arguments)
+            s.add(row)
+            s.flush()
+            return binding_row(row)
+
+    def delete_binding(self, id: int) -> None:
+        self._delete("binding", id, delete(m.Binding).where(m.Binding.id == id))
+
+    # --- consumer groups ------------------------------------------------------------------------
+
+    def upsert_group(
+        self,
+        queue_id: int,
+        name: str,
+        *,
+        start: str = "earliest",
+        tag_filter: Sequence[str] | None = None,
+        ack_floor: int | None = None,
+    ) -> GroupRow:
+        """Create group `name` on queue `queue_id`, or update it. `ack_floor=None` keeps the stored
+        floor (0 for a new group)."""
+        key = (queue_id, name)
+        _check_choice("group", key, "start", start, m.GROUP_STARTS)
+        if isinstance(tag_filter, str):  # a lone string would become a list of its characters
+            raise InvalidValue(f"group {key!r}: tag_filter must be a list of tags", entity="group", key=key)
+        tags = None if tag_filter is None else list(tag_filter)
+        with self._transaction("group", key) as s:
+            if s.get(m.Queue, queue_id) is None:
+                raise NotFound(f"queue id {queue_id} does not exist", entity="queue", key=queue_id)
+            row = s.scalar(select(m.Group).where(m.Group.queue_id == queue_id, m.Group.name == name))
+            if row is None:
+                row = m.Group(queue_id=queue_id, name=name, ack_floor=ack_floor or 0)
+                s.add(row)
+            elif ack_floor is not None:
+                row.ack_floor = ack_floor
+            row.start = start
+            row.tag_filter = tags
+            row.updated_at = utcnow()
+            s.flush()
+            return group_row(row)
+
+    def delete_group(self, queue_id: int, name: str) -> None:
+        key = (queue_id, name)
+        self._delete("group", key, delete(m.Group).where(m.Group.queue_id == queue_id, m.Group.name == name))
+
+    def save_group_floors(self, floors: Iterable[tuple[int, str, int]]) -> None:
+        """Write (queue_id, group name, ack_floor) for many groups in one transaction (one executemany).
+        Groups deleted meanwhile are skipped: the floor writer runs behind the broker."""
+        now = utcnow()
+        params = [{"b_queue_id": q, "b_name": n, "b_floor": f, "b_now": now} for q, n, f in floors]
+        if not params:
+            return
+        with self._transaction("group", "floors") as s:
+            s.connection().execute(_save_floor, params)
+
+    # --- tokens ---------------------------------------------------------------------------------
+
+    def create_token(
+        self, name: str, *, is_admin: bool = False, configure: str = "", write: str = "", read: str = ""
+    ) -> tuple[TokenRow, str]:
+        """A new token, and its plain text: the only time it is available, as only its hash is stored.
+        InvalidValue when a pattern is not a valid regular expression."""
+        patterns = {"configure": configure, "write": write, "read": read}
+        for action in ACTIONS:
+            try:
+                compile_pattern(action, patterns[action])
+            except InvalidPattern as e:
+                raise InvalidValue(f"token {name!r}: {e}", entity="token", key=name) from e
+        plain = generate_token()
+        with self._transaction("token", name) as s:
+            row = m.Token(
+                name=name, token_hash=hash_token(plain), prefix=display_prefix(plain), is_admin=is_admin, **patterns
+            )
+            s.add(row)
+            s.flush()
+            return token_row(row), plain
+
+    def find_token(self, plain: str) -> TokenRow | None:
+        """The token whose plain text is `plain`, or None."""
+        if not plain.startswith(TOKEN_PREFIX):
+            return None
+        with self._sessions() as s:
+            row = s.scalar(select(m.Token).where(m.Token.token_hash == hash_token(plain)))
+            return None if row is None else token_row(row)
+
+    def list_tokens(self) -> list[TokenRow]:
+        with self._sessions() as s:
+            return [token_row(t) for t in s.scalars(select(m.Token).order_by(m.Token.id))]
+
+    def delete_token(self, id: int) -> None:
+        self._delete("token", id, delete(m.Token).where(m.Token.id == id))
+
+    def touch_token(self, id: int) -> None:
+        """Record that token `id` was used now (a token deleted meanwhile is ignored)."""
+        with self._transaction("token", id) as s:
+            s.execute(update(m.Token).where(m.Token.id == id).values(last_used_at=utcnow()))
+
+    def has_tokens(self) -> bool:
+        with self._sessions() as s:
+            return s.scalar(select(m.Token.id).limit(1)) is not None
+
+    # --- users ----------------------------------------------------------------------------------
+
+    def create_user(self, name: str, password: str, is_admin: bool = False) -> UserRow:
+        if not password:
+            raise InvalidValue(f"user {name!r}: the password is empty", entity="user", key=name)
+        with self._transaction("user", name) as s:
+            row = m.User(name=name, password_hash=hash_password(password), is_admin=is_admin)
+            s.add(row)
+            s.flush()
+            return user_row(row)
+
+    def check_password(self, name: str, password: str) -> UserRow | None:
+        """The user when `password` is theirs; None otherwise (taking as long for an unknown name)."""
+        with self._sessions() as s:
+            row = s.scalar(select(m.User).where(m.User.name == name))
+            if row is None:
+                burn_verify(password)
+                return None
+            return user_row(row) if verify_password(password, row.password_hash) else None
+
+    def list_users(self) -> list[UserRow]:
+        with self._sessions() as s:
+            return [user_row(u) for u in s.scalars(select(m.User).order_by(m.User.id))]

@@ -1,0 +1,242 @@
+"""Log chunk files (format version 1).
+
+A chunk file is ``HEADER (64) + data region (data_size) + FOOTER (64)`` bytes long; it is created at
+full size (sparse, by ftruncate) so it can be mmapped once. All integers little-endian.
+
+Header, at file offset 0::
+
+    0   8   magic         b"CMQCHUNK"
+    8   2   version       u16 = 1
+    10  2   header_size   u16 = 64
+    12  4   reserved      u32 = 0
+    16  8   chunk number  u64
+    24  8   data_size     u64  bytes in the data region (the store's chunk size)
+    32  8   created_ms    u64  UTC epoch ms
+    40  4   crc32         u32  of bytes 0..39
+    44  20  zero
+
+Data region: records (see record.py) from data offset 0, back to back; the first zero length prefix
+ends the data. Global position of a record = chunk number * data_size + its data offset.
+
+Footer, at file offset 64 + data_size, written once when the chunk is sealed (then read-only)::
+
+    0   8   magic         b"CMQSEALD"
+    8   8   data_bytes    u64  bytes of records in the data region
+    16  8   records       u64
+    24  8   first_ts      u64  timestamp of the first record (0 if none)
+    32  8   last_ts       u64
+    40  8   sealed_ms     u64
+    48  4   crc32         u32  of bytes 0..47
+    52  12  zero
+
+A chunk is created as ``<name>.tmp``, its header fsynced, then renamed, so a live chunk file always
+has a valid header; an invalid one means corruption and the file is quarantined (``.bad``).
+
+Thread-safety: one writer (the store's lock) calls write/seal/rollback; readers call read/views
+concurrently. Reads copy bytes out of the mmap; a closed chunk raises ValueError from read().
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import struct
+import zlib
+from pathlib import Path
+
+from . import files
+from .errors import CorruptChunk, StorageError, StorageFull
+from .record import is_end_of_batch, record_length, timestamp_at
+
+MAGIC = b"CMQCHUNK"
+FOOTER_MAGIC = b"CMQSEALD"
+VERSION = 1
+HEADER = struct.Struct("<8sHHIQQQ")
+FOOTER = struct.Struct("<8sQQQQQ")
+CRC = struct.Struct("<I")
+HEADER_SIZE = 64
+FOOTER_SIZE = 64
+
+
+def _fail(exc: OSError, what: str) -> StorageError:
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return StorageFull(f"{what}: {exc.strerror}")
+    return StorageError(f"{what}: {exc}")
+
+
+class Chunk:
+    """One open chunk file: header fields, used data size, statistics and an mmap for reads."""
+
+    def __init__(self, path: Path, number: int, data_size: int, created_ms: int, fd: int) -> None:
+        self.path = path
+        self.number = number
+        self.data_size = data_size
+        self.base = number * data_size  # global position of data offset 0
+        self.created_ms = created_ms
+        self.fd = fd
+        self.mm = mmap.mmap(fd, HEADER_SIZE + data_size + FOOTER_SIZE, access=mmap.ACCESS_READ)
+        self.data_bytes = 0
+        self.records = 0
+        self.first_ts = 0
+        self.last_ts = 0
+        self.sealed = False
+        self.reads_cache = 0
+        self.reads_disk = 0
+        self.writes = 0
+
+    # --- life cycle ---
+    @classmethod
+    def create(cls, root: Path, number: int, data_size: int, created_ms: int) -> Chunk:
+        path = files.chunk_path(root, number)
+        tmp = files.with_suffix(path, files.TMP_SUFFIX)
+        head = HEADER.pack(MAGIC, VERSION, HEADER_SIZE, 0, number, data_size, created_ms)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.pwrite(fd, head + CRC.pack(zlib.crc32(head)), 0)
+            os.ftruncate(fd, HEADER_SIZE + data_size + FOOTER_SIZE)
+            os.fsync(fd)
+            os.rename(tmp, path)
+            files.fsync_dir(path.parent)
+        except OSError as exc:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise _fail(exc, f"creating chunk {number}") from exc
+        return cls(path, number, data_size, created_ms, fd)
+
+    @classmethod
+    def open(cls, path: Path, number: int, data_size: int) -> Chunk:
+        """Open an existing chunk; raises CorruptChunk if its header is invalid."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            raw = os.pread(fd, HEADER_SIZE, 0)
+            if len(raw) < HEADER_SIZE:
+                raise CorruptChunk(f"chunk {number}: header truncated", chunk=number)
+            magic, version, hsize, _, num, dsize, created = HEADER.unpack_from(raw)
+            if (magic, version, hsize) != (MAGIC, VERSION, HEADER_SIZE):
+                raise CorruptChunk(f"chunk {number}: bad magic or version", chunk=number)
+            if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
+                raise CorruptChunk(f"chunk {number}: header CRC mismatch", chunk=number)
+            if num != number:
+                raise CorruptChunk(f"chunk {number}: header says chunk {num}", chunk=number)
+            if dsize != data_size:
+                raise StorageError(
+                    f"chunk {number} has data size {dsize}, the store is opened with chunk_size={data_size}"
+                )
+            full = HEADER_SIZE + data_size + FOOTER_SIZE
+            if os.fstat(fd).st_size < full:
+                os.ftruncate(fd, full)  # a truncated file: the lost part reads as zeros (end of data)
+            return cls(path, number, data_size, created, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def read_footer(self) -> bool:
+        """Load data_bytes/records/timestamps from a valid footer; False if there is none."""
+        off = HEADER_SIZE + self.data_size
+        raw = self.mm[off : off + FOOTER_SIZE]
+        magic, data_bytes, records, first_ts, last_ts, _ = FOOTER.unpack_from(raw)
+        if magic != FOOTER_MAGIC or CRC.unpack_from(raw, FOOTER.size)[0] != zlib.crc32(raw[: FOOTER.size]):
+            return False
+        if data_bytes > self.data_size:
+            return False
+        self.data_bytes, self.records, self.first_ts, self.last_ts = data_bytes, records, first_ts, last_ts
+        self.sealed = True
+        return True
+
+    def seal(self, now_ms: int) -> None:
+        body = FOOTER.pack(FOOTER_MAGIC, self.data_bytes, self.records, self.first_ts, self.last_ts, now_ms)
+        try:
+            os.pwrite(self.fd, body + CRC.pack(zlib.crc32(body)), HEADER_SIZE + self.data_size)
+        except OSError as exc:
+            raise _fail(exc, f"sealing chunk {self.number}") from exc
+        self.sealed = True
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.mm.close()
+            os.close(self.fd)
+            self.fd = -1
+
+    # --- write path (writer only) ---
+    def write(self, local: int, buf: bytes) -> None:
+        """Write ``buf`` at data offset ``local``; on error, undo whatever part was written."""
+        off = HEADER_SIZE + local
+        done = 0
+        try:
+            while done < len(buf):
+                done += os.pwrite(self.fd, memoryview(buf)[done:], off + done)
+        except OSError as exc:
+            self.rollback(local)
+            raise _fail(exc, f"writing chunk {self.number}") from exc
+        self.writes += 1
+
+    def rollback(self, local: int) -> None:
+        """Cut the data region back to ``local`` bytes: everything after reads as zeros again.
+
+        Shrinking and re-growing the file punches the tail out without needing free space.
+        """
+        full = HEADER_SIZE + self.data_size + FOOTER_SIZE
+        os.ftruncate(self.fd, HEADER_SIZE + local)
+        os.ftruncate(self.fd, full)
+
+    def sync(self) -> None:
+        os.fdatasync(self.fd)
+
+    # --- read path ---
+    def read(self, local: int, size: int) -> bytes:
+        off = HEADER_SIZE + local
+        return self.mm[off : off + size]
+
+    def scan(self, local: int, limit: int) -> tuple[int, int, int, int, int]:
+        """Validate records from data offset ``local`` up to ``limit``.
+
+        Returns (batch_end, records, first_ts, last_ts, scan_end): the data offset after the last
+        record that carries END_OF_BATCH, the number of records and timestamps up to it, and the
+        offset where validation stopped (first invalid or zero record).
+        """
+        mm = self.mm
+        base = HEADER_SIZE
+        lim = base + limit
+        p = base + local
+        batch_end = local
+        records = pending = 0
+        first_ts = last_ts = 0
+        while True:
+            n = record_length(mm, p, lim)
+            if not n:
+                break
+            pending += 1
+            if is_end_of_batch(mm, p):
+                records += pending
+                pending = 0
+                ts = timestamp_at(mm, p)
+                if not first_ts:
+                    first_ts = timestamp_at(mm, base + batch_end)
+                last_ts = ts
+                batch_end = p + n - base
+            p += n
+        return batch_end, records, first_ts, last_ts, p - base
+
+    def data_extent(self, local: int) -> int:
+        """Data offset after the last non-zero byte at or after ``local`` (stops at a zero MiB)."""
+        off = HEADER_SIZE + local
+        end = HEADER_SIZE + self.data_size
+        step = 1 << 20
+        while off < end:
+            block = self.mm[off : min(end, off + step)]
+            stripped = len(block.rstrip(b"\0"))
+            if stripped < len(block):
+                return off + stripped - HEADER_SIZE
+            off += len(block)
+        return self.data_size
+
+    def valid_record_after(self, local: int, limit: int) -> bool:
+        """Whether the invalid record at ``local`` is followed by a valid one (a flipped bit in the
+        middle of good data, rather than a torn tail)."""
+        off = HEADER_SIZE + local
+        if off + 8 > HEADER_SIZE + limit:
+            return False
+        plen = struct.unpack_from("<I", self.mm, off)[0]
+        nxt = off + plen + 12
+        return plen > 0 and nxt < HEADER_SIZE + limit and record_length(self.mm, nxt, HEADER_SIZE + limit) > 0

@@ -1,0 +1,81 @@
+"""Exceptions raised by the storage engine.
+
+::
+
+    StorageError                 any storage failure (code "storage_error", HTTP 500)
+    ├── MessageTooLarge          one message's data exceeds max_message_bytes (413)
+    ├── BatchTooLarge            the encoded batch exceeds max_batch_bytes or one chunk (413)
+    ├── StorageFull              ENOSPC / EFBIG while writing; the store stays consistent (507)
+    ├── CorruptChunk             a chunk file fails validation (header, footer or a record's CRC)
+    ├── StoreClosed              the store was closed
+    └── UnknownQueue (KeyError)  a queue id that was never created (or was deleted) (404)
+
+Each API-facing class carries the API.md error ``code`` and the HTTP ``status`` so one handler
+in the HTTP layer can render them all.
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Raised when the storage engine cannot do what was asked."""
+
+    code: str = "storage_error"
+    status: int = 500
+
+
+class MessageTooLarge(StorageError):
+    """Raised when a message's data is larger than ``max_message_bytes`` (nothing is written)."""
+
+    code = "message_too_large"
+    status = 413
+
+
+class BatchTooLarge(StorageError):
+    """Raised when an encoded batch exceeds ``max_batch_bytes`` or one chunk (nothing is written)."""
+
+    code = "batch_too_large"
+    status = 413
+
+
+class StorageFull(StorageError):
+    """Raised when the disk is full (ENOSPC) or the file size limit is hit (EFBIG).
+
+    Nothing of the failed batch is visible, now or after a restart.
+    """
+
+    code = "storage_full"
+    status = 507
+
+
+class CorruptChunk(StorageError):
+    """Raised when a chunk file (or one record in it) fails validation."""
+
+    code = "corrupt_chunk"
+    status = 500
+
+    def __init__(self, message: str, *, chunk: int | None = None, position: int | None = None) -> None:
+        super().__init__(message)
+        self.chunk = chunk
+        self.position = position
+
+
+class StoreClosed(StorageError):
+    """Raised when the store is used after close()."""
+
+    code = "store_closed"
+    status = 503
+
+
+class UnknownQueue(StorageError, KeyError):
+    """Raised when a queue id was never created or has been deleted."""
+
+    code = "queue_not_found"
+    status = 404
+
+    def __init__(self, queue_id: int) -> None:
+        super().__init__(f"unknown queue id {queue_id}")
+        self.queue_id = queue_id
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return f"unknown queue id {self.queue_id}"

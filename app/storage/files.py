@@ -1,0 +1,104 @@
+"""Every file name of a store directory is built (and parsed) here, nowhere else.
+
+Layout under the store directory::
+
+    log/<chunk number, 20 digits>.chunk          message log chunks
+    log/<chunk number, 20 digits>.chunk.bad      quarantined chunk (never read again)
+    log/<chunk number, 20 digits>.chunk.tmp      chunk being created (header not yet durable)
+    queues/<queue id, 10 digits>/<base offset, 20 digits>.idx   queue index chunks
+    checkpoint                                   recovery point (checkpoint.tmp while written)
+
+Numbers are zero-padded so that ``ls`` sorts files numerically; names never come from user input.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LOG_DIR = "log"
+QUEUES_DIR = "queues"
+CHECKPOINT = "checkpoint"
+CHUNK_SUFFIX = ".chunk"
+INDEX_SUFFIX = ".idx"
+BAD_SUFFIX = ".bad"
+TMP_SUFFIX = ".tmp"
+
+
+def log_dir(root: Path) -> Path:
+    return root / LOG_DIR
+
+
+def queues_dir(root: Path) -> Path:
+    return root / QUEUES_DIR
+
+
+def chunk_path(root: Path, number: int) -> Path:
+    return root / LOG_DIR / f"{number:020d}{CHUNK_SUFFIX}"
+
+
+def queue_dir(root: Path, queue_id: int) -> Path:
+    return root / QUEUES_DIR / f"{queue_id:010d}"
+
+
+def index_path(root: Path, queue_id: int, base_offset: int) -> Path:
+    return queue_dir(root, queue_id) / f"{base_offset:020d}{INDEX_SUFFIX}"
+
+
+def checkpoint_path(root: Path) -> Path:
+    return root / CHECKPOINT
+
+
+def with_suffix(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _numbered(directory: Path, suffix: str) -> list[tuple[int, Path]]:
+    found: list[tuple[int, Path]] = []
+    if not directory.is_dir():
+        return found
+    for entry in os.scandir(directory):
+        name = entry.name
+        if name.endswith(suffix) and name[: -len(suffix)].isdigit():
+            found.append((int(name[: -len(suffix)]), Path(entry.path)))
+    found.sort()
+    return found
+
+
+def list_chunks(root: Path) -> list[tuple[int, Path]]:
+    """(chunk number, path) of live chunk files, in order (quarantined and temp files excluded)."""
+    return _numbered(log_dir(root), CHUNK_SUFFIX)
+
+
+def list_queue_ids(root: Path) -> list[int]:
+    directory = queues_dir(root)
+    if not directory.is_dir():
+        return []
+    return sorted(int(e.name) for e in os.scandir(directory) if e.is_dir() and e.name.isdigit())
+
+
+def list_index_files(root: Path, queue_id: int) -> list[tuple[int, Path]]:
+    """(base offset, path) of a queue's index chunk files, in order."""
+    return _numbered(queue_dir(root, queue_id), INDEX_SUFFIX)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a create/rename/unlink in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def tail_quarantine_path(root: Path, number: int, local: int) -> Path:
+    """Where the cut tail of an active chunk is preserved when valid records followed the bad one."""
+    return root / LOG_DIR / f"{number:020d}{CHUNK_SUFFIX}.{local:020d}.tail{BAD_SUFFIX}"
+
+
+def quarantine(path: Path) -> Path:
+    """Rename a damaged file out of the way (``.bad``); it is never read again."""
+    bad = with_suffix(path, BAD_SUFFIX)
+    os.replace(path, bad)
+    fsync_dir(path.parent)
+    return bad

@@ -1,0 +1,117 @@
+"""Public value types of the storage engine (options, messages, reports)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+
+class FsyncMode(StrEnum):
+    ALWAYS = "always"  # durable(pos) resolves after an fsync (group commit)
+    INTERVAL = "interval"  # the flusher fsyncs every fsync_interval_ms when dirty
+    NEVER = "never"  # the OS decides (fsync only on flush/close/checkpoint)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOptions:
+    chunk_size: int = 256 * 1024 * 1024  # data bytes per log chunk (tests use e.g. 64 KiB)
+    index_chunk_entries: int = 1_000_000  # entries per index chunk file
+    fsync: FsyncMode = FsyncMode.INTERVAL
+    fsync_interval_ms: int = 100
+    max_message_bytes: int = 4 * 1024 * 1024  # limit on len(NewMessage.data)
+    max_batch_bytes: int = 64 * 1024 * 1024  # limit on the encoded batch (it must also fit one chunk)
+    checkpoint_interval_ms: int = 1000  # how often indexes are flushed and the recovery point written
+    tail_cache_bytes: int = 8 * 1024 * 1024  # recent batches kept in memory for tail readers
+    verify_reads: bool = True  # check each record's CRC on read()
+
+
+@dataclass(slots=True)
+class NewMessage:
+    data: bytes  # opaque payload (the broker stores routing key, exchange, headers, body here)
+    queues: Sequence[int]  # queue ids this message is placed in
+    tag: bytes = b""  # hashed into each index entry (tag_hash)
+    idempotency_key: bytes = b""
+    flags: int = 0  # caller-owned bits 0..7; storage owns bit 15 (END_OF_BATCH)
+
+
+@dataclass(slots=True)
+class Appended:
+    position: int  # global position of the record
+    timestamp: int  # UTC epoch ms assigned by the store (non-decreasing)
+    offsets: list[tuple[int, int]]  # (queue id, queue offset) per placement
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    offset: int
+    position: int
+    timestamp: int
+    flags: int  # caller bits only
+    tag: bytes
+    data: bytes
+
+
+@dataclass(slots=True)
+class Record:
+    position: int
+    timestamp: int
+    flags: int  # caller bits only
+    placements: list[tuple[int, int]]
+    idempotency_key: bytes
+    tag: bytes
+    data: bytes
+
+
+@dataclass(slots=True)
+class IndexEntry:
+    position: int
+    length: int  # whole record on disk, framing included
+    tag_hash: int
+
+
+@dataclass(slots=True)
+class ChunkInfo:
+    number: int
+    state: str  # "active" | "sealed"
+    path: Path
+    data_bytes: int
+    records: int
+    reads_cache: int
+    reads_disk: int
+    writes: int
+    created_ms: int
+    first_timestamp: int  # 0 while empty
+
+
+@dataclass(slots=True)
+class RetentionReport:
+    chunks_deleted: list[int] = field(default_factory=list)
+    index_files_deleted: int = 0
+    bytes_freed: int = 0
+    first_offsets: dict[int, int] = field(default_factory=dict)  # queues whose floor moved: new first offset
+    dropped: dict[int, tuple[int, int]] = field(default_factory=dict)  # by the disk budget: (messages, bytes)
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    checkpoint_found: bool = False
+    scanned_from: int = 0  # global position where the log scan started
+    end_position: int = 0
+    bytes_truncated: int = 0  # torn tail + incomplete trailing batch cut from the last chunk
+    batches_dropped: int = 0  # complete-looking records dropped because their batch had no end mark
+    records_replayed: int = 0  # records whose placements were re-written into the indexes
+    index_entries_zeroed: int = 0  # stale entries beyond a queue's recovered end
+    queues_rebuilt: list[int] = field(default_factory=list)  # damaged indexes rebuilt from the log
+    quarantined: list[int] = field(default_factory=list)  # chunk numbers renamed to .bad
+    resealed: list[int] = field(default_factory=list)  # sealed chunks whose footer had to be rewritten
+    seconds: float = 0.0
+
+
+def tag_hash(tag: bytes) -> int:
+    """0 for no tag; otherwise CRC32 of the tag, never 0 (0 is mapped to 1)."""
+    if not tag:
+        return 0
+    return zlib.crc32(tag) or 1

@@ -1,0 +1,278 @@
+"""Queue index chunk files (format version 1): entry n of a queue's index is queue offset n.
+
+A queue's entries live in files ``queues/<queue id>/<base offset>.idx``, each holding ``capacity``
+entries (the store's index_chunk_entries) for offsets base .. base+capacity-1. Files are created
+at full size (sparse). All integers little-endian.
+
+Header, 32 bytes::
+
+    0   8   magic        b"CMQINDEX"
+    8   2   version      u16 = 1
+    10  2   reserved     u16
+    12  4   queue id     u32
+    16  8   base offset  u64
+    24  4   capacity     u32  entries in this file
+    28  4   crc32        u32  of bytes 0..27
+
+Entry n (at 32 + 16 * (n - base)), 16 bytes::
+
+    0   8   position + 1  u64  global position of the record plus one; 0 = empty (end of the index)
+    8   4   length        u32  of the whole record on disk (one read fetches it)
+    12  4   tag hash      u32  model.tag_hash(tag); 0 = no tag
+
+Entries are not checksummed: every index can be rebuilt from the log, whose records carry their
+placements. Positions increase with the offset, which makes binary searches possible.
+
+Thread-safety: one writer (the store's lock) calls write/zero/delete; readers call entries()
+concurrently; a reader that races with retention may get ValueError from a closed mmap.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import sys
+import zlib
+from array import array
+from pathlib import Path
+
+from . import files
+from .chunk import _fail
+from .errors import CorruptChunk
+
+MAGIC = b"CMQINDEX"
+VERSION = 1
+HEADER = struct.Struct("<8sHHIQI")
+CRC = struct.Struct("<I")
+HEADER_SIZE = 32
+ENTRY = struct.Struct("<QII")
+ENTRY_SIZE = 16
+_LITTLE = sys.byteorder == "little"
+
+
+def pack_entries(flat: list[int]) -> bytes:
+    """Pack ``[pos+1, length | tag_hash << 32, ...]`` into entries with one C call."""
+    arr = array("Q", flat)
+    if not _LITTLE:
+        arr.byteswap()
+    return arr.tobytes()
+
+
+class IndexFile:
+    """One index chunk file, mmapped for reads and written with pwrite."""
+
+    def __init__(self, path: Path, base: int, capacity: int, fd: int) -> None:
+        self.path = path
+        self.base = base
+        self.capacity = capacity
+        self.fd = fd
+        self.mm = mmap.mmap(fd, HEADER_SIZE + capacity * ENTRY_SIZE, access=mmap.ACCESS_READ)
+        self.dirty = False
+
+    @classmethod
+    def create(cls, root: Path, queue_id: int, base: int, capacity: int) -> IndexFile:
+        path = files.index_path(root, queue_id, base)
+        head = HEADER.pack(MAGIC, VERSION, 0, queue_id, base, capacity)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.pwrite(fd, head + CRC.pack(zlib.crc32(head)), 0)
+            os.ftruncate(fd, HEADER_SIZE + capacity * ENTRY_SIZE)
+        except OSError as exc:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise _fail(exc, f"creating index file {path.name} of queue {queue_id}") from exc
+        f = cls(path, base, capacity, fd)
+        f.dirty = True
+        return f
+
+    @classmethod
+    def open(cls, path: Path, queue_id: int, base: int, capacity: int) -> IndexFile:
+        """Open an index file; raises CorruptChunk if the header or the file size is wrong."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            raw = os.pread(fd, HEADER_SIZE, 0)
+            if len(raw) < HEADER_SIZE or CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
+                raise CorruptChunk(f"index file {path}: bad header")
+            magic, version, _, qid, b, cap = HEADER.unpack_from(raw)
+            if (magic, version, qid, b, cap) != (MAGIC, VERSION, queue_id, base, capacity):
+                raise CorruptChunk(f"index file {path}: header does not match its name or capacity")
+            if os.fstat(fd).st_size != HEADER_SIZE + capacity * ENTRY_SIZE:
+                raise CorruptChunk(f"index file {path}: truncated")
+            return cls(path, base, capacity, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def write(self, offset: int, data: bytes) -> None:
+        try:
+            os.pwrite(self.fd, data, HEADER_SIZE + (offset - self.base) * ENTRY_SIZE)
+        except OSError as exc:
+            raise _fail(exc, f"writing index file {self.path}") from exc
+        self.dirty = True
+
+    def raw(self, offset: int, count: int) -> bytes:
+        start = HEADER_SIZE + (offset - self.base) * ENTRY_SIZE
+        return self.mm[start : start + count * ENTRY_SIZE]
+
+    def sync(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.mm.close()
+            os.close(self.fd)
+            self.fd = -1
+
+
+class QueueIndex:
+    """A queue's index files and its counters: first (lowest readable), next (end) offset, bytes."""
+
+    def __init__(self, root: Path, queue_id: int, capacity: int) -> None:
+        self.root = root
+        self.queue_id = queue_id
+        self.capacity = capacity
+        self.files: dict[int, IndexFile] = {}
+        self.first = 0
+        self.next = 0
+        self.bytes = 0
+
+    # --- opening ---
+    def load_files(self) -> bool:
+        """Open the queue's index files; False if one is damaged (the caller rebuilds)."""
+        ok = True
+        for base, path in files.list_index_files(self.root, self.queue_id):
+            if base % self.capacity:
+                ok = False
+                continue
+            try:
+                self.files[base] = IndexFile.open(path, self.queue_id, base, self.capacity)
+            except CorruptChunk:
+                ok = False
+        return ok
+
+    def covers(self) -> bool:
+        """Whether files exist for every offset in [first, next) and the last entry is set."""
+        if self.next <= self.first:
+            return True
+        base = self.first - self.first % self.capacity
+        while base < self.next:
+            if base not in self.files:
+                return False
+            base += self.capacity
+        return self.entry(self.next - 1)[0] > 0
+
+    def reset(self) -> None:
+        """Drop every index file (before a rebuild from the log)."""
+        for f in self.files.values():
+            f.close()
+            f.path.unlink(missing_ok=True)
+        self.files.clear()
+
+    # --- writing ---
+    def _file_for(self, offset: int) -> IndexFile:
+        base = offset - offset % self.capacity
+        f = self.files.get(base)
+        if f is None:
+            files.queue_dir(self.root, self.queue_id).mkdir(parents=True, exist_ok=True)
+            f = IndexFile.create(self.root, self.queue_id, base, self.capacity)
+            self.files[base] = f
+        return f
+
+    def write(self, offset: int, flat: list[int]) -> None:
+        """Write entries for offsets ``offset ..`` from a flat ``[pos+1, len | th << 32, ...]`` list."""
+        data = pack_entries(flat)
+        count = len(flat) // 2
+        while count:
+            f = self._file_for(offset)
+            n = min(count, f.base + f.capacity - offset)
+            f.write(offset, data[: n * ENTRY_SIZE] if n < count else data)
+            data = data[n * ENTRY_SIZE :]
+            offset += n
+            count -= n
+
+    def zero_from(self, offset: int) -> int:
+        """Clear entries from ``offset`` up to the first empty one; returns how many were set."""
+        cleared = 0
+        while True:
+            f = self.files.get(offset - offset % self.capacity)
+            if f is None:
+                return cleared
+            n = f.base + f.capacity - offset
+            raw = f.raw(offset, n)
+            used = 0
+            for (pos,) in struct.iter_unpack("<Q8x", raw):
+                if not pos:
+                    break
+                used += 1
+            if used:
+                f.write(offset, bytes(used * ENTRY_SIZE))
+                cleared += used
+            if used < n:
+                return cleared
+            offset += n
+
+    def drop_files_below(self, offset: int) -> tuple[int, int]:
+        """Delete files whose entries are all below ``offset`` (keeping the one holding next - 1).
+
+        Returns (files deleted, bytes freed)."""
+        deleted = freed = 0
+        for base in sorted(self.files):
+            if base + self.capacity <= offset and base + self.capacity < self.next:
+                f = self.files.pop(base)
+                freed += HEADER_SIZE + f.capacity * ENTRY_SIZE
+                f.close()
+                f.path.unlink(missing_ok=True)
+                deleted += 1
+        return deleted, freed
+
+    def sync(self) -> None:
+        for f in list(self.files.values()):
+            f.sync()
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.files.clear()
+
+    # --- reading ---
+    def raw(self, offset: int, count: int) -> bytes:
+        """Packed entries for ``offset .. offset+count-1`` (missing files read as empty entries)."""
+        parts: list[bytes] = []
+        while count > 0:
+            base = offset - offset % self.capacity
+            n = min(count, base + self.capacity - offset)
+            f = self.files.get(base)
+            parts.append(f.raw(offset, n) if f is not None else bytes(n * ENTRY_SIZE))
+            offset += n
+            count -= n
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def entry(self, offset: int) -> tuple[int, int, int]:
+        """(position + 1, length, tag hash) of one offset; (0, 0, 0) if empty or missing."""
+        f = self.files.get(offset - offset % self.capacity)
+        if f is None:
+            return (0, 0, 0)
+        return ENTRY.unpack(f.raw(offset, 1))
+
+    def first_at_or_after(self, lo: int, hi: int, position: int) -> int:
+        """Lowest offset in [lo, hi) whose record position is >= ``position`` (hi if none)."""
+        while lo < hi:
+            mid = (lo + hi) // 2
+            p = self.entry(mid)[0]
+            if p and p - 1 < position:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def bytes_between(self, lo: int, hi: int) -> int:
+        total = 0
+        step = 1 << 16
+        while lo < hi:
+            n = min(step, hi - lo)
+            total += sum(e[1] for e in ENTRY.iter_unpack(self.raw(lo, n)))
+            lo += n
+        return total

@@ -1,0 +1,133 @@
+"""Retention: delete log chunks and index files that no queue needs any more.
+
+A sealed chunk is needed while some queue has an index entry at or above its floor pointing into
+it. Positions grow with offsets inside a queue, so "does queue q point into chunk c" is a binary
+search over q's entries in [floor, next). Then, optionally, a disk budget deletes the oldest sealed
+chunks regardless (the queues that lose messages are reported). The active chunk is never deleted.
+
+Order of operations keeps a crash safe: new first offsets are made durable (checkpoint) before any
+file is deleted, so a restart never sees a floor below deleted data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from . import files
+from .chunk import Chunk
+from .model import RetentionReport
+from .queue_index import QueueIndex
+
+if TYPE_CHECKING:
+    from .store import Store
+
+log = logging.getLogger("chunkmq.storage")
+
+
+def _points_into(qi: QueueIndex, floor: int, lo: int, hi: int) -> bool:
+    """Whether an entry of ``qi`` in [floor, next) points into positions [lo, hi)."""
+    o = qi.first_at_or_after(floor, qi.next, lo)
+    if o >= qi.next:
+        return False
+    p1 = qi.entry(o)[0]
+    return bool(p1) and p1 - 1 < hi
+
+
+def _lowest_readable(store: Store, qi: QueueIndex, upto: int) -> int:
+    """Lowest offset in [first, upto) whose record still exists (upto if none)."""
+    size = store._size
+    o = qi.first
+    while o < upto:
+        p1 = qi.entry(o)[0]
+        if p1 and (p1 - 1) // size in store._chunks:
+            return o
+        if not p1:
+            o += 1
+            continue
+        o = qi.first_at_or_after(o, upto, ((p1 - 1) // size + 1) * size)
+    return upto
+
+
+def retain(store: Store, floors: Mapping[int, int], disk_budget_bytes: int) -> RetentionReport:
+    report = RetentionReport()
+    size = store._size
+    doomed: list[Chunk] = []
+    with store._lock:
+        store._check_open()
+        queues = store._queues
+        floor_of = {q: min(max(floors.get(q, qi.first), qi.first), qi.next) for q, qi in queues.items()}
+        live = [(qi, floor_of[q]) for q, qi in queues.items() if floor_of[q] < qi.next]
+        for number in sorted(store._chunks):
+            c = store._chunks[number]
+            if c is store._active or not c.sealed:
+                continue
+            if not any(_points_into(qi, f, c.base, c.base + size) for qi, f in live):
+                doomed.append(c)
+        if disk_budget_bytes > 0:
+            gone = {c.number for c in doomed}
+            used = sum(_allocated(c) for c in store._chunks.values() if c.number not in gone)
+            for number in sorted(store._chunks):
+                c = store._chunks[number]
+                if used <= disk_budget_bytes or c is store._active:
+                    break
+                if number not in gone:
+                    doomed.append(c)
+                    gone.add(number)
+                    used -= _allocated(c)
+        for c in doomed:
+            del store._chunks[c.number]
+            store._dirty.discard(c)
+        # new floors: up to the lowest readable offset, never above the requested floor except
+        # where the disk budget took data away
+        for q, qi in queues.items():
+            old = qi.first
+            target = _lowest_readable(store, qi, floor_of[q])
+            if disk_budget_bytes > 0 and target == floor_of[q]:
+                forced = _lowest_readable(store, qi, qi.next)
+                if forced > target and not _exists(store, qi, target):
+                    target = forced
+            if target > old:
+                freed = qi.bytes_between(old, target)
+                qi.first = target
+                qi.bytes -= freed
+                report.first_offsets[q] = target
+                if target > floor_of[q]:
+                    forced_n = target - floor_of[q]
+                    report.dropped[q] = (forced_n, qi.bytes_between(floor_of[q], target))
+    store.flush()  # durable floors before any file goes away
+    for c in doomed:
+        freed = _allocated(c)
+        c.close()
+        try:
+            c.path.unlink()
+        except FileNotFoundError:
+            continue
+        report.chunks_deleted.append(c.number)
+        report.bytes_freed += freed
+    with store._lock:
+        for qi in list(store._queues.values()):
+            n, freed = qi.drop_files_below(qi.first)
+            report.index_files_deleted += n
+            report.bytes_freed += freed
+    if doomed:
+        files.fsync_dir(files.log_dir(store.root))
+    if report.chunks_deleted or report.index_files_deleted:
+        log.info("retention: %s", report)
+    return report
+
+
+def _exists(store: Store, qi: QueueIndex, offset: int) -> bool:
+    if offset >= qi.next:
+        return True
+    p1 = qi.entry(offset)[0]
+    return bool(p1) and (p1 - 1) // store._size in store._chunks
+
+
+def _allocated(c: Chunk) -> int:
+    try:
+        return os.stat(c.path).st_blocks * 512
+    except FileNotFoundError:
+        return 0

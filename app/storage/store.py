@@ -1,0 +1,642 @@
+"""The Store: one global message log in chunk files plus one index per queue.
+
+Thread-safety: one writer at a time (append, create_queue, delete_queue, set_first_offset, retain
+take the internal lock, so several threads may call them); readers (read, read_matching, read_at,
+index_entries, scan, ...) run concurrently without the lock. The flusher thread fsyncs the log
+(group commit) and writes the recovery point.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+import zlib
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from operator import itemgetter
+from pathlib import Path
+
+from . import checkpoint, files
+from .chunk import HEADER_SIZE as CHUNK_HEADER
+from .chunk import Chunk
+from .errors import BatchTooLarge, CorruptChunk, StorageError, StoreClosed, UnknownQueue
+from .flusher import Flusher
+from .model import (
+    Appended,
+    ChunkInfo,
+    FsyncMode,
+    IndexEntry,
+    NewMessage,
+    Record,
+    RecoveryReport,
+    RetentionReport,
+    StoredMessage,
+    StoreOptions,
+)
+from .queue_index import ENTRY, QueueIndex
+from .record import CALLER_FLAGS, decode, encode_batch, record_length, timestamp_at
+
+log = logging.getLogger("chunkmq.storage")
+
+_HEAD = struct.Struct("<IIQHHHHI")  # prefix + payload header: one call per record on read
+_head_from = _HEAD.unpack_from
+_SUFFIX = struct.Struct("<I").unpack_from
+_iter_entries = ENTRY.iter_unpack
+_crc32 = zlib.crc32
+_tail_start_key = itemgetter(0)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Offsets(dict[int, int]):
+    """next offset per queue for one batch, fetched on first use (unknown ids raise)."""
+
+    __slots__ = ("_queues",)
+
+    def __init__(self, queues: dict[int, QueueIndex]) -> None:
+        super().__init__()
+        self._queues = queues
+
+    def __missing__(self, queue_id: int) -> int:
+        qi = self._queues.get(queue_id)
+        if qi is None:
+            raise UnknownQueue(queue_id)
+        self[queue_id] = qi.next
+        return qi.next
+
+
+class Store:
+    """A message log with per-queue offset indexes. Open with Store.open(directory, options)."""
+
+    recovery: RecoveryReport
+
+    def __init__(self, root: Path, options: StoreOptions) -> None:
+        self.root = root
+        self.options = options
+        self._size = options.chunk_size
+        self._lock = threading.RLock()
+        self._closed = False
+        self._chunks: dict[int, Chunk] = {}
+        self._active: Chunk | None = None
+        self._queues: dict[int, QueueIndex] = {}
+        self._end = 0
+        self._last_ts = 0
+        self._dirty: set[Chunk] = set()
+        self._tail: list[tuple[int, bytes]] = []  # recent batches (start position, bytes)
+        self._tail_bytes = 0
+        self._tags: dict[bytes, int] = {}
+        self._flusher = Flusher(
+            options.fsync,
+            options.fsync_interval_ms / 1000,
+            options.checkpoint_interval_ms / 1000,
+            self._sync_log,
+            self.flush,
+        )
+
+    # ------------------------------------------------------------------ life cycle
+    @classmethod
+    def open(cls, directory: Path, options: StoreOptions = StoreOptions()) -> Store:
+        """Open (or create) a store in ``directory`` and run recovery (see recovery.py)."""
+        from .recovery import recover
+
+        if options.chunk_size < 4096 or options.index_chunk_entries < 1:
+            raise ValueError("chunk_size must be >= 4096 and index_chunk_entries >= 1")
+        root = Path(directory)
+        files.log_dir(root).mkdir(parents=True, exist_ok=True)
+        files.queues_dir(root).mkdir(parents=True, exist_ok=True)
+        store = cls(root, options)
+        store.recovery = recover(store)
+        log.info("storage recovery: %s", store.recovery)
+        store._flusher.start(store._end)
+        return store
+
+    def close(self) -> None:
+        """Flush, stop the flusher thread, unmap and close every file. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._flusher.stop()
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                for c in self._chunks.values():
+                    c.close()
+                for qi in self._queues.values():
+                    qi.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+
+    # ------------------------------------------------------------------ queues
+    def create_queue(self, queue_id: int) -> None:
+        """Create the index of a queue (idempotent)."""
+        if not 0 <= queue_id <= 0xFFFFFFFF:
+            raise ValueError(f"queue id must be a u32, got {queue_id}")
+        with self._lock:
+            self._check_open()
+            if queue_id in self._queues:
+                return
+            path = files.queue_dir(self.root, queue_id)
+            path.mkdir(parents=True, exist_ok=True)
+            files.fsync_dir(path.parent)
+            self._queues[queue_id] = QueueIndex(self.root, queue_id, self.options.index_chunk_entries)
+
+    def delete_queue(self, queue_id: int) -> None:
+        """Remove a queue's index files (idempotent); its log data becomes garbage for retain()."""
+        with self._lock:
+            self._check_open()
+            qi = self._queues.pop(queue_id, None)
+            if qi is None:
+                return
+            qi.reset()
+            path = files.queue_dir(self.root, queue_id)
+            if path.is_dir():
+                path.rmdir()
+            files.fsync_dir(path.parent)
+        # The recovery point must move past this queue's records, so a re-created queue with the same
+        # id never gets them replayed into its index.
+        self.flush()
+
+    def queue_ids(self) -> list[int]:
+        return sorted(self._queues)
+
+    def _queue(self, queue_id: int) -> QueueIndex:
+        qi = self._queues.get(queue_id)
+        if qi is None:
+            raise UnknownQueue(queue_id)
+        return qi
+
+    def first_offset(self, queue_id: int) -> int:
+        return self._queue(queue_id).first
+
+    def next_offset(self, queue_id: int) -> int:
+        return self._queue(queue_id).next
+
+    def queue_bytes(self, queue_id: int) -> int:
+        return self._queue(queue_id).bytes
+
+    def set_first_offset(self, queue_id: int, offset: int, *, durable: bool = False) -> tuple[int, int]:
+        """Move a queue's floor up (never down, at most to its end); returns (messages, bytes) dropped."""
+        with self._lock:
+            self._check_open()
+            qi = self._queue(queue_id)
+            new = min(max(offset, qi.first), qi.next)
+            dropped = new - qi.first
+            freed = qi.bytes_between(qi.first, new) if dropped else 0
+            qi.first = new
+            qi.bytes -= freed
+        if durable and dropped:
+            self.flush()
+        return dropped, freed
+
+    # ------------------------------------------------------------------ write path
+    @property
+    def end_position(self) -> int:
+        """Global position after the last appended record."""
+        return self._end
+
+    def append(self, batch: Sequence[NewMessage]) -> list[Appended]:
+        """Store a batch with one write into one chunk; atomic across crashes.
+
+        Raises MessageTooLarge / BatchTooLarge / UnknownQueue (nothing written), StorageFull on
+        ENOSPC or EFBIG (nothing of the batch visible, now or after a restart), StoreClosed.
+        """
+        if not batch:
+            return []
+        opts = self.options
+        with self._lock:
+            self._check_open()
+            active = self._active
+            assert active is not None
+            ts = _now_ms()
+            if ts < self._last_ts:
+                ts = self._last_ts
+            pos = self._end
+            offsets = _Offsets(self._queues)
+            buf, appended, entries = encode_batch(batch, ts, pos, offsets, opts.max_message_bytes, self._tags)
+            size = len(buf)
+            if size > opts.max_batch_bytes or size > self._size:
+                raise BatchTooLarge(
+                    f"batch of {size} encoded bytes exceeds max_batch_bytes={opts.max_batch_bytes} "
+                    f"or chunk_size={self._size}"
+                )
+            local = pos - active.base
+            if local + size > self._size:
+                active = self._roll()
+                delta = active.base - pos
+                pos, local = active.base, 0
+                for a in appended:
+                    a.position += delta
+                for flat in entries.values():
+                    for i in range(0, len(flat), 2):
+                        flat[i] += delta
+            active.write(local, buf)  # raises StorageFull after undoing its partial write
+            try:
+                for q, flat in entries.items():
+                    qi = self._queues[q]
+                    qi.write(qi.next, flat)
+            except StorageError:
+                active.rollback(local)  # entries beyond a queue's end are never read, and recovery zeroes them
+                raise
+            for q, flat in entries.items():
+                qi = self._queues[q]
+                qi.next = offsets[q]
+                qi.bytes += sum(flat[1::2]) & 0xFFFFFFFF  # a batch is < 4 GiB: tag hashes sit above bit 32
+            if not active.records:
+                active.first_ts = ts
+            active.records += len(batch)
+            active.data_bytes = local + size
+            active.last_ts = ts
+            self._last_ts = ts
+            self._end = pos + size
+            self._dirty.add(active)
+            self._cache(pos, buf)
+        return appended
+
+    def _cache(self, pos: int, buf: bytes) -> None:
+        limit = self.options.tail_cache_bytes
+        if limit <= 0:
+            return
+        tail = self._tail
+        tail.append((pos, buf))
+        self._tail_bytes += len(buf)
+        if self._tail_bytes > limit:
+            cut = 0
+            while self._tail_bytes > limit and cut < len(tail) - 1:
+                self._tail_bytes -= len(tail[cut][1])
+                cut += 1
+            # replace, never shrink in place: readers may be bisecting the old list
+            self._tail = tail[cut:]
+
+    def _roll(self) -> Chunk:
+        """Seal the active chunk and start the next one (writer lock held)."""
+        old = self._active
+        assert old is not None
+        now = _now_ms()
+        if not old.sealed:
+            old.seal(now)
+            self._dirty.add(old)
+        new = Chunk.create(self.root, old.number + 1, self._size, now)
+        self._chunks[new.number] = new
+        self._active = new
+        return new
+
+    def durable(self, position: int) -> Future[None]:
+        """A future resolved once everything below ``position`` is fsynced.
+
+        ALWAYS: group commit by the flusher thread. INTERVAL / NEVER: already completed.
+        """
+        if self.options.fsync is not FsyncMode.ALWAYS:
+            fut: Future[None] = Future()
+            fut.set_result(None)
+            return fut
+        return self._flusher.durable(position)
+
+    def _sync_log(self) -> int:
+        with self._lock:
+            target = self._end
+            dirty = list(self._dirty)
+            self._dirty.clear()
+        try:
+            for c in dirty:
+                if c.fd >= 0:
+                    c.sync()
+        except OSError:
+            with self._lock:
+                self._dirty.update(dirty)
+            raise
+        return target
+
+    def flush(self) -> None:
+        """fsync the log and every index, then write the recovery point."""
+        with self._lock:
+            position = self._end
+            active = self._active
+            if active is not None and active.base + active.data_bytes == position:
+                records, first_ts = active.records, active.first_ts
+            else:
+                records, first_ts = 0, 0
+            queues = {q: (qi.first, qi.next, qi.bytes) for q, qi in self._queues.items()}
+            indexes = list(self._queues.values())
+        self._sync_log()
+        for qi in indexes:
+            try:
+                qi.sync()
+            except (OSError, ValueError):
+                pass  # deleted meanwhile: nothing to make durable
+        checkpoint.write(self.root, checkpoint.Checkpoint(position, records, first_ts, _now_ms(), queues))
+
+    # ------------------------------------------------------------------ read path
+    def _source(self, pos: int) -> tuple[bytes | object, int, Chunk | None, bool]:
+        """Where the record at ``pos`` can be read: (buffer, offset in it, chunk, from cache)."""
+        tail = self._tail
+        if tail and pos >= tail[0][0]:
+            i = bisect_right(tail, pos, key=_tail_start_key) - 1
+            start, buf = tail[i]
+            if pos - start < len(buf):
+                return buf, pos - start, self._chunks.get(pos // self._size), True
+        c = self._chunks.get(pos // self._size)
+        if c is None:
+            return None, 0, None, False
+        return c.mm, pos - c.base + CHUNK_HEADER, c, False
+
+    def read(
+        self,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        *,
+        max_bytes: int | None = None,
+        tag_hashes: frozenset[int] | None = None,
+    ) -> list[StoredMessage]:
+        """Messages at offsets >= max(offset, first_offset), in order, up to max_count (and max_bytes
+        of data, at least one). With tag_hashes, other tags are skipped (see read_matching)."""
+        return self._read(queue_id, offset, max_count, max_bytes, tag_hashes, max_count)[0]
+
+    def read_matching(
+        self,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tag_hashes: frozenset[int],
+        *,
+        max_bytes: int | None = None,
+        max_scan: int = 100_000,
+    ) -> tuple[list[StoredMessage], int]:
+        """Messages whose tag hash is in ``tag_hashes``, and the offset after the last entry scanned."""
+        return self._read(queue_id, offset, max_count, max_bytes, tag_hashes, max_scan)
+
+    def _read(
+        self,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int | None,
+        tag_hashes: frozenset[int] | None,
+        max_scan: int,
+    ) -> tuple[list[StoredMessage], int]:
+        self._check_open()
+        qi = self._queue(queue_id)
+        start = max(offset, qi.first)
+        end = min(qi.next, start + max(max_scan, max_count) if tag_hashes is not None else start + max_count)
+        out: list[StoredMessage] = []
+        if start >= end or max_count <= 0:
+            return out, max(start, min(offset, qi.next))
+        if tag_hashes is None and max_bytes is None:
+            return self._read_run(qi, start, end), end
+        return self._read_general(qi, start, end, max_count, max_bytes, tag_hashes)
+
+    def _locate(self, pos: int) -> tuple[object, int, int, Chunk | None, bool]:
+        """(buffer, delta, hi, chunk, cached): the record at global ``pos`` sits at buffer[pos + delta],
+        and so does every position in [pos, hi)."""
+        src, off, c, cached = self._source(pos)
+        if src is None:
+            return None, 0, 0, None, False
+        if cached:
+            return src, off - pos, pos + len(src) - off, c, True  # type: ignore[arg-type]
+        return src, off - pos, pos - pos % self._size + self._size, c, False
+
+    def _read_run(self, qi: QueueIndex, start: int, end: int) -> list[StoredMessage]:
+        """The hot read path: every entry of [start, end), no filter, no byte budget."""
+        out: list[StoredMessage] = []
+        add = out.append
+        verify = self.options.verify_reads
+        hi = 0  # entries with hi_lo < p1 <= hi are served by src (p1 = position + 1)
+        hi_lo = 0
+        src: object = None
+        delta = 0
+        cur: Chunk | None = None
+        cached = False
+        mark = 0
+        try:
+            for o, (p1, length, _th) in enumerate(_iter_entries(qi.raw(start, end - start)), start):
+                if not hi_lo < p1 <= hi:
+                    if not p1:
+                        continue  # a hole (data lost to quarantine)
+                    if cur is not None:
+                        self._count(cur, cached, len(out) - mark)
+                    mark = len(out)
+                    src, delta, hi, cur, cached = self._locate(p1 - 1)
+                    if src is None:
+                        hi = hi_lo = 0
+                        continue  # chunk deleted or quarantined: the entry is gone
+                    hi_lo = p1 - 1
+                    delta -= 1
+                off = p1 + delta
+                plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
+                if plen + 12 != length or (verify and _crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
+                    raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
+                                       position=p1 - 1)
+                d = off + 28 + 12 * n + il
+                add(StoredMessage(o, p1 - 1, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"",  # type: ignore[index]
+                                  src[d + tl : d + tl + dl]))  # type: ignore[index]
+        except ValueError:
+            pass  # a chunk closed under us by retention: what was read so far stands
+        if cur is not None:
+            self._count(cur, cached, len(out) - mark)
+        return out
+
+    @staticmethod
+    def _count(c: Chunk, cached: bool, n: int) -> None:
+        if cached:
+            c.reads_cache += n
+        else:
+            c.reads_disk += n
+
+    def _read_general(
+        self,
+        qi: QueueIndex,
+        start: int,
+        end: int,
+        max_count: int,
+        max_bytes: int | None,
+        tag_hashes: frozenset[int] | None,
+    ) -> tuple[list[StoredMessage], int]:
+        verify = self.options.verify_reads
+        budget = max_bytes if max_bytes is not None else -1
+        out: list[StoredMessage] = []
+        o = start - 1
+        try:
+            for p1, length, th in _iter_entries(qi.raw(start, end - start)):
+                o += 1
+                if not p1 or (tag_hashes is not None and th not in tag_hashes):
+                    continue
+                pos = p1 - 1
+                src, delta, _, c, cached = self._locate(pos)
+                if src is None:
+                    continue
+                off = pos + delta
+                plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
+                if plen + 12 != length or (verify and _crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
+                    raise CorruptChunk(f"record at {pos} fails validation", chunk=pos // self._size, position=pos)
+                if budget >= 0 and out and dl > budget:
+                    o -= 1
+                    break
+                budget -= dl
+                d = off + 28 + 12 * n + il
+                out.append(StoredMessage(o, pos, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"",  # type: ignore[index]
+                                         src[d + tl : d + tl + dl]))  # type: ignore[index]
+                if c is not None:
+                    self._count(c, cached, 1)
+                if len(out) >= max_count:
+                    break
+        except ValueError:
+            pass
+        return out, o + 1
+
+    def index_entries(self, queue_id: int, offset: int, count: int) -> list[IndexEntry]:
+        qi = self._queue(queue_id)
+        start = max(offset, qi.first)
+        end = min(qi.next, offset + count)
+        if start >= end:
+            return []
+        return [IndexEntry(p - 1, n, th) for p, n, th in _iter_entries(qi.raw(start, end - start))]
+
+    def read_at(self, position: int) -> Record:
+        """The record at a global position; KeyError if deleted or not a record start."""
+        self._check_open()
+        c = self._chunks.get(position // self._size) if position >= 0 else None
+        if c is None:
+            raise KeyError(position)
+        local = position - c.base
+        try:
+            n = record_length(c.mm, CHUNK_HEADER + local, CHUNK_HEADER + c.data_bytes)
+            if not n:
+                raise KeyError(position)
+            c.reads_disk += 1
+            return decode(c.mm, CHUNK_HEADER + local, position)
+        except ValueError as exc:  # closed by retention
+            raise KeyError(position) from exc
+
+    def _timestamp(self, qi: QueueIndex, offset: int) -> int | None:
+        p1 = qi.entry(offset)[0]
+        if not p1:
+            return None
+        c = self._chunks.get((p1 - 1) // self._size)
+        if c is None:
+            return None
+        try:
+            return timestamp_at(c.mm, CHUNK_HEADER + p1 - 1 - c.base)
+        except ValueError:
+            return None
+
+    def timestamp_of(self, queue_id: int, offset: int) -> int | None:
+        qi = self._queue(queue_id)
+        if not qi.first <= offset < qi.next:
+            return None
+        return self._timestamp(qi, offset)
+
+    def offset_for_timestamp(self, queue_id: int, timestamp_ms: int) -> int:
+        """First offset in [first, next] whose timestamp >= timestamp_ms (binary search)."""
+        qi = self._queue(queue_id)
+        lo, hi = qi.first, qi.next
+        while lo < hi:
+            mid = (lo + hi) // 2
+            ts = self._timestamp(qi, mid)
+            if ts is None or ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def scan(self, from_position: int = 0) -> Iterator[Record]:
+        """Every valid record at or after ``from_position`` (a record start), in log order."""
+        self._check_open()
+        end = self._end
+        for number in sorted(self._chunks):
+            c = self._chunks.get(number)
+            if c is None or c.base + self._size <= from_position:
+                continue
+            p = CHUNK_HEADER + max(0, from_position - c.base)
+            limit = CHUNK_HEADER + min(c.data_bytes, end - c.base)
+            try:
+                while p < limit:
+                    n = record_length(c.mm, p, limit)
+                    if not n:
+                        log.error("chunk %d: invalid record at data offset %d; rest of the chunk skipped",
+                                  number, p - CHUNK_HEADER)
+                        break
+                    yield decode(c.mm, p, c.base + p - CHUNK_HEADER)
+                    p += n
+            except ValueError:
+                continue  # deleted by retention while scanning
+
+    def scan_since(self, timestamp_ms: int) -> Iterator[Record]:
+        """Records with timestamp >= timestamp_ms, starting at the first chunk that can hold one."""
+        start = None
+        for number in sorted(self._chunks):
+            c = self._chunks[number]
+            if c.records and c.last_ts >= timestamp_ms:
+                start = c.base
+                break
+        if start is None:
+            return
+        for r in self.scan(start):
+            if r.timestamp >= timestamp_ms:
+                yield r
+
+    # ------------------------------------------------------------------ retention and statistics
+    def retain(self, floors: Mapping[int, int], *, disk_budget_bytes: int = 0) -> RetentionReport:
+        """Delete what no queue needs any more (see retention.py)."""
+        from .retention import retain
+
+        return retain(self, floors, disk_budget_bytes)
+
+    def chunks(self) -> list[ChunkInfo]:
+        return [
+            ChunkInfo(c.number, "active" if c is self._active and not c.sealed else "sealed", c.path,
+                      c.data_bytes, c.records, c.reads_cache, c.reads_disk, c.writes, c.created_ms, c.first_ts)
+            for c in sorted(list(self._chunks.values()), key=lambda c: c.number)
+        ]
+
+    def disk_bytes(self) -> int:
+        """Bytes allocated on disk by the log and the indexes (chunk files are sparse)."""
+        total = 0
+        for directory in (files.log_dir(self.root), files.queues_dir(self.root)):
+            for dirpath, _, names in os.walk(directory):
+                for name in names:
+                    try:
+                        total += os.stat(os.path.join(dirpath, name)).st_blocks * 512
+                    except FileNotFoundError:
+                        pass
+        return total
+
+    def verify(self) -> list[int]:
+        """Check every record of every sealed chunk; quarantine the corrupt ones. Returns their numbers."""
+        bad: list[int] = []
+        for number in sorted(self._chunks):
+            c = self._chunks[number]
+            if not c.sealed:
+                continue
+            if c.scan(0, c.data_bytes)[4] != c.data_bytes:
+                bad.append(number)
+        for number in bad:
+            self.quarantine(number)
+        return bad
+
+    def quarantine(self, number: int) -> None:
+        """Take a sealed chunk out of service (renamed .bad); entries pointing into it read as gone."""
+        with self._lock:
+            c = self._chunks.get(number)
+            if c is None or c is self._active:
+                raise StorageError(f"chunk {number} is not a sealed chunk of this store")
+            del self._chunks[number]
+            self._dirty.discard(c)
+        log.error("chunk %d is corrupt: quarantined as %s", number, files.with_suffix(c.path, files.BAD_SUFFIX))
+        files.quarantine(c.path)
+        c.close()

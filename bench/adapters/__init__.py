@@ -1,0 +1,1 @@
+"""One client interface (`Adapter`) implemented for chunkmq and every peer protocol."""

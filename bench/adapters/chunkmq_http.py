@@ -1,0 +1,64 @@
+"""chunkmq over its REST API (API.md): batched publish straight to a queue, long-poll pull, cumulative ack."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import orjson
+
+from bench.adapters.base import Adapter, ConsumeTimeout, OnBody
+
+GROUP = "bench"
+JSON = {"content-type": "application/json"}
+
+
+class ChunkmqHttpAdapter(Adapter):
+    name = "chunkmq-http"
+    server = "chunkmq"
+
+    def open(self) -> None:
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.endpoint.http_port}/api/v1", timeout=60)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def call(self, method: str, path: str, body: object | None = None) -> Any:
+        content = None if body is None else orjson.dumps(body)
+        resp = self.http.request(method, path, content=content, headers=JSON)
+        if resp.status_code >= 400 and not (method == "DELETE" and resp.status_code == 404):
+            raise RuntimeError(f"chunkmq {method} {path}: {resp.status_code} {resp.text[:300]}")
+        return orjson.loads(resp.content) if resp.content else None
+
+    def declare(self, queue: str) -> None:
+        self.call("PUT", f"/queues/{queue}", {})
+        self.call("PUT", f"/queues/{queue}/groups/{GROUP}", {"start": "earliest"})
+
+    def delete(self, queue: str) -> None:
+        self.call("DELETE", f"/queues/{queue}?force=true")
+
+    def produce(self, queue: str, bodies: Sequence[bytes]) -> None:
+        answer = self.call("POST", f"/queues/{queue}/publish",
+                           {"messages": [{"body": b.decode()} for b in bodies]})
+        if len(answer["results"]) != len(bodies):
+            raise RuntimeError(f"chunkmq: {len(answer['results'])} results for {len(bodies)} messages")
+
+    def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
+        got = 0
+        pull, ack = f"/queues/{queue}/groups/{GROUP}/pull", f"/queues/{queue}/groups/{GROUP}/ack"
+        while got < n:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                raise ConsumeTimeout(f"chunkmq-http: {got}/{n} messages before the deadline")
+            msgs = self.call("POST", pull, {"max_messages": min(self.pull, n - got),
+                                            "wait_ms": min(left_ms, 1000), "consumer": "c1"})["messages"]
+            if not msgs:
+                continue
+            if on_body is not None:
+                for m in msgs:
+                    on_body(m["body"].encode())
+            self.call("POST", ack, {"up_to": msgs[-1]["offset"] + 1})
+            got += len(msgs)
+        return got

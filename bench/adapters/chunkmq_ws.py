@@ -1,0 +1,83 @@
+"""chunkmq over its WebSocket streams (API.md): publish frames with confirms, consume with credit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import orjson
+from websockets.sync.client import ClientConnection, connect
+
+from bench.adapters.base import ConsumeTimeout, OnBody
+from bench.adapters.chunkmq_http import GROUP, ChunkmqHttpAdapter
+
+
+class ChunkmqWsAdapter(ChunkmqHttpAdapter):
+    """Declares and deletes over REST (there is no WebSocket for that); moves messages over WebSocket."""
+
+    name = "chunkmq-ws"
+
+    def open(self) -> None:
+        super().open()
+        self.ws_base = f"ws://127.0.0.1:{self.endpoint.http_port}/api/v1"
+        self.publishers: dict[str, ClientConnection] = {}
+        self.seq = 0
+
+    def close(self) -> None:
+        for ws in self.publishers.values():
+            ws.close()
+        super().close()
+
+    def _publisher(self) -> ClientConnection:
+        # One stream on the default exchange serves every queue: the routing key names the queue.
+        ws = self.publishers.get("")
+        if ws is None:
+            ws = self.publishers[""] = connect(f"{self.ws_base}/exchanges/amq.default/stream",
+                                               max_size=None, compression=None)
+        return ws
+
+    def produce(self, queue: str, bodies: Sequence[bytes]) -> None:
+        ws = self._publisher()
+        self.seq += 1
+        ws.send(orjson.dumps({"type": "publish", "seq": self.seq,
+                              "messages": [{"body": b.decode(), "routing_key": queue} for b in bodies]}))
+        while True:
+            frame = orjson.loads(ws.recv(timeout=60))
+            if frame.get("seq") != self.seq:
+                continue
+            if frame["type"] != "confirm":
+                raise RuntimeError(f"chunkmq-ws publish: {frame}")
+            if len(frame["results"]) != len(bodies):
+                raise RuntimeError("chunkmq-ws: confirm does not cover the batch")
+            return
+
+    def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
+        url = f"{self.ws_base}/queues/{queue}/groups/{GROUP}/stream?consumer=c1"
+        got = 0
+        with connect(url, max_size=None, compression=None) as ws:
+            ws.send(orjson.dumps({"type": "credit", "n": min(self.pull, n)}))
+            credited = min(self.pull, n)
+            while got < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConsumeTimeout(f"chunkmq-ws: {got}/{n} messages before the deadline")
+                try:
+                    frame = orjson.loads(ws.recv(timeout=min(left, 1.0)))
+                except TimeoutError:
+                    continue
+                if frame.get("type") == "error":
+                    raise RuntimeError(f"chunkmq-ws consume: {frame}")
+                if frame.get("type") != "messages":
+                    continue
+                msgs = frame["messages"]
+                if on_body is not None:
+                    for m in msgs:
+                        on_body(m["body"].encode())
+                got += len(msgs)
+                more = min(len(msgs), n - credited)
+                # One frame acks the batch and refills the credit it used, keeping the window full.
+                ws.send(orjson.dumps({"type": "ack", "up_to": msgs[-1]["offset"] + 1}))
+                if more > 0:
+                    ws.send(orjson.dumps({"type": "credit", "n": more}))
+                    credited += more
+        return got

@@ -1,0 +1,1 @@
+"""Servers the harness installs, starts and stops: chunkmq itself and the three peers."""

@@ -1,0 +1,145 @@
+"""Turn the JSON-lines records of a run into markdown tables and the chunkmq / best-peer ratios."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from bench.adapters.registry import CHUNKMQ
+from bench.config import ALL_PEERS
+from bench.metrics import METRICS, Summary, summarize
+
+Records = list[dict[str, Any]]
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "msgs/s":
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _grouped(records: Records, field: str = "value") -> dict[tuple[str, str], list[float]]:
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in records:
+        if r.get("type") == "sample" and r.get(field) is not None and r.get("value") is not None:
+            out[(r["metric"], r["peer"])].append(float(r[field]))
+    return out
+
+
+def _errors(records: Records) -> dict[tuple[str, str], str]:
+    return {(r["metric"], r["peer"]): r["error"] for r in records
+            if r.get("type") == "sample" and r.get("error")}
+
+
+def _peers(records: Records) -> list[str]:
+    seen = {r["peer"] for r in records if r.get("type") == "sample"}
+    return [p for p in ALL_PEERS if p in seen] + sorted(seen - set(ALL_PEERS))
+
+
+def _cell(summary: Summary | None, error: str | None, unit: str) -> str:
+    if summary is None:
+        return "missing" if error and error.startswith("missing") else ("error" if error else "")
+    spread = f" ±{summary.spread_pct:.0f}%" if summary.n > 1 else ""
+    return _fmt(summary.median, unit) + spread
+
+
+def results_table(records: Records) -> str:
+    values, errors, peers = _grouped(records), _errors(records), _peers(records)
+    lines = ["| workload | unit | " + " | ".join(peers) + " |", "|---|---|" + "---:|" * len(peers)]
+    for key, m in METRICS.items():
+        cells = [_cell(summarize(values.get((key, p), [])), errors.get((key, p)), m.unit) for p in peers]
+        if any(cells):
+            lines.append(f"| {m.title} | {m.unit} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def cpu_table(records: Records) -> str:
+    """Median server and client CPU seconds per throughput phase: which side dominates."""
+    server, client, peers = _grouped(records, "server_cpu_s"), _grouped(records, "client_cpu_s"), _peers(records)
+    lines = ["| workload (CPU s: server / client) | " + " | ".join(peers) + " |", "|---|" + "---:|" * len(peers)]
+    for key, m in METRICS.items():
+        if m.unit != "msgs/s":
+            continue
+        cells = []
+        for p in peers:
+            s, c = summarize(server.get((key, p), [])), summarize(client.get((key, p), []))
+            cells.append(f"{s.median:.2f} / {c.median:.2f}" if s and c else "")
+        if any(cells):
+            lines.append(f"| {m.title} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    metric: str
+    chunkmq_peer: str
+    chunkmq_value: float
+    best_peer: str
+    best_value: float
+
+    @property
+    def ratio(self) -> float:
+        return self.chunkmq_value / self.best_value if self.best_value else float("inf")
+
+    @property
+    def chunkmq_better(self) -> bool:
+        hib = METRICS[self.metric].higher_is_better
+        return self.chunkmq_value > self.best_value if hib else self.chunkmq_value < self.best_value
+
+
+def ratios(records: Records) -> list[Ratio]:
+    """Per metric: the best chunkmq variant's median over the best peer's median."""
+    values = _grouped(records)
+    out = []
+    for key, m in METRICS.items():
+        medians = {p: s.median for (k, p), v in values.items() if k == key and (s := summarize(v))}
+        ours = {p: v for p, v in medians.items() if p in CHUNKMQ}
+        theirs = {p: v for p, v in medians.items() if p not in CHUNKMQ}
+        if not ours or not theirs:
+            continue
+        pick = max if m.higher_is_better else min
+        cp = pick(ours, key=lambda p: ours[p])
+        bp = pick(theirs, key=lambda p: theirs[p])
+        out.append(Ratio(key, cp, ours[cp], bp, theirs[bp]))
+    return out
+
+
+def ratio_lines(records: Records) -> str:
+    lines = []
+    for r in ratios(records):
+        m = METRICS[r.metric]
+        direction = "higher is better" if m.higher_is_better else "lower is better"
+        verdict = "chunkmq ahead" if r.chunkmq_better else "peer ahead"
+        lines.append(f"- {m.title}: {r.chunkmq_peer} {_fmt(r.chunkmq_value, m.unit)} / {r.best_peer} "
+                     f"{_fmt(r.best_value, m.unit)} {m.unit} = **{r.ratio:.2f}x** ({direction}; {verdict})")
+    return "\n".join(lines) if lines else "- (no workload had both a chunkmq and a peer result)"
+
+
+def header(records: Records) -> str:
+    lines = []
+    for r in records:
+        if r.get("type") == "meta":
+            mach = r["machine"]
+            lines += [f"- command: `{r['command']}`",
+                      f"- machine: {mach['cores']} cores ({mach['cpu']}), {mach['ram_gib']} GiB RAM, "
+                      f"disk {mach['disk']}, kernel {mach['kernel']}, Python {mach['python']}, "
+                      f"load average at start {mach['load_avg_at_start']}",
+                      "- clients: " + ", ".join(f"{k} {v}" for k, v in mach["libraries"].items() if v),
+                      f"- repeats: {r['config']['repeat']} (median, ± half the min-max range)"]
+        elif r.get("type") == "peer":
+            state = r["version"] or f"MISSING: {r['error']}"
+            lines.append(f"- {r['package']}: {state}")
+        elif r.get("type") == "server":
+            lines.append(f"- {r['kind']} durability: {r['durability']}")
+    return "\n".join(lines)
+
+
+def render(records: Records) -> str:
+    return "\n\n".join([
+        header(records),
+        results_table(records),
+        cpu_table(records),
+        "chunkmq / best peer (median of the best chunkmq variant over the median of the best peer):",
+        ratio_lines(records),
+    ]) + "\n"

@@ -1,0 +1,139 @@
+"""Run the configured peers and workloads, one server at a time, and always stop what was started."""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from bench.adapters.registry import ADAPTERS, HTTP_CAPABLE, HTTP_ONLY
+from bench.client import init_worker
+from bench.config import Config
+from bench.metrics import METRICS, Sample
+from bench.peers import install
+from bench.peers.chunkmq import ChunkmqServer
+from bench.peers.nats import NatsServer
+from bench.peers.rabbitmq import RabbitmqServer
+from bench.peers.redis import RedisServer
+from bench.peers.server import Server
+from bench.workloads import ROUTINES, Session
+
+SERVERS: dict[str, type[Server]] = {
+    "chunkmq": ChunkmqServer, "rabbitmq": RabbitmqServer, "redis": RedisServer, "nats": NatsServer,
+}
+
+
+def workloads_for(adapter: str, selected: list[str]) -> list[str]:
+    """The routines (see workloads.ROUTINES) this adapter runs, given the selected workloads."""
+    names = []
+    for name, (_fn, covers) in ROUTINES.items():
+        if not set(covers) & set(selected):
+            continue
+        if adapter in HTTP_ONLY and name != "W7":
+            continue
+        if name == "W7" and adapter not in HTTP_CAPABLE:
+            continue
+        names.append(name)
+    return names
+
+
+def _metrics_of(covers: tuple[str, ...]) -> list[str]:
+    return [k for k, m in METRICS.items() if m.workload in covers]
+
+
+class Recorder:
+    """Collects samples and appends each to the JSON-lines file as it arrives, so a crash keeps data."""
+
+    def __init__(self, cfg: Config, out: IO[bytes], log: IO[str]) -> None:
+        self.cfg = cfg
+        self.out = out
+        self.log = log
+        self.samples: list[Sample] = []
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.out.write(orjson.dumps(record) + b"\n")
+        self.out.flush()
+
+    def add(self, samples: list[Sample]) -> None:
+        for s in samples:
+            if METRICS[s.metric].workload not in self.cfg.workloads:
+                continue  # measured only because a selected workload needed it (W1 fills W2's queue)
+            self.samples.append(s)
+            self.write(s.to_json())
+            shown = "ERROR " + (s.error or "") if s.value is None else f"{s.value:,.2f} {s.unit}"
+            print(f"  {s.peer:14} {s.metric:12} #{s.repeat} {shown}", file=self.log, flush=True)
+
+    def fail(self, adapter: str, covers: tuple[str, ...], repeat: int, error: str) -> None:
+        self.add([Sample(adapter, k, repeat, None, METRICS[k].unit, error=error) for k in _metrics_of(covers)])
+
+
+def _run_adapter(cfg: Config, server: Server, adapter: str, rec: Recorder) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    # Two client processes: W4 needs a producer and a consumer at once; the other phases use one.
+    pool = ctx.Pool(2, initializer=init_worker, initargs=(ready,))
+    try:
+        for name in workloads_for(adapter, cfg.workloads):
+            fn, covers = ROUTINES[name]
+            for r in range(cfg.repeat):
+                session = Session(cfg, server, adapter, pool, ready)
+                print(f"{adapter}: {name} repeat {r + 1}/{cfg.repeat}", file=rec.log, flush=True)
+                try:
+                    fn(session, r)
+                except Exception as e:  # one failed workload must not end the run
+                    rec.add(session.samples)
+                    rec.fail(adapter, covers, r, f"{type(e).__name__}: {e}"[:1000])
+                    if server.process is None or not server.process.alive():
+                        server.start()  # a failed restart (W6) leaves it down; the next repeat needs it
+                    continue
+                rec.add(session.samples)
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def run(cfg: Config, out: IO[bytes], log: IO[str] = sys.stderr) -> Recorder:
+    rec = Recorder(cfg, out, log)
+    adapters = [a for a in cfg.peers if a in ADAPTERS]
+    for unknown in set(cfg.peers) - set(ADAPTERS):
+        raise ValueError(f"unknown peer {unknown!r}; known: {', '.join(ADAPTERS)}")
+    kinds = list(dict.fromkeys(ADAPTERS[a].server for a in adapters))
+    installed = install.ensure([k for k in kinds if k != "chunkmq"])
+    for inst in installed.values():
+        rec.write({"type": "peer", "kind": inst.kind, "package": inst.package, "version": inst.version,
+                   "error": inst.error})
+    for kind in kinds:
+        mine = [a for a in adapters if ADAPTERS[a].server == kind]
+        inst = installed.get(kind)
+        if inst is not None and inst.error:
+            print(f"{kind}: MISSING ({inst.error.strip()[:300]})", file=log, flush=True)
+            for a in mine:
+                for name in workloads_for(a, cfg.workloads):
+                    rec.fail(a, ROUTINES[name][1], 0, f"missing: {inst.package} could not be installed")
+            continue
+        workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
+        server = SERVERS[kind](workdir, cfg.fsync)
+        try:
+            t0 = time.monotonic()
+            try:
+                server.start()
+            except Exception as e:  # reported as that peer's result, the run goes on
+                print(f"{kind}: failed to start: {e}", file=log, flush=True)
+                for a in mine:
+                    for name in workloads_for(a, cfg.workloads):
+                        rec.fail(a, ROUTINES[name][1], 0, f"server did not start: {e}"[:1000])
+                continue
+            rec.write({"type": "server", "kind": kind, "start_s": round(time.monotonic() - t0, 3),
+                       "durability": server.durability(), "endpoint": server.endpoint().__dict__})
+            for a in mine:
+                _run_adapter(cfg, server, a, rec)
+        finally:
+            server.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+    return rec

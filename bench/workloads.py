@@ -1,0 +1,139 @@
+"""The workloads W1-W7, run from the parent against one running server through one adapter's clients.
+
+Each workload function runs one repeat and returns its samples. Phases that belong together share a
+queue inside one repeat (W1 produces what W2 consumes; W5 fills the backlog that W6 restarts with and
+then drains), and every repeat starts from a freshly declared, empty queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from multiprocessing.pool import Pool
+from multiprocessing.synchronize import Event
+from typing import Any
+
+from bench.client import Phase, run_phase
+from bench.config import Config
+from bench.metrics import METRICS, Sample
+from bench.peers.server import Server
+from bench.profile import Profiler
+
+MiB = 1024 * 1024
+
+
+@dataclass
+class Session:
+    """One adapter against one server: the client pool, the config and the samples gathered."""
+
+    cfg: Config
+    server: Server
+    adapter: str
+    pool: Pool
+    ready: Event
+    samples: list[Sample] = field(default_factory=list)
+
+    def phase(self, kind: str, queue: str, count: int = 0, **kw: Any) -> tuple[dict[str, Any], float]:
+        """Run one phase in a client process; returns its result and the server CPU seconds it cost."""
+        ph = Phase(kind, self.adapter, self.server.endpoint(), queue, count=count, batch=self.cfg.batch,
+                   pull=self.cfg.pull, timeout=self.cfg.timeout, **kw)
+        cpu0 = self.server.cpu_seconds()
+        result = self.pool.apply_async(run_phase, (ph,)).get(self.cfg.timeout + 60)
+        return result, self.server.cpu_seconds() - cpu0
+
+    def add(self, metric: str, repeat: int, value: float, result: dict[str, Any] | None = None,
+            server_cpu: float = 0.0, **extra: Any) -> None:
+        r = result or {}
+        self.samples.append(Sample(self.adapter, metric, repeat, value, METRICS[metric].unit,
+                                   messages=r.get("messages", 0), seconds=r.get("seconds", 0.0),
+                                   client_cpu_s=r.get("client_cpu_s", 0.0), server_cpu_s=server_cpu,
+                                   extra=extra))
+
+    def throughput(self, metric: str, repeat: int, kind: str, queue: str, count: int, **kw: Any) -> None:
+        result, cpu = self.phase(kind, queue, count, **kw)
+        if result["messages"] != count:
+            raise RuntimeError(f"{kind} moved {result['messages']} of {count} messages")
+        self.add(metric, repeat, count / result["seconds"], result, cpu)
+
+    @contextlib.contextmanager
+    def queue(self, name: str) -> Iterator[str]:
+        self.phase("declare", name)
+        try:
+            yield name
+        finally:
+            self.phase("delete", name)
+
+    def profiled(self, workload: str, repeat: int) -> contextlib.AbstractContextManager[object]:
+        """py-spy on the chunkmq server for W1/W2 of the first repeat, when asked for."""
+        if not (self.cfg.profile and repeat == 0 and self.server.kind == "chunkmq"
+                and self.server.process is not None):
+            return contextlib.nullcontext()
+        return Profiler(self.server.process.pid, self.cfg.out_dir / f"profile-{self.adapter}-{workload}")
+
+
+def w1_w2(s: Session, r: int) -> None:
+    cfg = s.cfg
+    with s.queue(f"bench-w1-{r}") as q:
+        with s.profiled("W1", r):
+            s.throughput("w1_produce", r, "produce", q, cfg.count, size=cfg.size)
+        with s.profiled("W2", r):
+            s.throughput("w2_consume", r, "consume", q, cfg.count)
+
+
+def w3(s: Session, r: int) -> None:
+    cfg = s.cfg
+    with s.queue(f"bench-w3-{r}") as q:
+        s.throughput("w3_produce", r, "produce", q, cfg.w3_count, size=cfg.big_size)
+        s.throughput("w3_consume", r, "consume", q, cfg.w3_count)
+
+
+def w4(s: Session, r: int) -> None:
+    cfg = s.cfg
+    n = int(cfg.latency_rate * cfg.latency_seconds)
+    with s.queue(f"bench-w4-{r}") as q:
+        s.ready.clear()
+        base = Phase("latency_consume", s.adapter, s.server.endpoint(), q, count=n, size=cfg.size,
+                     pull=cfg.pull, timeout=cfg.latency_seconds + 120, rate=cfg.latency_rate)
+        cpu0 = s.server.cpu_seconds()
+        consumer = s.pool.apply_async(run_phase, (base,))
+        producer = s.pool.apply_async(run_phase, (replace(base, kind="latency_produce"),))
+        sent = producer.get(base.timeout + 60)
+        got = consumer.get(base.timeout + 60)
+        cpu = s.server.cpu_seconds() - cpu0
+    achieved = sent["messages"] / sent["seconds"]
+    for key in ("p50", "p99", "max"):
+        s.add(f"w4_{key}", r, got[f"{key}_ms"], got, cpu, achieved_rate=round(achieved, 1),
+              producer_cpu_s=sent["client_cpu_s"])
+
+
+def w5_w6(s: Session, r: int) -> None:
+    cfg = s.cfg
+    with s.queue(f"bench-w5-{r}") as q:
+        disk0, rss0 = s.server.disk_bytes(), s.server.rss_bytes()
+        s.throughput("w5_fill", r, "produce", q, cfg.w5_count, size=cfg.size)
+        rss, disk = s.server.rss_bytes(), s.server.disk_bytes()
+        s.add("w5_rss", r, rss / MiB, baseline_mib=round(rss0 / MiB, 1))
+        s.add("w5_disk", r, (disk - disk0) / MiB, bytes=disk - disk0,
+              bytes_per_message=round((disk - disk0) / cfg.w5_count, 1))
+        restart = s.server.restart()
+        s.add("w6_restart", r, restart, rss_after_restart_mib=round(s.server.rss_bytes() / MiB, 1))
+        s.throughput("w5_drain", r, "consume", q, cfg.w5_count)
+
+
+def w7(s: Session, r: int) -> None:
+    cfg = s.cfg
+    with s.queue(f"bench-w7-{r}") as q:
+        s.throughput("w7_publish", r, "produce", q, cfg.w7_count, size=cfg.size)
+        s.throughput("w7_get", r, "consume", q, cfg.w7_count)
+
+
+# workload name -> (function, the workloads whose metrics it produces)
+ROUTINES: dict[str, tuple[Callable[[Session, int], None], tuple[str, ...]]] = {
+    "W1+W2": (w1_w2, ("W1", "W2")),
+    "W3": (w3, ("W3",)),
+    "W4": (w4, ("W4",)),
+    "W5+W6": (w5_w6, ("W5", "W6")),
+    "W7": (w7, ("W7",)),
+}
+

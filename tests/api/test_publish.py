@@ -1,0 +1,149 @@
+"""Publish and read back: bodies, headers, batches, limits, idempotency, lookups by id and time."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import httpx
+
+from tests.api.client import bodies, browse, error, ok, publish, queue
+
+
+def test_text_binary_headers_round_trip(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    raw = bytes(range(256))
+    result = publish(
+        api, "amq.default",
+        {"body": "héllo \"json\" \n", "routing_key": name, "headers": {"k": "v", "ü": "ß"}, "tag": "created"},
+        {"body_base64": base64.b64encode(raw).decode(), "routing_key": name},
+    )
+    assert result["durability"] == "interval"
+    assert [r["routed"] for r in result["results"]] == [[{"queue": name, "offset": 0}], [{"queue": name, "offset": 1}]]
+    text, binary = browse(api, name)
+    assert text["body"] == "héllo \"json\" \n"
+    assert text["headers"] == {"k": "v", "ü": "ß"}
+    assert text["tag"] == "created"
+    assert text["routing_key"] == name
+    assert text["exchange"] == ""
+    assert text["queue"] == name and text["offset"] == 0
+    assert text["id"] == result["results"][0]["id"]
+    assert abs(text["timestamp"] - time.time() * 1000) < 60_000
+    assert base64.b64decode(binary["body_base64"]) == raw
+    assert "body" not in binary
+    # The same message by id, and as base64 on request.
+    assert ok(api.get(f"/api/v1/messages/{text['id']}"))["body"] == text["body"]
+    page = ok(api.get(f"/api/v1/queues/{name}/messages", params={"offset": 0, "encoding": "base64"}))
+    assert base64.b64decode(page["messages"][0]["body_base64"]).decode() == text["body"]
+
+
+def test_publish_straight_to_a_queue(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    result = ok(api.post(f"/api/v1/queues/{name}/publish", json={"messages": [{"body": "a"}, {"body": "b"}]}))
+    assert [r["routed"][0]["offset"] for r in result["results"]] == [0, 1]
+    assert bodies(api, name) == ["a", "b"]
+    error(api.post("/api/v1/queues/no-such-queue/publish", json={"messages": [{"body": "a"}]}), 404, "queue_not_found")
+
+
+def test_browse_pages_and_timestamps(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    publish(api, "amq.default", *({"body": str(i), "routing_key": name} for i in range(5)))
+    time.sleep(0.02)
+    middle = int(time.time() * 1000)
+    time.sleep(0.02)
+    publish(api, "amq.default", *({"body": str(i), "routing_key": name} for i in range(5, 10)))
+    page = ok(api.get(f"/api/v1/queues/{name}/messages", params={"offset": 3, "limit": 4}))
+    assert [m["body"] for m in page["messages"]] == ["3", "4", "5", "6"]
+    assert page["next_offset"] == 7
+    page = ok(api.get(f"/api/v1/queues/{name}/messages", params={"timestamp": middle, "limit": 100}))
+    assert [m["offset"] for m in page["messages"]] == [5, 6, 7, 8, 9]
+    page = ok(api.get(f"/api/v1/queues/{name}/messages", params={"offset": 10}))
+    assert page == {"messages": [], "next_offset": 10}
+
+
+def test_bad_publish_bodies_get_400_and_store_nothing(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    url = "/api/v1/exchanges/amq.default/publish"
+    cases = [
+        b"not json",
+        b"[]",
+        b'{"messages": []}',
+        b'{"messages": [{"routing_key": "x"}]}',
+        b'{"messages": [{"body": 5}]}',
+        b'{"messages": [{"body": "a", "body_base64": "AA=="}]}',
+        b'{"messages": [{"body_base64": "***"}]}',
+        b'{"messages": [{"body": "a", "headers": {"k": 1}}]}',
+        b'{"messages": [{"body": "a", "colour": "red"}]}',
+        b'{"messages": [{"body": "a"}], "mandatory": "yes"}',
+        b'{"messages": [{"body": "a", "tag": ""}]}',
+    ]
+    for raw in cases:
+        message = error(api.post(url, content=raw, headers={"content-type": "application/json"}), 400,
+                        "invalid_body")
+        assert "Traceback" not in message
+    # A bad message anywhere in a batch rejects the whole batch.
+    response = api.post(url, json={"messages": [{"body": "good", "routing_key": name}, {"body": None}]})
+    error(response, 400, "invalid_body")
+    assert bodies(api, name) == []
+    error(api.post("/api/v1/exchanges/no-such/publish", json={"messages": [{"body": "a"}]}), 404, "exchange_not_found")
+    error(api.post("/api/v1/exchanges/bad name!/publish", json={"messages": [{"body": "a"}]}), 400, "invalid_name")
+
+
+def test_size_limits(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    big = "x" * (4 * 1024 * 1024 + 1)
+    response = api.post("/api/v1/exchanges/amq.default/publish",
+                        json={"messages": [{"body": big, "routing_key": name}]})
+    error(response, 413, "message_too_large")
+    assert bodies(api, name) == []
+
+
+def test_reject_publish_refuses_the_whole_batch(api: httpx.Client, name: str) -> None:
+    queue(api, name, max_messages=3, overflow="reject_publish")
+    publish(api, "amq.default", *({"body": str(i), "routing_key": name} for i in range(2)))
+    response = api.post("/api/v1/exchanges/amq.default/publish",
+                        json={"messages": [{"body": "2", "routing_key": name}, {"body": "3", "routing_key": name}]})
+    error(response, 429, "queue_full")
+    assert bodies(api, name) == ["0", "1"]
+    publish(api, "amq.default", {"body": "2", "routing_key": name})
+    assert bodies(api, name) == ["0", "1", "2"]
+
+
+def test_drop_head_keeps_the_newest(api: httpx.Client, name: str) -> None:
+    queue(api, name, max_messages=3)
+    publish(api, "amq.default", *({"body": str(i), "routing_key": name} for i in range(5)))
+    info = ok(api.get(f"/api/v1/queues/{name}"))
+    assert (info["first_offset"], info["next_offset"], info["messages"]) == (2, 5, 3)
+    assert info["messages_dropped"] == 2
+    assert bodies(api, name) == ["2", "3", "4"]
+
+
+def test_drop_head_by_bytes(api: httpx.Client, name: str) -> None:
+    queue(api, name, max_bytes=2000)
+    publish(api, "amq.default", *({"body": "x" * 500, "routing_key": name} for _ in range(10)))
+    info = ok(api.get(f"/api/v1/queues/{name}"))
+    assert 0 < info["bytes"] <= 2000
+    assert info["messages"] in (2, 3)
+    assert info["next_offset"] == 10
+
+
+def test_idempotent_publish(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    first = publish(api, "amq.default", {"body": "a", "routing_key": name, "idempotency_key": f"{name}-1"})
+    again = publish(api, "amq.default",
+                    {"body": "a", "routing_key": name, "idempotency_key": f"{name}-1"},
+                    {"body": "b", "routing_key": name, "idempotency_key": f"{name}-2"},
+                    {"body": "b", "routing_key": name, "idempotency_key": f"{name}-2"})
+    assert again["results"][0] == {**first["results"][0], "duplicate": True}
+    assert again["results"][1]["duplicate"] is False
+    assert again["results"][2] == {**again["results"][1], "duplicate": True}
+    assert bodies(api, name) == ["a", "b"]
+
+
+def test_message_ids(api: httpx.Client, name: str) -> None:
+    error(api.get("/api/v1/messages/zzz"), 404, "message_not_found")
+    error(api.get("/api/v1/messages/00000000ffffffff"), 404, "message_not_found")
+    queue(api, name)
+    result = publish(api, "amq.default", {"body": "x", "routing_key": name})
+    message = ok(api.get(f"/api/v1/messages/{result['results'][0]['id']}"))
+    assert (message["queue"], message["offset"], message["body"]) == (name, 0, "x")

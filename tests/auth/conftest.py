@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.meta import MetaStore, upgrade
+
+
+@pytest.fixture
+def meta_url(tmp_path: Path) -> str:
+    """A migrated SQLite file in tmp_path."""
+    url = f"sqlite:///{tmp_path / 'meta.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture
+def store(meta_url: str) -> Iterator[MetaStore]:
+    with MetaStore(meta_url) as meta:
+        yield meta

@@ -1,0 +1,33 @@
+"""The harness in smoke mode (tiny counts, chunkmq only), end to end, so it cannot rot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.metrics import METRICS
+from tests.bench.harness import port_closed, run_bench, samples
+
+WS_METRICS = [k for k, m in METRICS.items() if m.workload != "W7"]  # W7 is chunkmq's REST only
+
+
+def test_smoke_measures_every_workload_and_stops_the_server(tmp_path: Path) -> None:
+    proc, records = run_bench(tmp_path, "--smoke", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    errors = [s for s in samples(records) if s["error"]]
+    assert not errors, errors
+    got = {(s["peer"], s["metric"]): s for s in samples(records)}
+    for peer, metrics in (("chunkmq-http", list(METRICS)), ("chunkmq-ws", WS_METRICS)):
+        for key in metrics:
+            sample = got.get((peer, key))
+            assert sample is not None, f"{peer} did not report {key}"
+            assert sample["value"] > 0, sample
+    # Throughput phases moved exactly the messages asked for (the backlog survived the restart).
+    assert got[("chunkmq-http", "w5_drain")]["messages"] == got[("chunkmq-http", "w5_fill")]["messages"]
+
+    # The markdown table was printed and saved, and the server is gone.
+    assert "| W1 produce 100 B | msgs/s |" in proc.stdout
+    assert list(tmp_path.glob("bench-*.md"))
+    servers = [r for r in records if r["type"] == "server"]
+    assert [s["kind"] for s in servers] == ["chunkmq"]
+    assert port_closed(servers[0]["endpoint"]["port"])
