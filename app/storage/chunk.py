@@ -1,7 +1,7 @@
 """Log chunk files (format version 1).
 
 A chunk file is ``HEADER (64) + data region (data_size) + FOOTER (64)`` bytes long; it is created at
-full size (sparse, by ftruncate) so it can be mmapped once. All integers little-endian.
+full size and preallocated (posix_fallocate) so it can be mmapped once and written fast. All integers little-endian.
 
 Header, at file offset 0::
 
@@ -65,6 +65,16 @@ def _fail(exc: OSError, what: str) -> StorageError:
     return StorageError(f"{what}: {exc}")
 
 
+def _preallocate(fd: int, size: int) -> None:
+    """Reserve the chunk's blocks up front: writes into allocated blocks are several times faster
+    than into holes, and a full disk shows up here, at a chunk boundary, not in the middle of a batch."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+
+
 class Chunk:
     """One open chunk file: header fields, used data size, statistics and an mmap for reads."""
 
@@ -95,6 +105,7 @@ class Chunk:
         try:
             os.pwrite(fd, head + CRC.pack(zlib.crc32(head)), 0)
             os.ftruncate(fd, HEADER_SIZE + data_size + FOOTER_SIZE)
+            _preallocate(fd, HEADER_SIZE + data_size + FOOTER_SIZE)
             os.fsync(fd)
             os.rename(tmp, path)
             files.fsync_dir(path.parent)

@@ -261,9 +261,13 @@ class QueueIndex:
         """Lowest offset in [lo, hi) whose record position is >= ``position`` (hi if none)."""
         while lo < hi:
             mid = (lo + hi) // 2
-            p = self.entry(mid)[0]
+            probe = mid
+            p = self.entry(probe)[0]
+            while not p and probe + 1 < hi:  # a hole (lost data): judge by the next set entry
+                probe += 1
+                p = self.entry(probe)[0]
             if p and p - 1 < position:
-                lo = mid + 1
+                lo = probe + 1
             else:
                 hi = mid
         return lo

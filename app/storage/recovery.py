@@ -189,13 +189,12 @@ def recover(store: Store) -> RecoveryReport:
 
     # 3. where to start the scan
     start = cp.position if cp is not None else 0
-    rolled_back = False
     if cp is not None and start:
         c = chunks.get(start // size)
         local = start - start // size * size
         if c is not None and not c.sealed and not _checkpoint_tail_valid(c, local):
             log.error("log is shorter than the recovery point %d: rescanning chunk %d", start, c.number)
-            start, rolled_back = c.base, True
+            start = c.base
     if numbers and start < chunks[numbers[0]].base:
         start = chunks[numbers[0]].base
     report.scanned_from = start
@@ -248,19 +247,22 @@ def recover(store: Store) -> RecoveryReport:
     counted = {q: qi.next for q, qi in queues.items()}
     if cp is None:
         for q, qi in queues.items():
-            qi.next = qi.first = _index_end(qi)
+            # no record of this queue replayed: its end is what the newest index file says, minus
+            # entries that point past the recovered log
+            base = max(qi.files) if qi.files else 0
+            qi.next = qi.first = qi.first_at_or_after(base, _index_end(qi), end)
             counted[q] = qi.next
             if q in runs:
                 qi.first = runs[q][0][0]
                 qi.next = 0
                 counted[q] = 0
     _apply_runs(queues, runs, counted)
-    if cp is not None and (rolled_back or (start > end)):
-        for qi in queues.values():
-            new_next = qi.first_at_or_after(qi.first, qi.next, end)
-            if new_next < qi.next:
-                qi.next = new_next
-                qi.bytes = qi.bytes_between(qi.first, qi.next)
+    for qi in queues.values():
+        # entries that point at or past the recovered end lost their records (torn or cut tail)
+        new_next = qi.first_at_or_after(qi.first, qi.next, end)
+        if new_next < qi.next:
+            qi.next = new_next
+            qi.bytes = qi.bytes_between(qi.first, qi.next)
     if damaged:
         _rebuild(chunks, queues, damaged)
     for qi in queues.values():
@@ -270,13 +272,10 @@ def recover(store: Store) -> RecoveryReport:
     # 6. the active chunk
     store._chunks = dict(sorted(chunks.items()))
     store._queues = queues
-    active = chunks[last] if last is not None and last in chunks and not chunks[last].sealed else None
-    if active is None:
-        number = max(highest + 1, (start + size - 1) // size if start else 0, max(chunks, default=-1) + 1)
-        active = Chunk.create(root, number, size, int(time.time() * 1000))
-        store._chunks[number] = active
-    store._active = active
-    store._end = active.base + active.data_bytes
+    store._active = store._chunks[max(store._chunks)] if store._chunks else None
+    store._next_number = max(highest + 1, (start + size - 1) // size if start else 0)
+    a = store._active
+    store._end = a.base + a.data_bytes if a is not None else store._next_number * size
     store._last_ts = max((c.last_ts for c in store._chunks.values()), default=0)
     report.end_position = store._end
     report.seconds = time.monotonic() - t0

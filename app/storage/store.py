@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import checkpoint, files
 from .chunk import HEADER_SIZE as CHUNK_HEADER
-from .chunk import Chunk
+from .chunk import Chunk, _fail
 from .errors import BatchTooLarge, CorruptChunk, StorageError, StoreClosed, UnknownQueue
 from .flusher import Flusher
 from .model import (
@@ -83,7 +83,8 @@ class Store:
         self._lock = threading.RLock()
         self._closed = False
         self._chunks: dict[int, Chunk] = {}
-        self._active: Chunk | None = None
+        self._active: Chunk | None = None  # the chunk appends go to; None or sealed: roll first
+        self._next_number = 0  # chunk number to create when there is no active chunk
         self._queues: dict[int, QueueIndex] = {}
         self._end = 0
         self._last_ts = 0
@@ -125,6 +126,8 @@ class Store:
         self._flusher.stop()
         try:
             self.flush()
+        except StorageError:
+            log.exception("final flush failed; recovery will replay the tail")
         finally:
             with self._lock:
                 for c in self._chunks.values():
@@ -222,7 +225,6 @@ class Store:
         with self._lock:
             self._check_open()
             active = self._active
-            assert active is not None
             ts = _now_ms()
             if ts < self._last_ts:
                 ts = self._last_ts
@@ -235,8 +237,8 @@ class Store:
                     f"batch of {size} encoded bytes exceeds max_batch_bytes={opts.max_batch_bytes} "
                     f"or chunk_size={self._size}"
                 )
-            local = pos - active.base
-            if local + size > self._size:
+            local = pos - active.base if active is not None else 0
+            if active is None or active.sealed or local + size > self._size:
                 active = self._roll()
                 delta = active.base - pos
                 pos, local = active.base, 0
@@ -286,12 +288,12 @@ class Store:
     def _roll(self) -> Chunk:
         """Seal the active chunk and start the next one (writer lock held)."""
         old = self._active
-        assert old is not None
         now = _now_ms()
-        if not old.sealed:
+        if old is not None and not old.sealed:
             old.seal(now)
             self._dirty.add(old)
-        new = Chunk.create(self.root, old.number + 1, self._size, now)
+        number = self._next_number if old is None else old.number + 1
+        new = Chunk.create(self.root, number, self._size, now)
         self._chunks[new.number] = new
         self._active = new
         return new
@@ -339,7 +341,10 @@ class Store:
                 qi.sync()
             except (OSError, ValueError):
                 pass  # deleted meanwhile: nothing to make durable
-        checkpoint.write(self.root, checkpoint.Checkpoint(position, records, first_ts, _now_ms(), queues))
+        try:
+            checkpoint.write(self.root, checkpoint.Checkpoint(position, records, first_ts, _now_ms(), queues))
+        except OSError as exc:
+            raise _fail(exc, "writing the checkpoint") from exc
 
     # ------------------------------------------------------------------ read path
     def _source(self, pos: int) -> tuple[bytes | object, int, Chunk | None, bool]:
@@ -366,7 +371,7 @@ class Store:
     ) -> list[StoredMessage]:
         """Messages at offsets >= max(offset, first_offset), in order, up to max_count (and max_bytes
         of data, at least one). With tag_hashes, other tags are skipped (see read_matching)."""
-        return self._read(queue_id, offset, max_count, max_bytes, tag_hashes, max_count)[0]
+        return self._read(queue_id, offset, max_count, max_bytes, tag_hashes, 100_000)[0]
 
     def read_matching(
         self,
@@ -393,7 +398,7 @@ class Store:
         self._check_open()
         qi = self._queue(queue_id)
         start = max(offset, qi.first)
-        end = min(qi.next, start + max(max_scan, max_count) if tag_hashes is not None else start + max_count)
+        end = min(qi.next, start + (max_scan if tag_hashes is not None else max_count))
         out: list[StoredMessage] = []
         if start >= end or max_count <= 0:
             return out, max(start, min(offset, qi.next))
@@ -468,7 +473,7 @@ class Store:
         tag_hashes: frozenset[int] | None,
     ) -> tuple[list[StoredMessage], int]:
         verify = self.options.verify_reads
-        budget = max_bytes if max_bytes is not None else -1
+        used = 0
         out: list[StoredMessage] = []
         o = start - 1
         try:
@@ -484,10 +489,10 @@ class Store:
                 plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
                 if plen + 12 != length or (verify and _crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
                     raise CorruptChunk(f"record at {pos} fails validation", chunk=pos // self._size, position=pos)
-                if budget >= 0 and out and dl > budget:
+                if max_bytes is not None and out and used + dl > max_bytes:
                     o -= 1
                     break
-                budget -= dl
+                used += dl
                 d = off + 28 + 12 * n + il
                 out.append(StoredMessage(o, pos, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"",  # type: ignore[index]
                                          src[d + tl : d + tl + dl]))  # type: ignore[index]
@@ -605,7 +610,7 @@ class Store:
         ]
 
     def disk_bytes(self) -> int:
-        """Bytes allocated on disk by the log and the indexes (chunk files are sparse)."""
+        """Bytes allocated on disk by the log and the indexes (chunks are preallocated, index files sparse)."""
         total = 0
         for directory in (files.log_dir(self.root), files.queues_dir(self.root)):
             for dirpath, _, names in os.walk(directory):
@@ -633,7 +638,7 @@ class Store:
         """Take a sealed chunk out of service (renamed .bad); entries pointing into it read as gone."""
         with self._lock:
             c = self._chunks.get(number)
-            if c is None or c is self._active:
+            if c is None or (c is self._active and not c.sealed):
                 raise StorageError(f"chunk {number} is not a sealed chunk of this store")
             del self._chunks[number]
             self._dirty.discard(c)

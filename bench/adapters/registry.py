@@ -6,14 +6,15 @@ from bench.adapters.base import Adapter
 from bench.adapters.chunkmq_http import ChunkmqHttpAdapter
 from bench.adapters.chunkmq_ws import ChunkmqWsAdapter
 from bench.adapters.nats_jetstream import NatsJetStreamAdapter
-from bench.adapters.rabbitmq_amqp import RabbitmqAdapter
+from bench.adapters.rabbitmq_amqp import RabbitmqAioPikaAdapter
 from bench.adapters.rabbitmq_http import RabbitmqHttpAdapter
+from bench.adapters.rabbitmq_pika import RabbitmqPikaAdapter
 from bench.adapters.redis_streams import RedisStreamsAdapter
 
 ADAPTERS: dict[str, type[Adapter]] = {
     cls.name: cls
-    for cls in (ChunkmqHttpAdapter, ChunkmqWsAdapter, RabbitmqAdapter, RedisStreamsAdapter,
-                NatsJetStreamAdapter, RabbitmqHttpAdapter)
+    for cls in (ChunkmqHttpAdapter, ChunkmqWsAdapter, RabbitmqPikaAdapter, RedisStreamsAdapter,
+                NatsJetStreamAdapter, RabbitmqHttpAdapter, RabbitmqAioPikaAdapter)
 }
 CHUNKMQ = ("chunkmq-http", "chunkmq-ws")
 #: adapters that speak a peer's HTTP API: they only run the HTTP workload (W7)

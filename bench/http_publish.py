@@ -1,0 +1,143 @@
+"""HTTP publish and read-back throughput of chunkmq alone (issue: broker core and REST API).
+
+    .venv/bin/python -m bench.http_publish [--count 1000000] [--batches 100,1000] [--clients 1,4]
+                                           [--modes interval,always] [--size 100]
+
+Starts a chunkmq server (auth off, 127.0.0.1), then for every (mode, batch, clients) combination
+publishes --count messages of --size bytes into a fresh queue from that many client processes
+(httpx, keep-alive, bodies encoded with orjson per batch), and reads them back with the browse
+endpoint (limit = batch). Prints msgs/s, MB/s and p50/p99 request latency, one JSON line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+import orjson
+
+from bench.peers.chunkmq import ChunkmqServer
+
+
+@dataclass
+class Result:
+    what: str
+    mode: str
+    batch: int
+    clients: int
+    messages: int
+    seconds: float
+    msgs_per_s: float
+    mb_per_s: float
+    p50_ms: float
+    p99_ms: float
+
+
+def _publish_worker(url: str, queue: str, count: int, batch: int, size: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    body = "x" * size
+    latencies: list[float] = []
+    with httpx.Client(base_url=url, timeout=60) as client:
+        sent = 0
+        while sent < count:
+            n = min(batch, count - sent)
+            payload = orjson.dumps({"messages": [{"body": body} for _ in range(n)]})
+            started = time.perf_counter()
+            response = client.post(f"/api/v1/queues/{queue}/publish", content=payload,
+                                   headers={"content-type": "application/json"})
+            latencies.append(time.perf_counter() - started)
+            response.raise_for_status()
+            sent += n
+    out.put(latencies)
+
+
+def _read_worker(url: str, queue: str, start: int, end: int, batch: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    latencies: list[float] = []
+    with httpx.Client(base_url=url, timeout=60) as client:
+        offset = start
+        while offset < end:
+            started = time.perf_counter()
+            response = client.get(f"/api/v1/queues/{queue}/messages",
+                                  params={"offset": offset, "limit": min(batch, end - offset)})
+            page = orjson.loads(response.content)
+            latencies.append(time.perf_counter() - started)
+            if not page["messages"]:
+                raise RuntimeError(f"read stalled at offset {offset}")
+            offset = page["next_offset"]
+    out.put(latencies)
+
+
+def _run(target: object, args_per_client: list[tuple[object, ...]]) -> tuple[float, list[float]]:
+    out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+    procs = [mp.Process(target=target, args=(*a, out)) for a in args_per_client]  # type: ignore[arg-type]
+    started = time.perf_counter()
+    for p in procs:
+        p.start()
+    latencies = [x for _ in procs for x in out.get(timeout=3600)]
+    for p in procs:
+        p.join()
+    return time.perf_counter() - started, latencies
+
+
+def _result(what: str, mode: str, batch: int, clients: int, count: int, size: int, run: tuple[float, list[float]]) -> Result:
+    seconds, lat = run
+    lat.sort()
+    return Result(what, mode, batch, clients, count, round(seconds, 3), round(count / seconds),
+                  round(count * size / seconds / 1e6, 1), round(statistics.median(lat) * 1000, 2),
+                  round(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, 2))
+
+
+def run(count: int, batches: list[int], clients: list[int], modes: list[str], size: int) -> list[Result]:
+    results: list[Result] = []
+    for mode in modes:
+        with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as tmp:
+            server = ChunkmqServer(Path(tmp), fsync=mode)
+            server.start()
+            url = f"http://127.0.0.1:{server.port}"
+            try:
+                for batch in batches:
+                    for n in clients:
+                        queue = f"bench-{mode}-{batch}-{n}"
+                        httpx.put(f"{url}/api/v1/queues/{queue}", json={}).raise_for_status()
+                        per = count // n
+                        pub = _run(_publish_worker, [(url, queue, per, batch, size) for _ in range(n)])
+                        results.append(_result("publish", mode, batch, n, per * n, size, pub))
+                        print(orjson.dumps(asdict(results[-1])).decode(), flush=True)
+                        total = per * n
+                        ranges = [(i * total // n, (i + 1) * total // n) for i in range(n)]
+                        read = _run(_read_worker, [(url, queue, a, b, batch) for a, b in ranges])
+                        results.append(_result("read", mode, batch, n, total, size, read))
+                        print(orjson.dumps(asdict(results[-1])).decode(), flush=True)
+                        httpx.delete(f"{url}/api/v1/queues/{queue}", params={"force": "true"})
+            finally:
+                server.stop()
+    return results
+
+
+def markdown(results: list[Result]) -> str:
+    lines = ["| what | fsync | batch | clients | msgs/s | MB/s | p50 ms | p99 ms |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.what} | {r.mode} | {r.batch} | {r.clients} | {r.msgs_per_s:,} | {r.mb_per_s} | {r.p50_ms} | {r.p99_ms} |"
+              for r in results]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--batches", default="100,1000")
+    parser.add_argument("--clients", default="1,4")
+    parser.add_argument("--modes", default="interval,always")
+    parser.add_argument("--size", type=int, default=100)
+    args = parser.parse_args(argv)
+    results = run(args.count, [int(b) for b in args.batches.split(",")], [int(c) for c in args.clients.split(",")],
+                  args.modes.split(","), args.size)
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()

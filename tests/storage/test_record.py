@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+
+from app.storage import MessageTooLarge, NewMessage, tag_hash
+from app.storage.record import END_OF_BATCH, FRAME, decode, encode_batch, record_length
+
+
+def _encode(batch: list[NewMessage], position: int = 0) -> tuple[bytes, list]:
+    buf, appended, _ = encode_batch(batch, 1234, position, {1: 0, 2: 5}, 1 << 20, {})
+    return buf, appended
+
+
+def test_round_trip_all_fields() -> None:
+    batch = [
+        NewMessage(b"one", [1], tag=b"t", idempotency_key=b"k1", flags=3),
+        NewMessage(b"", [1, 2]),
+        NewMessage(b"x" * 1000, []),
+    ]
+    buf, appended = _encode(batch, position=100)
+    assert [a.offsets for a in appended] == [[(1, 0)], [(1, 1), (2, 5)], []]
+    off = 0
+    records = []
+    for a in appended:
+        n = record_length(buf, off, len(buf))
+        assert n > FRAME
+        records.append(decode(buf, off, a.position))
+        assert a.position == 100 + off
+        off += n
+    assert off == len(buf)
+    assert records[0].data == b"one" and records[0].tag == b"t" and records[0].idempotency_key == b"k1"
+    assert records[0].flags == 3 and records[0].timestamp == 1234
+    assert records[1].placements == [(1, 1), (2, 5)] and records[1].data == b""
+    assert records[2].placements == [] and records[2].data == b"x" * 1000
+
+
+def test_end_of_batch_only_on_last_record() -> None:
+    buf, _ = _encode([NewMessage(b"a", [1]), NewMessage(b"b", [1])])
+    first_flags = int.from_bytes(buf[16:18], "little")
+    assert not first_flags & END_OF_BATCH
+    second = record_length(buf, 0, len(buf))
+    assert int.from_bytes(buf[second + 16 : second + 18], "little") & END_OF_BATCH
+
+
+def test_every_single_bit_flip_is_detected() -> None:
+    buf, _ = _encode([NewMessage(b"payload", [1], tag=b"tag")])
+    for bit in range(len(buf) * 8):
+        bad = bytearray(buf)
+        bad[bit // 8] ^= 1 << (bit % 8)
+        assert record_length(bytes(bad), 0, len(bad)) == 0, bit
+
+
+def test_truncated_and_zero_records_are_invalid() -> None:
+    buf, _ = _encode([NewMessage(b"payload", [1])])
+    for cut in range(len(buf)):
+        assert record_length(buf[:cut], 0, cut) == 0
+    assert record_length(bytes(64), 0, 64) == 0
+
+
+def test_limits() -> None:
+    with pytest.raises(MessageTooLarge):
+        encode_batch([NewMessage(b"x" * 11, [1])], 0, 0, {1: 0}, 10, {})
+    with pytest.raises(MessageTooLarge):
+        encode_batch([NewMessage(b"x", [1], tag=b"t" * 70000)], 0, 0, {1: 0}, 10, {})
+    with pytest.raises(ValueError):
+        encode_batch([NewMessage(b"x", [1], flags=256)], 0, 0, {1: 0}, 10, {})
+
+
+def test_tag_hash() -> None:
+    assert tag_hash(b"") == 0
+    assert tag_hash(b"a") == tag_hash(b"a") != 0
+    assert tag_hash(b"a") != tag_hash(b"b")
