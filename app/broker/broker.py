@@ -79,6 +79,7 @@ class Broker:
         self.dedup = IdempotencyWindow(settings.dedup_window_seconds * 1000)
         self.stats = BrokerStats()
         self.durability = _DURABILITY[settings.fsync]
+        self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -637,15 +638,31 @@ class Broker:
         return await self._create_group(queue, group_name, start, tag_filter), True
 
     async def _create_group(self, queue: Queue, name: str, start: str, tag_filter: tuple[str, ...] | None) -> Group:
-        offset = self._start_offset(queue, start)
-        await asyncio.to_thread(
-            self.meta.upsert_group, queue.id, name, start=start, tag_filter=tag_filter, ack_floor=offset
-        )
-        if name in queue.groups:  # created concurrently while we were in the database
-            return queue.groups[name]
-        group = Group(queue.id, name, next_offset=offset, committed_floor=offset, tag_filter=tag_filter)
-        queue.groups[name] = group
-        return group
+        """Create a group once, however many requests ask for it at the same moment (a thousand
+        first pulls must not become a thousand database writes)."""
+        key = (queue.id, name)
+        creating = self._creating.get(key)
+        if creating is not None:
+            return await asyncio.shield(creating)
+        future: asyncio.Future[Group] = asyncio.get_running_loop().create_future()
+        self._creating[key] = future
+        try:
+            offset = self._start_offset(queue, start)
+            await asyncio.to_thread(
+                self.meta.upsert_group, queue.id, name, start=start, tag_filter=tag_filter, ack_floor=offset
+            )
+            group = queue.groups.get(name)
+            if group is None:
+                group = Group(queue.id, name, next_offset=offset, committed_floor=offset, tag_filter=tag_filter)
+                queue.groups[name] = group
+            future.set_result(group)
+            return group
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so a failure nobody else awaited is not logged twice
+            raise
+        finally:
+            del self._creating[key]
 
     async def delete_group(self, queue_name: str, group_name: str) -> None:
         queue = self.queue(queue_name)

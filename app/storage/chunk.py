@@ -84,8 +84,9 @@ class Chunk:
         self.data_size = data_size
         self.base = number * data_size  # global position of data offset 0
         self.created_ms = created_ms
-        self.fd = fd
+        self.fd = fd  # -1 once released: a sealed, synced chunk is only read, through the mmap
         self.mm = mmap.mmap(fd, HEADER_SIZE + data_size + FOOTER_SIZE, access=mmap.ACCESS_READ)
+        self.closed = False
         self.data_bytes = 0
         self.records = 0
         self.first_ts = 0
@@ -163,11 +164,17 @@ class Chunk:
             raise _fail(exc, f"sealing chunk {self.number}") from exc
         self.sealed = True
 
-    def close(self) -> None:
+    def release_fd(self) -> None:
+        """Close the file descriptor of a sealed chunk (the mmap stays valid): bounds open files."""
         if self.fd >= 0:
-            self.mm.close()
             os.close(self.fd)
             self.fd = -1
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.mm.close()
+            self.release_fd()
 
     # --- write path (writer only) ---
     def write(self, local: int, buf: bytes) -> None:
@@ -192,7 +199,14 @@ class Chunk:
         os.ftruncate(self.fd, full)
 
     def sync(self) -> None:
-        os.fdatasync(self.fd)
+        fd = self.fd
+        if fd < 0:
+            return
+        try:
+            os.fdatasync(fd)
+        except OSError:
+            if self.fd >= 0 and not self.closed:  # not just released or deleted meanwhile
+                raise
 
     # --- read path ---
     def read(self, local: int, size: int) -> bytes:

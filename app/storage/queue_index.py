@@ -106,6 +106,8 @@ class IndexFile:
 
     def write(self, offset: int, data: bytes) -> None:
         try:
+            if self.fd < 0:
+                self.fd = os.open(self.path, os.O_RDWR)
             os.pwrite(self.fd, data, HEADER_SIZE + (offset - self.base) * ENTRY_SIZE)
         except OSError as exc:
             raise _fail(exc, f"writing index file {self.path}") from exc
@@ -116,13 +118,22 @@ class IndexFile:
         return self.mm[start : start + count * ENTRY_SIZE]
 
     def sync(self) -> None:
-        if self.dirty:
+        fd = self.fd
+        if self.dirty and fd >= 0:
             self.dirty = False
-            os.fsync(self.fd)
+            os.fsync(fd)
+
+    def release_fd(self) -> None:
+        """Close the descriptor (the mmap stays valid); write() reopens it if ever needed."""
+        if self.fd >= 0 and not self.dirty:
+            os.close(self.fd)
+            self.fd = -1
 
     def close(self) -> None:
-        if self.fd >= 0:
+        if self.mm is not None:
             self.mm.close()
+            self.mm = None  # type: ignore[assignment]
+        if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
@@ -231,6 +242,14 @@ class QueueIndex:
     def sync(self) -> None:
         for f in list(self.files.values()):
             f.sync()
+
+    def release_old_fds(self) -> None:
+        """Keep a descriptor open only for the newest file (writer lock held)."""
+        if len(self.files) > 1:
+            newest = max(self.files)
+            for base, f in list(self.files.items()):
+                if base != newest:
+                    f.release_fd()
 
     def close(self) -> None:
         for f in self.files.values():

@@ -272,6 +272,9 @@ def recover(store: Store) -> RecoveryReport:
     # 6. the active chunk
     store._chunks = dict(sorted(chunks.items()))
     store._queues = queues
+    for c in store._chunks.values():
+        if c.sealed:
+            c.release_fd()
     store._active = store._chunks[max(store._chunks)] if store._chunks else None
     store._next_number = max(highest + 1, (start + size - 1) // size if start else 0)
     a = store._active

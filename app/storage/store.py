@@ -316,12 +316,15 @@ class Store:
             self._dirty.clear()
         try:
             for c in dirty:
-                if c.fd >= 0:
-                    c.sync()
+                c.sync()
         except OSError:
             with self._lock:
                 self._dirty.update(dirty)
             raise
+        with self._lock:
+            for c in dirty:
+                if c.sealed and not c.closed and c not in self._dirty:
+                    c.release_fd()
         return target
 
     def flush(self) -> None:
@@ -341,6 +344,9 @@ class Store:
                 qi.sync()
             except (OSError, ValueError):
                 pass  # deleted meanwhile: nothing to make durable
+        with self._lock:
+            for qi in indexes:
+                qi.release_old_fds()
         try:
             checkpoint.write(self.root, checkpoint.Checkpoint(position, records, first_ts, _now_ms(), queues))
         except OSError as exc:
@@ -403,7 +409,12 @@ class Store:
         if start >= end or max_count <= 0:
             return out, max(start, min(offset, qi.next))
         if tag_hashes is None and max_bytes is None:
-            return self._read_run(qi, start, end), end
+            out = self._read_run(qi, start, end)
+            while len(out) < max_count and end < qi.next:  # entries lost to a quarantine were skipped
+                more = min(qi.next, end + max_count - len(out))
+                out += self._read_run(qi, end, more)
+                end = more
+            return out, end
         return self._read_general(qi, start, end, max_count, max_bytes, tag_hashes)
 
     def _locate(self, pos: int) -> tuple[object, int, int, Chunk | None, bool]:

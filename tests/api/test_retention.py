@@ -1,0 +1,107 @@
+"""Retention driven by consumer groups, and many idle long polls."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.api.client import ok, publish, queue
+from tests.server import ServerProcess
+
+
+def chunk_numbers(api: httpx.Client) -> list[int]:
+    return [c["number"] for c in ok(api.get("/api/v1/storage/chunks"))]
+
+
+def wait_until(predicate: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_chunks_go_once_every_group_has_passed_them(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_CHUNK_SIZE="16384",
+                           CHUNKMQ_RETENTION_INTERVAL_SECONDS="0.2").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "q")
+            for group in ("fast", "slow"):
+                ok(api.put(f"/api/v1/queues/q/groups/{group}", json={}), 201)
+            for i in range(20):
+                publish(api, "amq.default", *({"body": f"{i}-{j}" + "x" * 200, "routing_key": "q"} for j in range(10)))
+            chunks = chunk_numbers(api)
+            assert len(chunks) >= 3
+            used = ok(api.get("/api/v1/overview"))["totals"]["disk_used_bytes"]
+            # One group is done with everything, the other with nothing: nothing may go.
+            ok(api.post("/api/v1/queues/q/groups/fast/ack", json={"up_to": 200}))
+            time.sleep(1.0)
+            assert chunk_numbers(api) == chunks
+            assert len(ok(api.get("/api/v1/queues/q/messages", params={"limit": 1000}))["messages"]) == 200
+            # The slow group passes the first half: the chunks below it go, the rest stays readable.
+            ok(api.post("/api/v1/queues/q/groups/slow/ack", json={"up_to": 100}))
+            assert wait_until(lambda: len(chunk_numbers(api)) < len(chunks))
+            info = ok(api.get("/api/v1/queues/q"))
+            assert 0 < info["first_offset"] <= 100
+            page = ok(api.get("/api/v1/queues/q/messages", params={"offset": 100, "limit": 1000}))
+            assert [m["offset"] for m in page["messages"]] == list(range(100, 200))
+            overview = ok(api.get("/api/v1/overview"))
+            assert overview["retention"]["deleted_chunks"] >= 1
+            assert overview["retention"]["freed_bytes"] > 0
+            assert overview["totals"]["disk_used_bytes"] < used
+    finally:
+        server.stop()
+
+
+def test_queue_without_groups_keeps_messages_until_its_limits(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_CHUNK_SIZE="16384",
+                           CHUNKMQ_RETENTION_INTERVAL_SECONDS="0.2").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "keep")
+            queue(api, "aged", max_age_seconds=1)
+            for name in ("keep", "aged"):
+                for _ in range(10):
+                    publish(api, "amq.default", *({"body": "x" * 300, "routing_key": name} for _ in range(10)))
+            time.sleep(1.0)
+            assert ok(api.get("/api/v1/queues/keep"))["messages"] == 100
+            assert wait_until(lambda: ok(api.get("/api/v1/queues/aged"))["messages"] == 0)
+            assert ok(api.get("/api/v1/queues/aged"))["messages_dropped"] == 100
+    finally:
+        server.stop()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_thousand_idle_long_polls_cost_no_cpu(server: ServerProcess) -> None:
+    httpx.put(f"{server.url}/api/v1/queues/idle", json={}).raise_for_status()
+
+    async def main() -> list[int]:
+        limits = httpx.Limits(max_connections=1100, max_keepalive_connections=1100)
+        async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=limits) as client:
+            async def poll(i: int) -> int:
+                response = await client.post("/api/v1/queues/idle/groups/g/pull",
+                                             json={"wait_ms": 6000, "consumer": f"c{i}"})
+                return len(response.json()["messages"])
+
+            polls = [asyncio.create_task(poll(i)) for i in range(1000)]
+            await asyncio.sleep(3.0)  # let every request arrive and settle into its wait
+            assert server.proc is not None
+            before = _cpu_seconds(server.proc.pid)
+            await asyncio.sleep(2.0)
+            idle_cpu = _cpu_seconds(server.proc.pid) - before
+            assert idle_cpu < 0.2, f"1,000 idle long polls used {idle_cpu:.2f} s of CPU in 2 s"
+            await client.post("/api/v1/queues/idle/publish", json={"messages": [{"body": "one"}]})
+            return await asyncio.gather(*polls)
+
+    delivered = asyncio.run(main())
+    assert sum(delivered) == 1  # one message, one of the thousand waiters got it
