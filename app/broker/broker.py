@@ -848,6 +848,6 @@ def _offsets(body: Mapping[str, Any]) -> list[int]:
     offsets = body.get("offsets")
     if type(offsets) is not list or not offsets or len(offsets) > 100_000:
         raise InvalidInput("offsets must be a non-empty list of offsets")
-    if not all(type(o) is int and o >= 0 for o in offsets):
+    if not all(type(o) is int for o in offsets) or min(offsets) < 0:
         raise InvalidInput("offsets must be non-negative integers")
     return offsets

@@ -24,6 +24,7 @@ from app.broker.names import MAX_ROUTING_KEY
 
 FLAG_BINARY = 1
 MAX_SHORT_TEXT = 255  # tags and idempotency keys
+_NO_HEADERS: dict[str, str] = {}  # shared, never mutated: most messages carry no headers
 _FIELDS = frozenset({"body", "body_base64", "routing_key", "headers", "tag", "idempotency_key"})
 
 
@@ -49,8 +50,10 @@ def parse_message(raw: Any, exchange: str, index: int) -> Outgoing:
     routing_key = raw.get("routing_key", "")
     if type(routing_key) is not str or len(routing_key) > MAX_ROUTING_KEY:
         raise InvalidInput(f"messages[{index}].routing_key must be a string of at most {MAX_ROUTING_KEY} characters")
-    headers = raw.get("headers") or {}
-    if type(headers) is not dict or not all(type(v) is str for v in headers.values()):
+    headers = raw.get("headers") or _NO_HEADERS
+    if headers is not _NO_HEADERS and (
+        type(headers) is not dict or not all(type(v) is str for v in headers.values())
+    ):
         raise InvalidInput(f"messages[{index}].headers must be an object of strings")
     tag = _short_text(raw.get("tag"), index, "tag")
     key = _short_text(raw.get("idempotency_key"), index, "idempotency_key")

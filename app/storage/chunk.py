@@ -137,7 +137,10 @@ class Chunk:
                 )
             full = HEADER_SIZE + data_size + FOOTER_SIZE
             if os.fstat(fd).st_size < full:
+                size = os.fstat(fd).st_size
                 os.ftruncate(fd, full)  # a truncated file: the lost part reads as zeros (end of data)
+                _preallocate(fd, full)
+                os.pwrite(fd, bytes(min(full - size, 4096)), size)
             return cls(path, number, data_size, created, fd)
         except BaseException:
             os.close(fd)
@@ -185,18 +188,28 @@ class Chunk:
             while done < len(buf):
                 done += os.pwrite(self.fd, memoryview(buf)[done:], off + done)
         except OSError as exc:
-            self.rollback(local)
+            self.rollback(local, local + done)
             raise _fail(exc, f"writing chunk {self.number}") from exc
         self.writes += 1
 
-    def rollback(self, local: int) -> None:
-        """Cut the data region back to ``local`` bytes: everything after reads as zeros again.
+    def rollback(self, local: int, upto: int) -> None:
+        """Zero the data region [local, upto): what was written there reads as end of data again.
 
-        Shrinking and re-growing the file punches the tail out without needing free space.
+        Zeros are written over the (preallocated) blocks rather than punched out, so the file keeps
+        no holes: on tmpfs, touching a hole through the mmap when the disk is full raises SIGBUS.
         """
-        full = HEADER_SIZE + self.data_size + FOOTER_SIZE
-        os.ftruncate(self.fd, HEADER_SIZE + local)
-        os.ftruncate(self.fd, full)
+        zeros = bytes(min(upto - local, 1 << 20))
+        off = local
+        try:
+            while off < upto:
+                n = min(len(zeros), upto - off)
+                os.pwrite(self.fd, zeros[:n] if n < len(zeros) else zeros, HEADER_SIZE + off)
+                off += n
+        except OSError:
+            # no space even for zeros (blocks were never allocated): punch them out instead
+            full = HEADER_SIZE + self.data_size + FOOTER_SIZE
+            os.ftruncate(self.fd, HEADER_SIZE + local)
+            os.ftruncate(self.fd, full)
 
     def sync(self) -> None:
         fd = self.fd

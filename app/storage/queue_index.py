@@ -117,6 +117,17 @@ class IndexFile:
         start = HEADER_SIZE + (offset - self.base) * ENTRY_SIZE
         return self.mm[start : start + count * ENTRY_SIZE]
 
+    def pread(self, offset: int, count: int) -> bytes:
+        """Entries read with pread, not the mmap: for ranges that may be holes of the sparse file
+        (touching a hole through the mmap on a full tmpfs raises SIGBUS)."""
+        start = HEADER_SIZE + (offset - self.base) * ENTRY_SIZE
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, count * ENTRY_SIZE, start)
+        finally:
+            os.close(fd)
+        return data.ljust(count * ENTRY_SIZE, b"\0")
+
     def sync(self) -> None:
         fd = self.fd
         if self.dirty and fd >= 0:
@@ -130,9 +141,7 @@ class IndexFile:
             self.fd = -1
 
     def close(self) -> None:
-        if self.mm is not None:
-            self.mm.close()
-            self.mm = None  # type: ignore[assignment]
+        self.mm.close()  # idempotent; a racing reader gets ValueError
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -212,7 +221,7 @@ class QueueIndex:
             if f is None:
                 return cleared
             n = f.base + f.capacity - offset
-            raw = f.raw(offset, n)
+            raw = f.pread(offset, n)
             used = 0
             for (pos,) in struct.iter_unpack("<Q8x", raw):
                 if not pos:

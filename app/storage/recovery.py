@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import struct
 import time
 import zlib
 from collections.abc import Iterable
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 from . import checkpoint, files
 from .chunk import HEADER_SIZE as H
 from .chunk import Chunk
-from .errors import CorruptChunk
+from .errors import CorruptChunk, StorageError
 from .model import RecoveryReport
 from .queue_index import QueueIndex
 from .record import END_OF_BATCH, FRAME, HEADER, PLACEMENT, PREFIX, SUFFIX
@@ -229,7 +230,7 @@ def recover(store: Store) -> RecoveryReport:
                 log.error("chunk %d: corrupt record at data offset %d followed by valid data; "
                           "the cut tail is kept in %s", n, res.scan_end, keep.name)
             report.bytes_truncated += extent - res.batch_end
-            c.rollback(res.batch_end)
+            c.rollback(res.batch_end, extent)
         c.data_bytes = res.batch_end
         c.records = (cp.chunk_records if from_cp and cp is not None else 0) + res.records
         c.first_ts = (cp.chunk_first_ts if from_cp and cp is not None else 0) or res.first_ts
@@ -285,7 +286,10 @@ def recover(store: Store) -> RecoveryReport:
     if report.bytes_truncated or report.quarantined or report.queues_rebuilt or report.resealed:
         log.warning("storage recovery repaired the store: %s", report)
     if cp is None or report.records_replayed or report.index_entries_zeroed:
-        store.flush()
+        try:
+            store.flush()  # so the next restart does not replay this tail again
+        except StorageError:
+            log.exception("could not write the recovery point; the next open replays the tail again")
     return report
 
 
@@ -294,14 +298,13 @@ def _index_end(qi: QueueIndex) -> int:
     if not qi.files:
         return 0
     base = max(qi.files)
-    lo, hi = base, base + qi.capacity
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if qi.entry(mid)[0]:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    raw = qi.files[base].pread(base, qi.capacity)
+    used = 0
+    for (p1,) in struct.iter_unpack("<Q8x", raw):
+        if not p1:
+            break
+        used += 1
+    return base + used
 
 
 def _rebuild(chunks: dict[int, Chunk], queues: dict[int, QueueIndex], damaged: set[int]) -> None:

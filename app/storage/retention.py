@@ -37,18 +37,16 @@ def _points_into(qi: QueueIndex, floor: int, lo: int, hi: int) -> bool:
 
 
 def _lowest_readable(store: Store, qi: QueueIndex, upto: int) -> int:
-    """Lowest offset in [first, upto) whose record still exists (upto if none)."""
+    """Lowest offset o <= upto such that every record in [o, upto) still exists (no gaps)."""
     size = store._size
-    o = qi.first
-    while o < upto:
-        p1 = qi.entry(o)[0]
-        if p1 and (p1 - 1) // size in store._chunks:
-            return o
-        if not p1:
-            o += 1
-            continue
-        o = qi.first_at_or_after(o, upto, ((p1 - 1) // size + 1) * size)
-    return upto
+    o = upto
+    while o > qi.first:
+        p1 = qi.entry(o - 1)[0]
+        if not p1 or (p1 - 1) // size not in store._chunks:
+            break
+        chunk_start = (p1 - 1) // size * size
+        o = qi.first_at_or_after(qi.first, o - 1, chunk_start)  # first offset in that chunk
+    return o
 
 
 def retain(store: Store, floors: Mapping[int, int], disk_budget_bytes: int) -> RetentionReport:
@@ -84,19 +82,17 @@ def retain(store: Store, floors: Mapping[int, int], disk_budget_bytes: int) -> R
         # where the disk budget took data away
         for q, qi in queues.items():
             old = qi.first
-            target = _lowest_readable(store, qi, floor_of[q])
-            if disk_budget_bytes > 0 and target == floor_of[q]:
-                forced = _lowest_readable(store, qi, qi.next)
-                if forced > target and not _exists(store, qi, target):
-                    target = forced
+            floor = floor_of[q]
+            target = max(old, _lowest_readable(store, qi, floor)) if floor > old else old
+            if not _exists(store, qi, target):  # the disk budget took data at or above the floor
+                target = _first_existing(store, qi, target)
             if target > old:
                 freed = qi.bytes_between(old, target)
                 qi.first = target
                 qi.bytes -= freed
                 report.first_offsets[q] = target
-                if target > floor_of[q]:
-                    forced_n = target - floor_of[q]
-                    report.dropped[q] = (forced_n, qi.bytes_between(floor_of[q], target))
+                if target > floor:
+                    report.dropped[q] = (target - floor, qi.bytes_between(floor, target))
     store.flush()  # durable floors before any file goes away
     for c in doomed:
         freed = _allocated(c)
@@ -124,6 +120,18 @@ def _exists(store: Store, qi: QueueIndex, offset: int) -> bool:
         return True
     p1 = qi.entry(offset)[0]
     return bool(p1) and (p1 - 1) // store._size in store._chunks
+
+
+def _first_existing(store: Store, qi: QueueIndex, offset: int) -> int:
+    """First offset >= ``offset`` whose record exists, jumping a missing chunk at a time."""
+    size = store._size
+    while offset < qi.next and not _exists(store, qi, offset):
+        p1 = qi.entry(offset)[0]
+        if not p1:
+            offset += 1
+            continue
+        offset = qi.first_at_or_after(offset, qi.next, ((p1 - 1) // size + 1) * size)
+    return offset
 
 
 def _allocated(c: Chunk) -> int:

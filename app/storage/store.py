@@ -253,7 +253,7 @@ class Store:
                     qi = self._queues[q]
                     qi.write(qi.next, flat)
             except StorageError:
-                active.rollback(local)  # entries beyond a queue's end are never read, and recovery zeroes them
+                active.rollback(local, local + size)  # entries past a queue's end are never read; recovery zeroes them
                 raise
             for q, flat in entries.items():
                 qi = self._queues[q]

@@ -1,0 +1,336 @@
+"""WebSocket streams: consume a group and publish to an exchange over one long-lived connection.
+
+Frame shapes are API.md "WebSocket streams" (the design follows Pulsar's WebSocket API). Every frame
+is one JSON object; the client may send text or binary frames, the server sends binary frames of
+UTF-8 JSON (the delivered messages are joined as stored, never re-encoded).
+
+Consume: /api/v1/queues/{q}/groups/{g}/stream?consumer=c1[&resume=true]
+    client: {"type": "credit", "n": 500}             the server may send 500 more messages
+            {"type": "ack", "offsets": [..]} | {"type": "ack", "up_to": n}
+            {"type": "nack", "offsets": [..], "delay_ms": 0}
+            {"type": "close", "requeue": true}       in-flight messages are redelivered at once
+            {"type": "ping"}                         answered with {"type": "pong"}
+    server: {"type": "messages", "messages": [message, ...]} | {"type": "error", "error": {..}}
+  The group is created at `earliest` when absent (as a pull does). Credit is a count of permits:
+  the server never sends more messages than the credit granted so far on this connection. Without
+  `consumer` the server picks a unique id. `resume=true` makes the in-flight messages of this consumer
+  id from an earlier (dead) connection ready again at once, instead of after their ack timeout.
+
+Publish: /api/v1/exchanges/{name}/stream
+    client: {"type": "publish", "seq": 7, "messages": [...], "mandatory": false} | {"type": "ping"}
+    server: {"type": "confirm", "seq": 7, "results": [...], "durability": "interval"}
+            {"type": "error", "seq": 7, "error": {..}}
+  Publishes are pipelined: each frame is stored in arrival order, as one atomic batch, and confirmed
+  after the durability barrier; confirms and errors come back in the order of the frames.
+
+Errors. A bad frame gets an error frame and the stream goes on. These end the stream:
+    1000  the client's close frame was handled
+    1007  a frame that is not JSON
+    1009  a frame over the size limit (1 MiB on the consume stream, max_batch_bytes on publish)
+    4000 + HTTP status (4400, 4401, 4403, 4404, 4409)  the stream cannot open or cannot go on:
+          an error frame with the API.md error comes first (bad name, no/invalid token, not
+          permitted, queue/group/exchange not found or deleted, queue not visible to consumers).
+Heartbeats: uvicorn pings every 20 s and drops a peer that does not answer within 20 s; the
+application-level ping frame is there for clients that cannot send protocol pings (browsers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, WebSocket
+
+from app.api.auth import authenticate_ws
+from app.api.publish import publish_args
+from app.broker.broker import Broker, PublishOutcome
+from app.broker.errors import BrokerError, InvalidInput, NotFound, PreconditionFailed
+from app.broker.group import Group, monotonic_ms
+from app.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
+from app.broker.queue import Queue
+
+log = logging.getLogger("chunkmq.api.streams")
+
+router = APIRouter(tags=["streams"])
+
+CLOSE_NORMAL = 1000
+CLOSE_NOT_JSON = 1007
+CLOSE_TOO_LARGE = 1009
+MAX_CONTROL_FRAME = 1024 * 1024  # credit/ack/nack frames: 100,000 offsets fit
+MAX_FRAME_MESSAGES = 1000  # one messages frame holds at most this many (more credit: more frames)
+MAX_CREDIT = 1_000_000  # per credit frame
+MAX_PUBLISH_IN_FLIGHT = 1024  # publish frames awaiting their confirm; the reader stops beyond it
+_PONG = b'{"type":"pong"}'
+_CLOSE = b""  # marker: the client asked to close
+
+
+def error_frame(exc: BrokerError, seq: Any = ...) -> bytes:
+    frame: dict[str, Any] = {"type": "error", "error": {"code": exc.code, "message": exc.message}}
+    if seq is not ...:
+        frame["seq"] = seq
+    return orjson.dumps(frame)
+
+
+async def _refuse(websocket: WebSocket, exc: BrokerError) -> None:
+    """The stream cannot open or go on: the error frame, then close with 4000 + HTTP status."""
+    with contextlib.suppress(Exception):  # the peer may be gone already
+        await websocket.send_bytes(error_frame(exc))
+        await websocket.close(4000 + exc.status, exc.code)
+
+
+async def _receive(websocket: WebSocket, limit: int) -> Any:
+    """The next frame parsed, or None once the stream is over (closed by the peer, or by us for a
+    frame that is too large or not JSON)."""
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        return None
+    data = message.get("bytes")
+    if data is None:
+        data = message.get("text") or ""
+    if len(data) > limit:
+        await websocket.close(CLOSE_TOO_LARGE, f"frames are limited to {limit} bytes")
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        await websocket.close(CLOSE_NOT_JSON, "a frame must be a JSON object")
+        return None
+
+
+def _frame_type(frame: Any) -> Any:
+    if type(frame) is not dict:
+        raise InvalidInput('a frame must be a JSON object with a "type"')
+    return frame.get("type")
+
+
+# ---------------------------------------------------------------------------------------- consume
+
+
+@router.websocket("/api/v1/queues/{queue}/groups/{group}/stream")
+async def consume_stream(websocket: WebSocket, queue: str, group: str) -> None:
+    await websocket.accept()
+    broker: Broker = websocket.app.state.broker
+    params = websocket.query_params
+    try:
+        who = await authenticate_ws(websocket)
+        who.check("read", check_name(queue, "queue name"))
+        consumer = check_name(params.get("consumer") or f"ws-{secrets.token_hex(6)}", "consumer id")
+        q = broker.queue(queue)
+        if not q.consumer_visible:
+            raise PreconditionFailed(f"queue {queue!r} is not visible to consumers")
+        g, _ = await broker.declare_group(queue, group, {})
+    except BrokerError as exc:
+        await _refuse(websocket, exc)
+        return
+    if params.get("resume") in ("1", "true") and g.release_consumer(consumer, monotonic_ms()):
+        q.notify()
+    await _ConsumeStream(websocket, broker, q, g, consumer).run()
+
+
+class _ConsumeStream:
+    """Two tasks over one socket: this one reads client frames (credit, acks, nacks, close); the
+    sender pushes messages whenever there is credit and something to deliver."""
+
+    def __init__(self, websocket: WebSocket, broker: Broker, queue: Queue, group: Group, consumer: str) -> None:
+        self.ws = websocket
+        self.broker = broker
+        self.queue = queue
+        self.group = group
+        self.consumer = consumer
+        self.credit = 0
+        self.granted = asyncio.Event()
+        self.sending = asyncio.Lock()  # error and pong frames from the reader vs. the sender's frames
+        self.requeue = False
+
+    async def run(self) -> None:
+        sender = asyncio.create_task(self._send_loop())
+        try:
+            await self._read_loop()
+        finally:
+            sender.cancel()
+            with contextlib.suppress(BaseException):
+                await sender
+            if self.requeue and self.group.release_consumer(self.consumer, monotonic_ms()):
+                self.queue.notify()
+
+    async def _send(self, data: bytes) -> None:
+        async with self.sending:
+            await self.ws.send_bytes(data)  # awaiting the write is the back-pressure on slow peers
+
+    async def _send_loop(self) -> None:
+        broker, queue, group, consumer = self.broker, self.queue, self.group, self.consumer
+        deliver = broker.deliver
+        try:
+            while True:
+                if self.credit <= 0:
+                    self.granted.clear()
+                    await self.granted.wait()
+                    continue
+                if group.closed or broker.queues.get(queue.name) is not queue:
+                    await _refuse(self.ws, NotFound(
+                        f"group {group.name!r} on queue {queue.name!r} was deleted", code="group_not_found"
+                    ))
+                    return
+                # Take the event before looking, so a publish between the look and the wait is not missed;
+                # the sweeper notifies it too when redeliveries fall due.
+                arrived = queue.arrived
+                parts = deliver(queue, group, consumer, min(self.credit, MAX_FRAME_MESSAGES))
+                if not parts:
+                    await arrived.wait()
+                    continue
+                self.credit -= len(parts)
+                await self._send(b'{"type":"messages","messages":[' + b",".join(parts) + b"]}")
+        except (OSError, RuntimeError):
+            return  # the socket went away mid-send: the reader sees the disconnect
+
+    async def _read_loop(self) -> None:
+        while True:
+            try:
+                frame = await _receive(self.ws, MAX_CONTROL_FRAME)
+            except (OSError, RuntimeError):
+                return
+            if frame is None:
+                return
+            try:
+                answer = self._handle(frame)
+            except BrokerError as exc:
+                answer = error_frame(exc)
+            if answer is _CLOSE:
+                break
+            if answer is not None:
+                try:
+                    await self._send(answer)
+                except (OSError, RuntimeError):
+                    return
+        with contextlib.suppress(Exception):
+            await self.ws.close(CLOSE_NORMAL)
+
+    def _handle(self, frame: Any) -> bytes | None:
+        """Apply one client frame; returns the frame to answer with, if any (_CLOSE: close the stream)."""
+        kind = _frame_type(frame)
+        if kind == "ack":
+            self.broker.ack(self.queue.name, self.group.name, frame)
+        elif kind == "credit":
+            n = frame.get("n")
+            if type(n) is not int or not 1 <= n <= MAX_CREDIT:
+                raise InvalidInput(f"credit n must be an integer from 1 to {MAX_CREDIT}")
+            self.credit += n
+            self.granted.set()
+        elif kind == "nack":
+            self.broker.nack(self.queue.name, self.group.name, frame)
+        elif kind == "close":
+            requeue = frame.get("requeue", False)
+            if type(requeue) is not bool:
+                raise InvalidInput("requeue must be true or false")
+            self.requeue = requeue
+            return _CLOSE
+        elif kind == "ping":
+            return _PONG
+        else:
+            raise InvalidInput(f"unknown frame type {kind!r}: expected credit, ack, nack, close or ping")
+        return None
+
+
+# ---------------------------------------------------------------------------------------- publish
+
+
+@router.websocket("/api/v1/exchanges/{name}/stream")
+async def publish_stream(websocket: WebSocket, name: str) -> None:
+    await websocket.accept()
+    broker: Broker = websocket.app.state.broker
+    try:
+        exchange = exchange_from_path(name)
+        who = await authenticate_ws(websocket)
+        who.check("write", exchange or DEFAULT_EXCHANGE_ALIAS)
+        broker.exchange(exchange)
+    except BrokerError as exc:
+        await _refuse(websocket, exc)
+        return
+    await _PublishStream(websocket, broker, exchange).run()
+
+
+_Answer = asyncio.Future[PublishOutcome] | BrokerError | bytes
+
+
+class _PublishStream:
+    """The reader starts one broker publish per frame, in frame order (so batches are stored in
+    order); the sender awaits them in the same order and confirms each: pipelined, in order."""
+
+    def __init__(self, websocket: WebSocket, broker: Broker, exchange: str) -> None:
+        self.ws = websocket
+        self.broker = broker
+        self.exchange = exchange
+        self.answers: asyncio.Queue[tuple[Any, _Answer] | None] = asyncio.Queue(MAX_PUBLISH_IN_FLIGHT)
+
+    async def run(self) -> None:
+        sender = asyncio.create_task(self._send_loop())
+        try:
+            await self._read_loop()
+            await self.answers.put(None)  # confirm what was published before the close, then stop
+            await asyncio.wait_for(asyncio.shield(sender), 30)
+        except (TimeoutError, OSError, RuntimeError):
+            pass
+        finally:
+            sender.cancel()
+            with contextlib.suppress(BaseException):
+                await sender
+            while not self.answers.empty():  # publishes nobody will hear about: still collect them
+                item = self.answers.get_nowait()
+                if item is not None and isinstance(item[1], asyncio.Future):
+                    with contextlib.suppress(BaseException):
+                        await item[1]
+
+    async def _read_loop(self) -> None:
+        limit = self.broker.settings.max_batch_bytes
+        while True:
+            try:
+                frame = await _receive(self.ws, limit)
+            except (OSError, RuntimeError):
+                return
+            if frame is None:
+                return
+            await self.answers.put(self._start(frame))
+
+    def _start(self, frame: Any) -> tuple[Any, _Answer]:
+        seq = frame.get("seq") if type(frame) is dict else None
+        try:
+            kind = _frame_type(frame)
+            if kind == "ping":
+                return seq, _PONG
+            if kind != "publish":
+                raise InvalidInput(f"unknown frame type {kind!r}: expected publish or ping")
+            if type(seq) is not int or seq < 0:
+                raise InvalidInput("seq must be a non-negative integer")
+            body = {k: v for k, v in frame.items() if k != "type" and k != "seq"}
+            messages, mandatory = publish_args(body)
+        except BrokerError as exc:
+            return seq, exc
+        # A task starts in creation order and runs the synchronous part of the publish (validate,
+        # route, append) before its first await: frames are stored in the order they arrived.
+        return seq, asyncio.ensure_future(self.broker.publish(self.exchange, messages, mandatory))
+
+    async def _send_loop(self) -> None:
+        while True:
+            item = await self.answers.get()
+            if item is None:
+                return
+            seq, answer = item
+            if isinstance(answer, bytes):
+                frame = answer
+            elif isinstance(answer, BrokerError):
+                frame = error_frame(answer, seq)
+            else:
+                try:
+                    outcome = await answer
+                    frame = orjson.dumps({"type": "confirm", "seq": seq, "results": outcome.results,
+                                          "durability": outcome.durability})
+                except BrokerError as exc:
+                    frame = error_frame(exc, seq)
+                except Exception:
+                    log.exception("publish on stream failed")
+                    frame = error_frame(BrokerError("internal error; see the server log"), seq)
+            await self.ws.send_bytes(frame)

@@ -1,0 +1,194 @@
+"""Typed results of the client: plain dataclasses built from the API's JSON.
+
+Every model keeps the full JSON object in `raw`, so fields the server adds later are not lost.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class OutgoingMessage:
+    """A message to publish. A `str` body is sent as text, `bytes` as base64 (and comes back as bytes)."""
+
+    body: str | bytes
+    routing_key: str = ""
+    headers: dict[str, str] | None = None
+    tag: str | None = None
+    idempotency_key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"routing_key": self.routing_key}
+        if isinstance(self.body, str):
+            out["body"] = self.body
+        else:
+            out["body_base64"] = base64.b64encode(self.body).decode()
+        if self.headers:
+            out["headers"] = self.headers
+        if self.tag is not None:
+            out["tag"] = self.tag
+        if self.idempotency_key is not None:
+            out["idempotency_key"] = self.idempotency_key
+        return out
+
+
+@dataclass(slots=True)
+class Message:
+    """A delivered message (API.md "Messages as delivered"). `body` is a str for text messages and
+    bytes for binary ones; `data` is always bytes."""
+
+    queue: str
+    offset: int
+    id: str
+    timestamp: int
+    routing_key: str
+    exchange: str
+    headers: dict[str, str]
+    tag: str | None
+    body: str | bytes
+    delivery_count: int
+
+    @property
+    def data(self) -> bytes:
+        return self.body.encode() if isinstance(self.body, str) else self.body
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Message:
+        body = d.get("body")
+        if body is None:
+            body = base64.b64decode(d.get("body_base64") or "")
+        return cls(d["queue"], d["offset"], d["id"], d["timestamp"], d.get("routing_key", ""),
+                   d.get("exchange", ""), d.get("headers") or {}, d.get("tag"), body, d.get("delivery_count", 0))
+
+
+@dataclass(slots=True)
+class Placement:
+    queue: str
+    offset: int
+
+
+@dataclass(slots=True)
+class PublishResult:
+    """Where one published message went; `duplicate` when its idempotency key was seen before."""
+
+    id: str
+    routed: list[Placement]
+    duplicate: bool
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PublishResult:
+        return cls(d["id"], [Placement(p["queue"], p["offset"]) for p in d["routed"]], d["duplicate"])
+
+
+@dataclass(slots=True)
+class Published:
+    """The answer to a batch publish: one result per message, in order, and the durability applied."""
+
+    results: list[PublishResult]
+    durability: str
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Published:
+        return cls([PublishResult.from_json(r) for r in d["results"]], d["durability"])
+
+
+@dataclass(slots=True)
+class ExchangeInfo:
+    name: str
+    type: str
+    alternate_exchange: str | None
+    messages_in: int
+    messages_unroutable: int
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ExchangeInfo:
+        return cls(d["name"], d["type"], d.get("alternate_exchange"), d.get("messages_in", 0),
+                   d.get("messages_unroutable", 0), d)
+
+
+@dataclass(slots=True)
+class GroupInfo:
+    name: str
+    ack_floor: int
+    next_offset: int
+    lag: int
+    in_flight: int
+    consumers: list[str]
+    tag_filter: list[str] | None
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> GroupInfo:
+        return cls(d["name"], d["ack_floor"], d["next_offset"], d["lag"], d["in_flight"],
+                   [c["id"] for c in d.get("consumers", [])], d.get("tag_filter"), d)
+
+
+@dataclass(slots=True)
+class QueueInfo:
+    name: str
+    first_offset: int
+    next_offset: int
+    messages: int
+    bytes: int
+    producer_visible: bool
+    consumer_visible: bool
+    groups: list[GroupInfo]
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> QueueInfo:
+        return cls(d["name"], d["first_offset"], d["next_offset"], d["messages"], d["bytes"],
+                   d["producer_visible"], d["consumer_visible"],
+                   [GroupInfo.from_json(g) for g in d.get("groups", [])], d)
+
+
+@dataclass(slots=True)
+class BindingInfo:
+    id: int
+    exchange: str
+    queue: str
+    routing_key: str
+    arguments: dict[str, str]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BindingInfo:
+        return cls(d["id"], d["exchange"], d["queue"], d["routing_key"], d.get("arguments") or {})
+
+
+@dataclass(slots=True)
+class Page:
+    """A page of a browse: the messages and the offset to continue from."""
+
+    messages: list[Message]
+    next_offset: int
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Page:
+        return cls([Message.from_json(m) for m in d["messages"]], d["next_offset"])
+
+
+@dataclass(slots=True)
+class AckResult:
+    ack_floor: int
+    acked: int
+    not_in_flight: list[int]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> AckResult:
+        return cls(d["ack_floor"], d.get("acked", 0), d.get("not_in_flight", []))
+
+
+@dataclass(slots=True)
+class NackResult:
+    ack_floor: int
+    nacked: int
+    not_in_flight: list[int]
+    dead_lettered: int
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> NackResult:
+        return cls(d["ack_floor"], d.get("nacked", 0), d.get("not_in_flight", []), d.get("dead_lettered", 0))

@@ -1,0 +1,144 @@
+"""HTTP consume throughput and end-to-end latency of chunkmq alone (issue: consumer groups).
+
+    .venv/bin/python -m bench.http_consume [--count 1000000] [--consumers 1,4] [--rate 2000] [--seconds 10]
+
+Starts a chunkmq server (auth off, 127.0.0.1, fsync=interval), fills a queue with --count messages of
+100 bytes, then drains it with pull(max 1,000) + cumulative ack from 1 and from 4 consumer processes
+of one group (each consumer acks what it pulled by offset). Then measures end-to-end latency: one
+process publishes single messages at --rate per second carrying their send time, one consumer waits
+in a long poll (wait_ms) and records receive time - send time. Prints JSON lines and a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+from bench.peers.chunkmq import ChunkmqServer
+
+JSON = {"content-type": "application/json"}
+
+
+def _fill(url: str, queue: str, count: int) -> None:
+    body = orjson.dumps({"messages": [{"body": "x" * 100} for _ in range(1000)]})
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for _ in range(count // 1000):
+            client.post(f"/api/v1/queues/{queue}/publish", content=body, headers=JSON).raise_for_status()
+
+
+def _drain(url: str, queue: str, group: str, consumer: str, total: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    got = 0
+    body = orjson.dumps({"max_messages": 1000, "wait_ms": 200, "consumer": consumer})
+    with httpx.Client(base_url=url, timeout=60) as client:
+        empty = 0
+        while empty < 3:
+            response = client.post(f"/api/v1/queues/{queue}/groups/{group}/pull", content=body, headers=JSON)
+            messages = orjson.loads(response.content)["messages"]
+            if not messages:
+                empty += 1
+                continue
+            empty = 0
+            got += len(messages)
+            # With competing consumers offsets interleave: ack exactly what this consumer holds.
+            ack = {"offsets": [m["offset"] for m in messages]} if total else {"up_to": messages[-1]["offset"] + 1}
+            client.post(f"/api/v1/queues/{queue}/groups/{group}/ack", content=orjson.dumps(ack), headers=JSON)
+    out.put(got)
+
+
+def drain(url: str, queue: str, consumers: int) -> tuple[float, int]:
+    out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+    per_offset = 1 if consumers > 1 else 0
+    procs = [mp.Process(target=_drain, args=(url, queue, "g", f"c{i}", per_offset, out)) for i in range(consumers)]
+    started = time.perf_counter()
+    for p in procs:
+        p.start()
+    got = sum(out.get(timeout=3600) for _ in procs)
+    for p in procs:
+        p.join()
+    # The last 3 empty polls of 200 ms each are not consumption time.
+    return time.perf_counter() - started - 0.6, got
+
+
+def _latency_consumer(url: str, queue: str, n: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    latencies: list[float] = []
+    body = orjson.dumps({"max_messages": 1000, "wait_ms": 5000, "consumer": "lat"})
+    with httpx.Client(base_url=url, timeout=60) as client:
+        out.put("ready")
+        while len(latencies) < n:
+            response = client.post(f"/api/v1/queues/{queue}/groups/lat/pull", content=body, headers=JSON)
+            now = time.time()
+            messages = orjson.loads(response.content)["messages"]
+            for m in messages:
+                latencies.append(now - float(m["body"]))
+            if messages:
+                ack = orjson.dumps({"up_to": messages[-1]["offset"] + 1})
+                client.post(f"/api/v1/queues/{queue}/groups/lat/ack", content=ack, headers=JSON)
+    out.put(latencies)
+
+
+def latency(url: str, queue: str, rate: int, seconds: float) -> list[float]:
+    n = int(rate * seconds)
+    httpx.put(f"{url}/api/v1/queues/{queue}/groups/lat", json={"start": "latest"}).raise_for_status()
+    out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+    consumer = mp.Process(target=_latency_consumer, args=(url, queue, n, out))
+    consumer.start()
+    assert out.get(timeout=60) == "ready"
+    time.sleep(0.5)
+    interval = 1.0 / rate
+    with httpx.Client(base_url=url, timeout=60) as client:
+        next_send = time.perf_counter()
+        for _ in range(n):
+            body = orjson.dumps({"messages": [{"body": repr(time.time())}]})
+            client.post(f"/api/v1/queues/{queue}/publish", content=body, headers=JSON).raise_for_status()
+            next_send += interval
+            delay = next_send - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+    latencies: list[float] = out.get(timeout=120)
+    consumer.join()
+    return latencies
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--consumers", default="1,4")
+    parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    rows: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as tmp:
+        server = ChunkmqServer(Path(tmp))
+        server.start()
+        url = f"http://127.0.0.1:{server.port}"
+        try:
+            for consumers in (int(c) for c in args.consumers.split(",")):
+                queue = f"drain-{consumers}"
+                httpx.put(f"{url}/api/v1/queues/{queue}", json={}).raise_for_status()
+                _fill(url, queue, args.count)
+                seconds, got = drain(url, queue, consumers)
+                line = {"what": "drain", "consumers": consumers, "messages": got, "seconds": round(seconds, 3),
+                        "msgs_per_s": round(got / seconds)}
+                print(orjson.dumps(line).decode(), flush=True)
+                rows.append(f"| drain, pull 1000 + ack | {consumers} | {got:,} | {line['msgs_per_s']:,} | | |")
+            httpx.put(f"{url}/api/v1/queues/latency", json={}).raise_for_status()
+            lat = sorted(x * 1000 for x in latency(url, "latency", args.rate, args.seconds))
+            p50, p99 = statistics.median(lat), lat[int(len(lat) * 0.99)]
+            print(orjson.dumps({"what": "latency", "rate": args.rate, "p50_ms": round(p50, 3),
+                                "p99_ms": round(p99, 3), "max_ms": round(lat[-1], 3)}).decode(), flush=True)
+            rows.append(f"| end-to-end latency at {args.rate} msgs/s | 1 | {len(lat):,} | | {p50:.2f} | {p99:.2f} |")
+        finally:
+            server.stop()
+    print("| what | consumers | messages | msgs/s | p50 ms | p99 ms |\n|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
