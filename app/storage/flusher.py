@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from .errors import StoreClosed
 from .model import FsyncMode
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class Flusher:
                 fut.set_result(None)
                 return fut
             if self._stopping:
-                fut.set_exception(RuntimeError("store is closing"))
+                fut.set_exception(StoreClosed("the store is closing"))
                 return fut
             self._waiters.append((position, fut))
             self._cond.notify()

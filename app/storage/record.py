@@ -123,13 +123,20 @@ def encode_batch(
         add(payload)
         prev = plen
         length = plen + 12
-        second = length | (th << 32)  # index entry as two u64: see queue_index.py
-        for q, _ in offsets:
+        second = length | (th << 32) if th else length  # index entry as two u64: see queue_index.py
+        if len(offsets) == 1:  # the common case without a loop (q is still the only queue id)
             e = entries.get(q)
             if e is None:
                 entries[q] = [position + 1, second]
             else:
                 e += (position + 1, second)
+        else:
+            for q, _ in offsets:
+                e = entries.get(q)
+                if e is None:
+                    entries[q] = [position + 1, second]
+                else:
+                    e += (position + 1, second)
         add_appended(Appended(position, timestamp, offsets))
         position += length
     add(_pack_suffix(prev))

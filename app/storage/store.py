@@ -80,7 +80,8 @@ class Store:
         self.root = root
         self.options = options
         self._size = options.chunk_size
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the writer lock
+        self._flush_lock = threading.Lock()
         self._closed = False
         self._chunks: dict[int, Chunk] = {}
         self._active: Chunk | None = None  # the chunk appends go to; None or sealed: roll first
@@ -108,6 +109,8 @@ class Store:
 
         if options.chunk_size < 4096 or options.index_chunk_entries < 1:
             raise ValueError("chunk_size must be >= 4096 and index_chunk_entries >= 1")
+        if options.max_batch_bytes >= 1 << 32 or options.max_message_bytes >= (1 << 32) - 1024:
+            raise ValueError("max_batch_bytes and max_message_bytes must stay below 4 GiB")
         root = Path(directory)
         files.log_dir(root).mkdir(parents=True, exist_ok=True)
         files.queues_dir(root).mkdir(parents=True, exist_ok=True)
@@ -329,6 +332,10 @@ class Store:
 
     def flush(self) -> None:
         """fsync the log and every index, then write the recovery point."""
+        with self._flush_lock:  # recovery points are written in the order of their snapshots
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
             position = self._end
             active = self._active
@@ -438,6 +445,7 @@ class Store:
         delta = 0
         cur: Chunk | None = None
         cached = False
+        check = verify
         mark = 0
         try:
             for o, (p1, length, _th) in enumerate(_iter_entries(qi.raw(start, end - start)), start):
@@ -453,9 +461,10 @@ class Store:
                         continue  # chunk deleted or quarantined: the entry is gone
                     hi_lo = p1 - 1
                     delta -= 1
+                    check = verify and not cached  # the tail cache holds the bytes we wrote
                 off = p1 + delta
                 plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
-                if plen + 12 != length or (verify and _crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
+                if plen + 12 != length or (check and _crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
                     raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
                                        position=p1 - 1)
                 d = off + 28 + 12 * n + il

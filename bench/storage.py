@@ -1,0 +1,209 @@
+"""Storage engine benchmark: append, read back, reopen after a kill.
+
+Run by hand: ``.venv/bin/python -m bench.storage`` (``--records``, ``--tail-mib`` to scale down;
+``--json`` for machine-readable output). Each case uses a fresh temporary directory.
+
+Cases:
+- raw baseline: the same bytes written to a plain file, one write per batch (no framing, no index)
+- append, batches of 100 and 1,000, fsync=interval, one writer thread
+- append, batches of 100 and 1,000, fsync=always, 4 writer threads, each waiting for durable()
+- read back every queue sequentially (1,000 per read call), right after the interval run
+- reopen after SIGKILL with an unflushed tail of --tail-mib MiB (the recovery scan + index replay)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from app.storage import FsyncMode, NewMessage, Store, StoreOptions
+
+RECORD_BYTES = 100
+QUEUES = 4
+
+
+@dataclass
+class Result:
+    case: str
+    records: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def mb_s(self) -> float:
+        return self.rate * RECORD_BYTES / 1e6
+
+    def row(self) -> str:
+        return f"| {self.case} | {self.records:,} | {self.seconds:.2f} | {self.rate:,.0f} | {self.mb_s:.1f} |"
+
+
+def _batches(records: int, batch: int) -> list[list[NewMessage]]:
+    body = b"x" * RECORD_BYTES
+    return [[NewMessage(body, [i % QUEUES]) for _ in range(batch)] for i in range(records // batch)]
+
+
+def _open(directory: Path, mode: FsyncMode, chunk_size: int = 256 * 1024 * 1024) -> Store:
+    store = Store.open(directory, StoreOptions(fsync=mode, chunk_size=chunk_size))
+    for q in range(QUEUES):
+        store.create_queue(q)
+    return store
+
+
+def raw_baseline(directory: Path, records: int, batch: int) -> Result:
+    buf = b"x" * (RECORD_BYTES * batch)
+    fd = os.open(directory / "raw", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    t0 = time.perf_counter()
+    for _ in range(records // batch):
+        os.write(fd, buf)
+    os.fdatasync(fd)
+    dt = time.perf_counter() - t0
+    os.close(fd)
+    return Result(f"raw file write, batches of {batch:,}", records, dt)
+
+
+def _read_all(store: Store) -> int:
+    n = 0
+    for q in range(QUEUES):
+        offset = 0
+        while True:
+            got = store.read(q, offset, 1000)
+            if not got:
+                break
+            n += len(got)
+            offset = got[-1].offset + 1
+    return n
+
+
+def append_interval(directory: Path, records: int, batch: int) -> tuple[Result, Result, Result]:
+    work = _batches(records, batch)
+    store = _open(directory, FsyncMode.INTERVAL)
+    t0 = time.perf_counter()
+    for b in work:
+        store.append(b)
+    dt = time.perf_counter() - t0
+    appended = Result(f"append, batches of {batch:,}, fsync=interval", records, dt)
+    del work
+    t0 = time.perf_counter()
+    n = _read_all(store)
+    dt = time.perf_counter() - t0
+    store.close()
+    checked = Result(f"read back per queue, 1,000 per call (written in batches of {batch:,})", n, dt)
+    store = Store.open(directory, StoreOptions(verify_reads=False))
+    t0 = time.perf_counter()
+    n = _read_all(store)
+    dt = time.perf_counter() - t0
+    store.close()
+    return appended, checked, Result("the same read, verify_reads=False (no CRC check per record)", n, dt)
+
+
+def append_always(directory: Path, records: int, batch: int, threads: int = 4) -> Result:
+    store = _open(directory, FsyncMode.ALWAYS)
+    per_thread = _batches(records // threads, batch)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for b in per_thread:
+                store.append(b)
+                store.durable(store.end_position).result()
+        except BaseException as exc:  # reported after join
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer) for _ in range(threads)]
+    t0 = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    dt = time.perf_counter() - t0
+    syncs = store._flusher.syncs
+    store.close()
+    if errors:
+        raise errors[0]
+    n = len(per_thread) * batch * threads
+    return Result(f"append, batches of {batch:,}, fsync=always, {threads} threads ({syncs:,} fsyncs)", n, dt)
+
+
+def _tail_writer(directory: str, tail_bytes: int) -> None:
+    """Child of reopen_after_kill: write `tail_bytes` without a recovery point, then wait to be killed."""
+    store = Store.open(Path(directory), StoreOptions(fsync=FsyncMode.NEVER, checkpoint_interval_ms=10**9))
+    for q in range(QUEUES):
+        store.create_queue(q)
+    store.flush()  # the recovery point: everything after it is the tail
+    body = b"x" * RECORD_BYTES
+    i = 0
+    while store.end_position < tail_bytes:
+        store.append([NewMessage(body, [i % QUEUES]) for _ in range(1000)])
+        i += 1
+    print(store.end_position, flush=True)
+    time.sleep(3600)
+
+
+def reopen_after_kill(directory: Path, tail_mib: int) -> Result:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.storage", "--tail-writer", str(directory), str(tail_mib << 20)],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert child.stdout is not None
+    child.stdout.readline()
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    t0 = time.perf_counter()
+    store = Store.open(directory, StoreOptions())
+    dt = time.perf_counter() - t0
+    replayed = store.recovery.records_replayed
+    store.close()
+    return Result(f"reopen after SIGKILL, {tail_mib} MiB unflushed tail (records replayed)", replayed, dt)
+
+
+def run(records: int, tail_mib: int) -> list[Result]:
+    results: list[Result] = []
+
+    def case(fn, *args):  # type: ignore[no-untyped-def]
+        with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as d:
+            out = fn(Path(d), *args)
+        for r in out if isinstance(out, tuple) else (out,):
+            results.append(r)
+            print(r.row(), flush=True)
+
+    print("| case | records | seconds | records/s | MB/s |\n|---|---:|---:|---:|---:|", flush=True)
+    case(raw_baseline, records, 1000)
+    for batch in (100, 1000):
+        case(append_interval, records, batch)
+    for batch in (100, 1000):
+        case(append_always, records, batch)
+    case(reopen_after_kill, tail_mib)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.storage", description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--tail-mib", type=int, default=256)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON at the end")
+    parser.add_argument("--tail-writer", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.tail_writer:
+        _tail_writer(args.tail_writer[0], int(args.tail_writer[1]))
+        return
+    results = run(args.records, args.tail_mib)
+    if args.json:
+        print(json.dumps([asdict(r) | {"rate": r.rate, "mb_s": r.mb_s} for r in results], indent=2))
+
+
+if __name__ == "__main__":
+    main()

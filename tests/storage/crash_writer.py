@@ -1,0 +1,51 @@
+"""Child process for test_crash.py: appends batches in `always` mode until it is killed.
+
+Usage: python -m tests.storage.crash_writer <store dir> <first batch id>
+Prints "ready" once the store is open, then one line per batch after durable() resolved.
+Batch contents are a pure function of the batch id (see expected_batch) so the parent can check them.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+from app.storage import FsyncMode, NewMessage, Store, StoreOptions
+
+OPTIONS = StoreOptions(
+    chunk_size=16 * 1024,
+    index_chunk_entries=32,
+    fsync=FsyncMode.ALWAYS,
+    checkpoint_interval_ms=50,
+    max_batch_bytes=16 * 1024,
+)
+QUEUES = (1, 2, 3)
+
+
+def expected_batch(batch_id: int) -> list[NewMessage]:
+    rng = random.Random(batch_id)
+    n = rng.randint(1, 12)
+    out = []
+    for i in range(n):
+        placed = rng.sample(QUEUES, rng.randint(1, 3))
+        body = f"{batch_id}:{i}:{n}:".encode() + bytes([97 + batch_id % 26]) * rng.randint(0, 300)
+        out.append(NewMessage(body, sorted(placed), tag=b"t%d" % (i % 2)))
+    return out
+
+
+def main() -> None:
+    store = Store.open(Path(sys.argv[1]), OPTIONS)
+    for q in QUEUES:
+        store.create_queue(q)
+    print("ready", flush=True)
+    batch_id = int(sys.argv[2])
+    while True:
+        store.append(expected_batch(batch_id))
+        store.durable(store.end_position).result()
+        print(batch_id, flush=True)
+        batch_id += 1
+
+
+if __name__ == "__main__":
+    main()

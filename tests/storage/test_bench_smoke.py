@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import storage as bench
+
+
+def test_storage_benchmark_runs_with_tiny_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    bench.main(["--records", "4000", "--tail-mib", "1", "--json"])
+    out = capsys.readouterr().out
+    assert "fsync=always" in out and "reopen after SIGKILL" in out
+    data = json.loads(out[out.index("[\n") :])
+    assert len(data) == 10
+    assert all(r["records"] > 0 and r["seconds"] >= 0 for r in data)
+    assert data[-1]["records"] * 144 >= 1 << 20  # the whole 1 MiB tail (144-byte records) was replayed

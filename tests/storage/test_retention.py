@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from app.storage import NewMessage, Store
+from tests.storage.conftest import SMALL, msgs
+
+Opener = Callable[..., Store]
+PAD = "p" * 60  # ~110-byte records: 60 batches of 5 fill several 8 KiB chunks
+
+
+def _log_files(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "log").iterdir())
+
+
+def test_chunks_deleted_only_when_every_queue_is_past_them(open_store: Opener, tmp_path: Path) -> None:
+    s = open_store()
+    s.create_queue(1)
+    s.create_queue(2)
+    s.append([NewMessage(b"slow-0", [2])])  # queue 2 holds one old message in chunk 0
+    for i in range(60):
+        s.append(msgs(1, 5, prefix=f"fast{i}" + PAD))
+    chunks = [c.number for c in s.chunks()]
+    assert len(chunks) >= 4
+    report = s.retain({1: s.next_offset(1), 2: 0})
+    # queue 2 still needs chunk 0; chunks only queue 1 used are gone; the last chunk always stays
+    assert 0 not in report.chunks_deleted
+    assert report.chunks_deleted == chunks[1:-1]
+    assert report.bytes_freed > 0
+    assert [c.number for c in s.chunks()] == [0, chunks[-1]]
+    assert s.read(2, 0, 1)[0].data == b"slow-0"
+    # queue 1's first records share chunk 0 with queue 2, but the floor only moves past gaps:
+    # everything from first_offset on is readable, without holes
+    first = s.first_offset(1)
+    assert first > 0 and report.first_offsets[1] == first
+    assert [m.offset for m in s.read(1, 0, 1000)] == list(range(first, s.next_offset(1)))
+    report = s.retain({2: 1})
+    assert report.chunks_deleted == [0]
+    assert s.first_offset(2) == 1
+
+
+def test_floor_only_moves_to_the_lowest_readable_offset(open_store: Opener) -> None:
+    s = open_store()
+    s.create_queue(1)
+    for i in range(60):
+        s.append(msgs(1, 5, prefix=f"m{i}" + PAD))
+    floor = 150
+    s.retain({1: floor})
+    first = s.first_offset(1)
+    assert 0 < first <= floor
+    # everything from the new first offset is readable, nothing below it is
+    got = s.read(1, 0, 1000)
+    assert got[0].offset == first and len(got) == 300 - first
+
+
+def test_index_files_below_the_floor_are_deleted(open_store: Opener, tmp_path: Path) -> None:
+    s = open_store()
+    s.create_queue(1)
+    for i in range(20):
+        s.append(msgs(1, 8, prefix=f"m{i}"))
+    qdir = tmp_path / "store" / "queues" / f"{1:010d}"
+    before = len(list(qdir.iterdir()))
+    report = s.retain({1: 100})
+    assert report.index_files_deleted == len(range(0, s.first_offset(1) - 15, SMALL.index_chunk_entries))
+    assert len(list(qdir.iterdir())) == before - report.index_files_deleted
+    assert s.read(1, 0, 1)[0].offset == s.first_offset(1)
+    s.close()
+    r = open_store()
+    assert r.first_offset(1) == s.first_offset(1)  # the moved floor is durable
+    assert len(r.read(1, 0, 1000)) == 160 - r.first_offset(1)
+
+
+def test_disk_budget_deletes_oldest_chunks_and_reports_lost_messages(open_store: Opener) -> None:
+    s = open_store()
+    s.create_queue(1)
+    for i in range(60):
+        s.append(msgs(1, 5, prefix=f"m{i}" + PAD))
+    n_chunks = len(s.chunks())
+    per_chunk = os.stat(s.chunks()[0].path).st_blocks * 512
+    report = s.retain({}, disk_budget_bytes=2 * per_chunk)
+    assert len(report.chunks_deleted) == n_chunks - 2
+    dropped, dropped_bytes = report.dropped[1]
+    assert dropped == s.first_offset(1) > 0 and dropped_bytes > 0
+    assert s.read(1, 0, 1)[0].offset == s.first_offset(1)
+
+
+def test_deleted_queue_does_not_hold_chunks(open_store: Opener) -> None:
+    s = open_store()
+    s.create_queue(1)
+    s.create_queue(2)
+    for i in range(60):
+        s.append(msgs(1 + i % 2, 5, prefix=f"m{i}" + PAD))
+    s.delete_queue(2)
+    assert s.queue_ids() == [1]
+    report = s.retain({1: s.next_offset(1)})
+    assert len(report.chunks_deleted) == len(s.chunks()) + len(report.chunks_deleted) - 1
+    s.create_queue(2)  # the same id again starts empty, even after a restart
+    s.close()
+    r = open_store()
+    assert r.next_offset(2) == 0 and r.read(2, 0, 10) == []
+
+
+def test_retain_while_appending_from_another_thread(open_store: Opener) -> None:
+    import threading
+
+    s = open_store()
+    s.create_queue(1)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def appender() -> None:
+        try:
+            while not stop.is_set():
+                s.append(msgs(1, 5, prefix="bg"))
+                stop.wait(0.0005)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=appender)
+    t.start()
+    try:
+        for _ in range(30):
+            s.retain({1: max(0, s.next_offset(1) - 20)})
+            got = s.read(1, 0, 50)
+            assert got[0].offset == s.first_offset(1)
+            assert [m.offset for m in got] == list(range(got[0].offset, got[0].offset + len(got)))
+    finally:
+        stop.set()
+        t.join()
+    assert not errors
