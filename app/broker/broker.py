@@ -751,7 +751,7 @@ class Broker:
         if delay == 0:
             queue.notify()
         return {"ack_floor": group.ack_floor, "nacked": len(offsets) - len(unknown), "not_in_flight": unknown,
-                "dead_lettered": len(exhausted)}
+                "exhausted": len(exhausted)}  # past max_deliveries: dead-lettered, or dropped
 
     def seek(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> Group:
         queue = self.queue(queue_name)

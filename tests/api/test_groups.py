@@ -185,3 +185,25 @@ def test_retirement_flow(api: httpx.Client, name: str) -> None:
     ok(api.patch(f"/api/v1/queues/{name}", json={"consumer_visible": False}))
     error(api.post(f"/api/v1/queues/{name}/groups/g/pull", json={}), 409, "precondition_failed")
     ok(api.delete(f"/api/v1/queues/{name}"), 204)
+
+
+def test_group_overtaken_by_limits_reports_what_it_missed(api: httpx.Client, name: str) -> None:
+    queue(api, name, max_messages=5)
+    ok(api.put(f"/api/v1/queues/{name}/groups/g", json={}), 201)
+    fill(api, name, 10)
+    info = group(api, name, "g")
+    assert info["behind_retention"] is True
+    assert [m["offset"] for m in pull(api, name, "g", 10)] == [5, 6, 7, 8, 9]
+    info = group(api, name, "g")
+    assert (info["missed"], info["behind_retention"], info["lag"]) == (5, False, 5)
+
+
+def test_past_max_deliveries_without_dead_letter_exchange_is_dropped_and_counted(api: httpx.Client, name: str) -> None:
+    queue(api, name, max_deliveries=1)
+    fill(api, name, 2)
+    pull(api, name, "g", 2)
+    result = ok(api.post(f"/api/v1/queues/{name}/groups/g/nack", json={"offsets": [0, 1]}))
+    assert result["exhausted"] == 2
+    assert pull(api, name, "g", wait_ms=100) == []
+    assert group(api, name, "g")["lag"] == 0
+    assert ok(api.get(f"/api/v1/queues/{name}"))["messages_dropped"] == 2
