@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from alembic import command
 from app.meta import upgrade
 from app.meta.engine import make_engine
 from app.meta.migrate import alembic_config, current_revision
