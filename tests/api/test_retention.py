@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.api.client import ok, publish, queue
 from tests.server import ServerProcess
@@ -26,55 +28,54 @@ def wait_until(predicate: object, timeout: float = 10.0) -> bool:
     return False
 
 
-def test_chunks_go_once_every_group_has_passed_them(tmp_path: Path) -> None:
+@pytest.fixture
+def fast_retention(tmp_path: Path) -> Iterator[ServerProcess]:
+    """Tiny chunks and a retention pass every 0.2 s, so chunk deletion is quick to observe."""
     server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_CHUNK_SIZE="16384",
                            CHUNKMQ_RETENTION_INTERVAL_SECONDS="0.2").start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=30) as api:
-            queue(api, "q")
-            for group in ("fast", "slow"):
-                ok(api.put(f"/api/v1/queues/q/groups/{group}", json={}), 201)
-            for i in range(20):
-                publish(api, "amq.default", *({"body": f"{i}-{j}" + "x" * 200, "routing_key": "q"} for j in range(10)))
-            chunks = chunk_numbers(api)
-            assert len(chunks) >= 3
-            used = ok(api.get("/api/v1/overview"))["totals"]["disk_used_bytes"]
-            # One group is done with everything, the other with nothing: nothing may go.
-            ok(api.post("/api/v1/queues/q/groups/fast/ack", json={"up_to": 200}))
-            time.sleep(1.0)
-            assert chunk_numbers(api) == chunks
-            assert len(ok(api.get("/api/v1/queues/q/messages", params={"limit": 1000}))["messages"]) == 200
-            # The slow group passes the first half: the chunks below it go, the rest stays readable.
-            ok(api.post("/api/v1/queues/q/groups/slow/ack", json={"up_to": 100}))
-            assert wait_until(lambda: len(chunk_numbers(api)) < len(chunks))
-            info = ok(api.get("/api/v1/queues/q"))
-            assert 0 < info["first_offset"] <= 100
-            page = ok(api.get("/api/v1/queues/q/messages", params={"offset": 100, "limit": 1000}))
-            assert [m["offset"] for m in page["messages"]] == list(range(100, 200))
-            overview = ok(api.get("/api/v1/overview"))
-            assert overview["retention"]["deleted_chunks"] >= 1
-            assert overview["retention"]["freed_bytes"] > 0
-            assert overview["totals"]["disk_used_bytes"] < used
-    finally:
-        server.stop()
+    yield server
+    server.stop()
 
 
-def test_queue_without_groups_keeps_messages_until_its_limits(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_CHUNK_SIZE="16384",
-                           CHUNKMQ_RETENTION_INTERVAL_SECONDS="0.2").start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=30) as api:
-            queue(api, "keep")
-            queue(api, "aged", max_age_seconds=1)
-            for name in ("keep", "aged"):
-                for _ in range(10):
-                    publish(api, "amq.default", *({"body": "x" * 300, "routing_key": name} for _ in range(10)))
-            time.sleep(1.0)
-            assert ok(api.get("/api/v1/queues/keep"))["messages"] == 100
-            assert wait_until(lambda: ok(api.get("/api/v1/queues/aged"))["messages"] == 0)
-            assert ok(api.get("/api/v1/queues/aged"))["messages_dropped"] == 100
-    finally:
-        server.stop()
+def test_chunks_go_once_every_group_has_passed_them(fast_retention: ServerProcess) -> None:
+    with httpx.Client(base_url=fast_retention.url, timeout=30) as api:
+        queue(api, "q")
+        for group in ("fast", "slow"):
+            ok(api.put(f"/api/v1/queues/q/groups/{group}", json={}), 201)
+        for i in range(20):
+            publish(api, "amq.default", *({"body": f"{i}-{j}" + "x" * 200, "routing_key": "q"} for j in range(10)))
+        chunks = chunk_numbers(api)
+        assert len(chunks) >= 3
+        used = ok(api.get("/api/v1/overview"))["totals"]["disk_used_bytes"]
+        # One group is done with everything, the other with nothing: nothing may go.
+        ok(api.post("/api/v1/queues/q/groups/fast/ack", json={"up_to": 200}))
+        time.sleep(1.0)
+        assert chunk_numbers(api) == chunks
+        assert len(ok(api.get("/api/v1/queues/q/messages", params={"limit": 1000}))["messages"]) == 200
+        # The slow group passes the first half: the chunks below it go, the rest stays readable.
+        ok(api.post("/api/v1/queues/q/groups/slow/ack", json={"up_to": 100}))
+        assert wait_until(lambda: len(chunk_numbers(api)) < len(chunks))
+        info = ok(api.get("/api/v1/queues/q"))
+        assert 0 < info["first_offset"] <= 100
+        page = ok(api.get("/api/v1/queues/q/messages", params={"offset": 100, "limit": 1000}))
+        assert [m["offset"] for m in page["messages"]] == list(range(100, 200))
+        overview = ok(api.get("/api/v1/overview"))
+        assert overview["retention"]["deleted_chunks"] >= 1
+        assert overview["retention"]["freed_bytes"] > 0
+        assert overview["totals"]["disk_used_bytes"] < used
+
+
+def test_queue_without_groups_keeps_messages_until_its_limits(fast_retention: ServerProcess) -> None:
+    with httpx.Client(base_url=fast_retention.url, timeout=30) as api:
+        queue(api, "keep")
+        queue(api, "aged", max_age_seconds=1)
+        for name in ("keep", "aged"):
+            for _ in range(10):
+                publish(api, "amq.default", *({"body": "x" * 300, "routing_key": name} for _ in range(10)))
+        time.sleep(1.0)
+        assert ok(api.get("/api/v1/queues/keep"))["messages"] == 100
+        assert wait_until(lambda: ok(api.get("/api/v1/queues/aged"))["messages"] == 0)
+        assert ok(api.get("/api/v1/queues/aged"))["messages_dropped"] == 100
 
 
 def _cpu_seconds(pid: int) -> float:
