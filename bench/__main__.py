@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import tempfile
 import time
@@ -49,6 +50,8 @@ def parse(argv: list[str]) -> Config:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    # SIGTERM unwinds like Ctrl-C, so every server and client process we started is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = parse(args)
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -149,13 +149,16 @@ class _ConsumeStream:
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
         try:
-            await self._read_loop()
+            asked_to_close = await self._read_loop()
         finally:
             sender.cancel()
             with contextlib.suppress(BaseException):
                 await sender
             if self.requeue and self.group.release_consumer(self.consumer, monotonic_ms()):
                 self.queue.notify()
+        if asked_to_close:  # after the requeue: a consumer that sees the close can count on it
+            with contextlib.suppress(Exception):
+                await self.ws.close(CLOSE_NORMAL)
 
     async def _send(self, data: bytes) -> None:
         async with self.sending:
@@ -187,27 +190,26 @@ class _ConsumeStream:
         except (OSError, RuntimeError):
             return  # the socket went away mid-send: the reader sees the disconnect
 
-    async def _read_loop(self) -> None:
+    async def _read_loop(self) -> bool:
+        """Handle client frames until the stream ends; True when the client asked to close."""
         while True:
             try:
                 frame = await _receive(self.ws, MAX_CONTROL_FRAME)
             except (OSError, RuntimeError):
-                return
+                return False
             if frame is None:
-                return
+                return False
             try:
                 answer = self._handle(frame)
             except BrokerError as exc:
                 answer = error_frame(exc)
             if answer is _CLOSE:
-                break
+                return True
             if answer is not None:
                 try:
                     await self._send(answer)
                 except (OSError, RuntimeError):
-                    return
-        with contextlib.suppress(Exception):
-            await self.ws.close(CLOSE_NORMAL)
+                    return False
 
     def _handle(self, frame: Any) -> bytes | None:
         """Apply one client frame; returns the frame to answer with, if any (_CLOSE: close the stream)."""

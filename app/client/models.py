@@ -12,16 +12,17 @@ from typing import Any
 
 @dataclass(slots=True)
 class OutgoingMessage:
-    """A message to publish. A `str` body is sent as text, `bytes` as base64 (and comes back as bytes)."""
+    """A message to publish. A `str` body is sent as text, `bytes` as base64 (and comes back as bytes).
+    Without a routing key it takes the one given to the publish call."""
 
     body: str | bytes
-    routing_key: str = ""
+    routing_key: str | None = None
     headers: dict[str, str] | None = None
     tag: str | None = None
     idempotency_key: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"routing_key": self.routing_key}
+    def to_json(self, routing_key: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {"routing_key": self.routing_key if self.routing_key is not None else routing_key}
         if isinstance(self.body, str):
             out["body"] = self.body
         else:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import make_url
 
 import app
-from alembic import command
 from app.meta.engine import make_engine
 
 SCRIPT_LOCATION = Path(app.__file__).resolve().parent.parent / "alembic"

@@ -28,18 +28,22 @@ class RabbitmqPikaAdapter(Adapter):
 
     def _loop_until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         """Run pika's I/O loop until `done()` (checked by callbacks, which stop the loop) or timeout."""
-        if done():
-            return
         loop = self.conn.ioloop
-        timer = loop.call_later(max(timeout, 0.001), loop.stop)
+        deadline = time.monotonic() + timeout
         self._check = lambda: done() and loop.stop()
-        loop.start()
-        loop.remove_timeout(timer)
-        self._check = lambda: None
-        if self.error is not None:
-            raise RuntimeError(f"rabbitmq: {self.error}")
-        if not done():
-            raise TimeoutError(f"rabbitmq: {what} did not finish in {timeout:.0f}s")
+        try:
+            while not done():
+                if self.error is not None:
+                    raise RuntimeError(f"rabbitmq: {self.error}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"rabbitmq: {what} did not finish in {timeout:.0f}s")
+                # Other callbacks (a channel closing) may stop the loop too: go round until done.
+                timer = loop.call_later(left, loop.stop)
+                loop.start()
+                loop.remove_timeout(timer)
+        finally:
+            self._check = lambda: None
 
     def _fire(self, *_: Any) -> None:
         self._check()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import shutil
 import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
@@ -84,6 +85,13 @@ class Server(ABC):
     def restart(self) -> float:
         """Clean stop, then start on the same data and ports; returns seconds from spawn to ready."""
         self.stop()
+        return self.start()
+
+    def reset(self) -> float:
+        """Stop, wipe the data directory and start empty: W5 measures a fresh server's footprint."""
+        self.stop()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.data_dir.mkdir(parents=True)
         return self.start()
 
     def cpu_seconds(self) -> float:

@@ -1,0 +1,233 @@
+"""Every HTTP call of the API, described once as data; the sync and async clients only execute them.
+
+A `Call` names the method, path, JSON body and how to turn the answer into a typed result, so the
+two clients cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import httpx
+import orjson
+
+from app.client.errors import from_body
+from app.client.models import (
+    AckResult,
+    BindingInfo,
+    ExchangeInfo,
+    GroupInfo,
+    Message,
+    NackResult,
+    OutgoingMessage,
+    Page,
+    Published,
+    QueueInfo,
+)
+
+T = TypeVar("T")
+MessageLike = str | bytes | OutgoingMessage | Mapping[str, Any]
+_JSON_HEADERS = {"content-type": "application/json"}
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    body: Any = None
+    params: Mapping[str, Any] | None = None
+    extra_seconds: float = 0.0  # on top of the client's timeout: long polls
+
+    def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        content = orjson.dumps(self.body) if self.body is not None else None
+        timeout = http.timeout
+        if self.extra_seconds:
+            timeout = httpx.Timeout(
+                connect=timeout.connect, write=timeout.write, pool=timeout.pool,
+                read=(timeout.read or 0) + self.extra_seconds,
+            )
+        return http.build_request(
+            self.method, self.path, content=content, params=self.params,
+            headers=_JSON_HEADERS if content is not None else None, timeout=timeout,
+        )
+
+    def finish(self, response: httpx.Response) -> T:
+        data = orjson.loads(response.content) if response.content else None
+        if response.status_code >= 400:
+            raise from_body(response.status_code, data)
+        return self.parse(data)
+
+
+def _none(_: Any) -> None:
+    return None
+
+
+def _list(parse: Callable[[Any], T]) -> Callable[[Any], list[T]]:
+    return lambda items: [parse(item) for item in items]
+
+
+def exchange_path(name: str) -> str:
+    """The default exchange has no name; in URLs it is `amq.default`."""
+    return name or "amq.default"
+
+
+def encode_messages(messages: Iterable[MessageLike], routing_key: str = "") -> list[dict[str, Any]]:
+    """Messages in the API's shape: str -> text body, bytes -> base64 body, mappings as they are."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, str):
+            out.append({"body": m, "routing_key": routing_key})
+        elif isinstance(m, bytes | bytearray | memoryview):
+            out.append({"body_base64": base64.b64encode(m).decode(), "routing_key": routing_key})
+        elif isinstance(m, OutgoingMessage):
+            out.append(m.to_json(routing_key))
+        elif isinstance(m, Mapping):
+            d = dict(m)
+            d.setdefault("routing_key", routing_key)
+            out.append(d)
+        else:
+            raise TypeError(f"cannot publish a {type(m).__name__}: give str, bytes, OutgoingMessage or a mapping")
+    return out
+
+
+# ------------------------------------------------------------------------------------- exchanges
+
+def list_exchanges() -> Call[list[ExchangeInfo]]:
+    return Call("GET", "/api/v1/exchanges", _list(ExchangeInfo.from_json))
+
+
+def get_exchange(name: str) -> Call[ExchangeInfo]:
+    return Call("GET", f"/api/v1/exchanges/{exchange_path(name)}", ExchangeInfo.from_json)
+
+
+def declare_exchange(name: str, type: str, alternate_exchange: str | None) -> Call[ExchangeInfo]:
+    body = {"type": type, "alternate_exchange": alternate_exchange}
+    return Call("PUT", f"/api/v1/exchanges/{name}", ExchangeInfo.from_json, body)
+
+
+def delete_exchange(name: str, if_unused: bool) -> Call[None]:
+    params = {"if_unused": "true"} if if_unused else None
+    return Call("DELETE", f"/api/v1/exchanges/{name}", _none, params=params)
+
+
+# ---------------------------------------------------------------------------------------- queues
+
+def list_queues() -> Call[list[QueueInfo]]:
+    return Call("GET", "/api/v1/queues", _list(QueueInfo.from_json))
+
+
+def get_queue(name: str) -> Call[QueueInfo]:
+    return Call("GET", f"/api/v1/queues/{name}", QueueInfo.from_json)
+
+
+def declare_queue(name: str, settings: Mapping[str, Any]) -> Call[QueueInfo]:
+    return Call("PUT", f"/api/v1/queues/{name}", QueueInfo.from_json, dict(settings))
+
+
+def update_queue(name: str, changes: Mapping[str, Any]) -> Call[QueueInfo]:
+    return Call("PATCH", f"/api/v1/queues/{name}", QueueInfo.from_json, dict(changes))
+
+
+def delete_queue(name: str, force: bool) -> Call[None]:
+    return Call("DELETE", f"/api/v1/queues/{name}", _none, params={"force": "true"} if force else None)
+
+
+def purge(name: str) -> Call[int]:
+    return Call("POST", f"/api/v1/queues/{name}/purge", lambda d: int(d["purged"]))
+
+
+def browse(queue: str, offset: int | None, timestamp: int | None, limit: int) -> Call[Page]:
+    params: dict[str, Any] = {"limit": limit}
+    if offset is not None:
+        params["offset"] = offset
+    if timestamp is not None:
+        params["timestamp"] = timestamp
+    return Call("GET", f"/api/v1/queues/{queue}/messages", Page.from_json, params=params)
+
+
+def get_message(message_id: str) -> Call[Message]:
+    return Call("GET", f"/api/v1/messages/{message_id}", Message.from_json)
+
+
+# -------------------------------------------------------------------------------------- bindings
+
+def list_bindings(exchange: str | None, queue: str | None) -> Call[list[BindingInfo]]:
+    params = {k: v for k, v in (("exchange", exchange), ("queue", queue)) if v is not None}
+    return Call("GET", "/api/v1/bindings", _list(BindingInfo.from_json), params=params)
+
+
+def bind(exchange: str, queue: str, routing_key: str, arguments: Mapping[str, str] | None) -> Call[BindingInfo]:
+    body = {"exchange": exchange, "queue": queue, "routing_key": routing_key, "arguments": dict(arguments or {})}
+    return Call("POST", "/api/v1/bindings", BindingInfo.from_json, body)
+
+
+def unbind(binding_id: int) -> Call[None]:
+    return Call("DELETE", f"/api/v1/bindings/{binding_id}", _none)
+
+
+# --------------------------------------------------------------------------------------- publish
+
+def publish(exchange: str, messages: list[dict[str, Any]], mandatory: bool) -> Call[Published]:
+    body = {"messages": messages, "mandatory": mandatory}
+    return Call("POST", f"/api/v1/exchanges/{exchange_path(exchange)}/publish", Published.from_json, body)
+
+
+def publish_to_queue(queue: str, messages: list[dict[str, Any]], mandatory: bool) -> Call[Published]:
+    body = {"messages": messages, "mandatory": mandatory}
+    return Call("POST", f"/api/v1/queues/{queue}/publish", Published.from_json, body)
+
+
+# -------------------------------------------------------------------------------- consumer groups
+
+def list_groups(queue: str) -> Call[list[GroupInfo]]:
+    return Call("GET", f"/api/v1/queues/{queue}/groups", _list(GroupInfo.from_json))
+
+
+def get_group(queue: str, group: str) -> Call[GroupInfo]:
+    return Call("GET", f"/api/v1/queues/{queue}/groups/{group}", GroupInfo.from_json)
+
+
+def declare_group(queue: str, group: str, start: str, tag_filter: list[str] | None) -> Call[GroupInfo]:
+    body: dict[str, Any] = {"start": start}
+    if tag_filter is not None:
+        body["tag_filter"] = tag_filter
+    return Call("PUT", f"/api/v1/queues/{queue}/groups/{group}", GroupInfo.from_json, body)
+
+
+def delete_group(queue: str, group: str) -> Call[None]:
+    return Call("DELETE", f"/api/v1/queues/{queue}/groups/{group}", _none)
+
+
+def pull(queue: str, group: str, max_messages: int, wait_ms: int, consumer: str) -> Call[list[Message]]:
+    body = {"max_messages": max_messages, "wait_ms": wait_ms, "consumer": consumer}
+    return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/pull",
+                lambda d: [Message.from_json(m) for m in d["messages"]], body, extra_seconds=wait_ms / 1000)
+
+
+def ack(queue: str, group: str, offsets: Iterable[int] | None, up_to: int | None) -> Call[AckResult]:
+    if (offsets is None) == (up_to is None):
+        raise ValueError("give offsets or up_to (not both)")
+    body: dict[str, Any] = {"up_to": up_to} if up_to is not None else {"offsets": list(offsets or ())}
+    return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/ack", AckResult.from_json, body)
+
+
+def nack(queue: str, group: str, offsets: Iterable[int], delay_ms: int) -> Call[NackResult]:
+    body = {"offsets": list(offsets), "delay_ms": delay_ms}
+    return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/nack", NackResult.from_json, body)
+
+
+def seek(queue: str, group: str, to: str | None, offset: int | None, timestamp: int | None) -> Call[GroupInfo]:
+    given = {k: v for k, v in (("to", to), ("offset", offset), ("timestamp", timestamp)) if v is not None}
+    if len(given) != 1:
+        raise ValueError("give exactly one of to, offset, timestamp")
+    return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/seek", GroupInfo.from_json, given)
+
+
+# ------------------------------------------------------------------------------------ operations
+
+def overview() -> Call[dict[str, Any]]:
+    return Call("GET", "/api/v1/overview", dict)

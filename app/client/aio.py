@@ -1,0 +1,169 @@
+"""The asyncio client: every REST call (httpx), and the WebSocket streams (websockets).
+
+    async with AsyncClient("http://127.0.0.1:8000", token="...") as mq:
+        async with mq.producer("") as producer:
+            await producer.publish("hello", routing_key="orders")
+        async with mq.consume("orders", "billing") as stream:
+            async for message in stream:  # acked when the loop moves on
+                ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from app.client import _calls as calls
+from app.client._calls import Call, MessageLike
+from app.client.consumer import AsyncConsumer
+from app.client.errors import ConnectionFailed
+from app.client.models import (
+    AckResult,
+    BindingInfo,
+    ExchangeInfo,
+    GroupInfo,
+    Message,
+    NackResult,
+    Page,
+    Published,
+    QueueInfo,
+)
+from app.client.producer import AsyncProducer
+from app.client.sync import auth_headers
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """Non-blocking client for one event loop. Errors are `app.client.errors` exceptions carrying the
+    API error code. Close it (or use `async with`) to release its connections."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", token: str | None = None, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.http = httpx.AsyncClient(base_url=self.url, headers=auth_headers(token), timeout=timeout)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def _run(self, call: Call[T]) -> T:
+        try:
+            response = await self.http.send(call.request(self.http))
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"{call.method} {call.path}: {exc!r}") from exc
+        return call.finish(response)
+
+    # streams
+    def consume(self, queue: str, group: str, *, consumer: str | None = None, credit: int = 1000,
+                auto_ack: bool = True, retry_for: float = 60.0) -> AsyncConsumer:
+        """A consumer on the group's WebSocket stream; use with `async with`, iterate with `async for`.
+        See AsyncConsumer for credit refill, acks and reconnects."""
+        return AsyncConsumer(self.url, self.token, queue, group, consumer=consumer, credit=credit,
+                             auto_ack=auto_ack, retry_for=retry_for)
+
+    def producer(self, exchange: str, *, batch_size: int = 100, max_in_flight: int = 10,
+                 idempotent: bool = False, retry_for: float = 60.0) -> AsyncProducer:
+        """A producer on the exchange's publish stream ("" is the default exchange); use with
+        `async with`. See AsyncProducer for batching, pipelining and reconnects."""
+        return AsyncProducer(self.url, self.token, exchange, batch_size=batch_size, max_in_flight=max_in_flight,
+                             idempotent=idempotent, retry_for=retry_for)
+
+    # exchanges
+    async def exchanges(self) -> list[ExchangeInfo]:
+        return await self._run(calls.list_exchanges())
+
+    async def exchange(self, name: str) -> ExchangeInfo:
+        return await self._run(calls.get_exchange(name))
+
+    async def declare_exchange(self, name: str, type: str = "direct", alternate_exchange: str | None = None) -> ExchangeInfo:
+        return await self._run(calls.declare_exchange(name, type, alternate_exchange))
+
+    async def delete_exchange(self, name: str, if_unused: bool = False) -> None:
+        await self._run(calls.delete_exchange(name, if_unused))
+
+    # queues
+    async def queues(self) -> list[QueueInfo]:
+        return await self._run(calls.list_queues())
+
+    async def queue(self, name: str) -> QueueInfo:
+        return await self._run(calls.get_queue(name))
+
+    async def declare_queue(self, name: str, **settings: Any) -> QueueInfo:
+        """Settings as in API.md (max_messages, ack_timeout_ms, dead_letter_exchange, ...)."""
+        return await self._run(calls.declare_queue(name, settings))
+
+    async def update_queue(self, name: str, **changes: Any) -> QueueInfo:
+        return await self._run(calls.update_queue(name, changes))
+
+    async def delete_queue(self, name: str, force: bool = False) -> None:
+        await self._run(calls.delete_queue(name, force))
+
+    async def purge(self, name: str) -> int:
+        return await self._run(calls.purge(name))
+
+    async def browse(self, queue: str, offset: int | None = None, timestamp: int | None = None, limit: int = 100) -> Page:
+        return await self._run(calls.browse(queue, offset, timestamp, limit))
+
+    async def message(self, message_id: str) -> Message:
+        return await self._run(calls.get_message(message_id))
+
+    # bindings
+    async def bindings(self, exchange: str | None = None, queue: str | None = None) -> list[BindingInfo]:
+        return await self._run(calls.list_bindings(exchange, queue))
+
+    async def bind(self, exchange: str, queue: str, routing_key: str = "",
+             arguments: Mapping[str, str] | None = None) -> BindingInfo:
+        return await self._run(calls.bind(exchange, queue, routing_key, arguments))
+
+    async def unbind(self, binding_id: int) -> None:
+        await self._run(calls.unbind(binding_id))
+
+    # publish
+    async def publish(self, exchange: str, messages: Iterable[MessageLike], *, routing_key: str = "",
+                mandatory: bool = False) -> Published:
+        """One atomic batch through an exchange ("" is the default exchange)."""
+        return await self._run(calls.publish(exchange, calls.encode_messages(messages, routing_key), mandatory))
+
+    async def publish_to_queue(self, queue: str, messages: Iterable[MessageLike], *, mandatory: bool = False) -> Published:
+        return await self._run(calls.publish_to_queue(queue, calls.encode_messages(messages), mandatory))
+
+    # consumer groups
+    async def groups(self, queue: str) -> list[GroupInfo]:
+        return await self._run(calls.list_groups(queue))
+
+    async def group(self, queue: str, group: str) -> GroupInfo:
+        return await self._run(calls.get_group(queue, group))
+
+    async def declare_group(self, queue: str, group: str, start: str = "earliest",
+                      tag_filter: list[str] | None = None) -> GroupInfo:
+        return await self._run(calls.declare_group(queue, group, start, tag_filter))
+
+    async def delete_group(self, queue: str, group: str) -> None:
+        await self._run(calls.delete_group(queue, group))
+
+    async def pull(self, queue: str, group: str, max_messages: int = 100, wait_ms: int = 0,
+             consumer: str = "default") -> list[Message]:
+        return await self._run(calls.pull(queue, group, max_messages, wait_ms, consumer))
+
+    async def ack(self, queue: str, group: str, offsets: Iterable[int] | None = None, *,
+            up_to: int | None = None) -> AckResult:
+        return await self._run(calls.ack(queue, group, offsets, up_to))
+
+    async def nack(self, queue: str, group: str, offsets: Iterable[int], delay_ms: int = 0) -> NackResult:
+        return await self._run(calls.nack(queue, group, offsets, delay_ms))
+
+    async def seek(self, queue: str, group: str, *, to: str | None = None, offset: int | None = None,
+             timestamp: int | None = None) -> GroupInfo:
+        return await self._run(calls.seek(queue, group, to, offset, timestamp))
+
+    # operations
+    async def overview(self) -> dict[str, Any]:
+        return await self._run(calls.overview())

@@ -1,0 +1,200 @@
+"""Consuming a group over its WebSocket stream, with credit refill, batched acks and reconnects.
+
+    async with client.consume("orders", "billing", credit=1000) as stream:
+        async for message in stream:
+            handle(message)  # acked once the loop asks for the next one (auto_ack)
+
+- Credit: the consumer grants `credit` messages on connect and grants again, in one frame, each time
+  half of it has been handed to the loop: at most `credit` messages wait in the local buffer.
+- Acks (auto_ack): a message is done when the loop asks for the next one. Acks are per offset (safe
+  when several consumers share the group) and sent in batches: with each credit refill, every 100 ms
+  while messages flow, and before waiting for more. If the loop body raises, the `async with` block
+  does not ack the message it was on; closing hands unprocessed messages back at once.
+- Manual acks (auto_ack=False): `ack`, `ack_up_to` (cumulative: only for a group with one consumer)
+  and `nack`.
+- Reconnects: a lost connection (server restart, network) is reopened with exponential backoff for
+  up to `retry_for` seconds, under the same consumer id with `resume=true`: the messages that were in
+  flight to this consumer are redelivered at once, the buffer is dropped (its messages come again)
+  and pending acks are sent first. Delivery is at-least-once: nothing is lost, a message may repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import socket
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+
+from app.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
+from app.client.models import Message
+
+ACK_EVERY_S = 0.1
+
+
+def default_consumer_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9._:-]", "-", socket.gethostname())[:60] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class AsyncConsumer:
+    """An async iterator of the messages of one consumer group (see the module docstring)."""
+
+    def __init__(self, url: str, token: str | None, queue: str, group: str, *, consumer: str | None = None,
+                 credit: int = 1000, auto_ack: bool = True, retry_for: float = 60.0) -> None:
+        if not 1 <= credit <= 1_000_000:
+            raise ValueError("credit must be from 1 to 1000000")
+        self.queue = queue
+        self.group = group
+        self.consumer = consumer or default_consumer_id()
+        self.credit = credit
+        self.auto_ack = auto_ack
+        self.retry_for = retry_for
+        self.reconnects = 0
+        self._token = token
+        self._url = ws_url(url, f"/api/v1/queues/{queue}/groups/{group}/stream",
+                           {"consumer": self.consumer, "resume": "true"})
+        self._ws: ClientConnection | None = None
+        self._buffer: deque[Message] = deque()
+        self._current: Message | None = None  # handed to the loop, acked when it asks for the next
+        self._acks: list[int] = []  # done, not yet sent
+        self._taken = 0  # handed to the loop since the last credit frame
+        self._refill_at = max(1, credit // 2)
+        self._flushed = time.monotonic()
+        self._closed = False
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self._connect()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is not None:
+            self._current = None  # the loop body failed on it: it is handed back, not acked
+        await self.close()
+
+    def __aiter__(self) -> AsyncConsumer:
+        return self
+
+    async def __anext__(self) -> Message:
+        if self._current is not None:
+            self._acks.append(self._current.offset)
+            self._current = None
+        while not self._buffer:
+            if self._closed:
+                raise StopAsyncIteration
+            await self._flush()
+            await self._receive()
+        message = self._buffer.popleft()
+        self._taken += 1
+        if self._taken >= self._refill_at or (self._acks and time.monotonic() - self._flushed > ACK_EVERY_S):
+            await self._flush()
+        if self.auto_ack:
+            self._current = message
+        return message
+
+    # ------------------------------------------------------------------ manual acknowledgements
+
+    async def ack(self, messages: Iterable[Message | int]) -> None:
+        """Acknowledge messages (or offsets); sent now, or after a reconnect if the socket is down."""
+        self._acks.extend(m if isinstance(m, int) else m.offset for m in messages)
+        await self._flush()
+
+    async def ack_up_to(self, offset: int) -> None:
+        """Cumulative ack of every offset below `offset`, for groups with this one consumer only."""
+        await self._send({"type": "ack", "up_to": offset})
+
+    async def nack(self, messages: Iterable[Message | int], delay_ms: int = 0) -> None:
+        """Hand messages back for redelivery after delay_ms."""
+        offsets = [m if isinstance(m, int) else m.offset for m in messages]
+        await self._send({"type": "nack", "offsets": offsets, "delay_ms": delay_ms})
+
+    async def close(self, requeue: bool = True) -> None:
+        """Send pending acks, ask the server to hand unprocessed messages back (requeue), and close."""
+        if self._closed:
+            return
+        if self._current is not None:
+            self._acks.append(self._current.offset)
+            self._current = None
+        self._closed = True
+        ws = self._ws
+        if ws is None:
+            return
+        with contextlib.suppress(ConnectionClosed, OSError):
+            await self._flush(credit=False)
+            await ws.send(orjson.dumps({"type": "close", "requeue": requeue}))
+            await asyncio.wait_for(ws.wait_closed(), 5)
+        with contextlib.suppress(Exception):
+            await ws.close()
+
+    # ------------------------------------------------------------------ the socket
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        assert self._ws is not None
+        try:
+            await self._ws.send(orjson.dumps(frame))
+        except ConnectionClosed:
+            pass  # the next receive notices and reconnects
+
+    async def _flush(self, credit: bool = True) -> None:
+        """Send the acks collected so far and, when half the credit is used up, new credit."""
+        assert self._ws is not None
+        self._flushed = time.monotonic()
+        try:
+            if self._acks:
+                await self._ws.send(orjson.dumps({"type": "ack", "offsets": self._acks}))
+                self._acks = []
+            if credit and self._taken >= self._refill_at:
+                await self._ws.send(b'{"type":"credit","n":%d}' % self._taken)
+                self._taken = 0
+        except ConnectionClosed:
+            pass  # kept for the next connection
+
+    async def _receive(self) -> None:
+        assert self._ws is not None
+        try:
+            raw = await self._ws.recv()
+        except ConnectionClosed as exc:
+            error = closed_error(exc)
+            if not isinstance(error, Lost):
+                raise error from exc
+            await self._reconnect(error)
+            return
+        frame = orjson.loads(raw)
+        kind = frame.get("type")
+        if kind == "messages":
+            self._buffer.extend(map(Message.from_json, frame["messages"]))
+        elif kind == "error":
+            self._closed = True
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+            raise frame_error(frame)
+
+    async def _connect(self) -> None:
+        backoff = Backoff(self.retry_for)
+        while True:
+            try:
+                ws = await open_stream(self._url, self._token)
+                break
+            except Lost as exc:
+                await backoff.wait(exc)
+        self._ws = ws
+        # Acks first, so what was done is not redelivered by resume; then a whole credit (the buffer is empty).
+        self._taken = self.credit
+        await self._flush()
+
+    async def _reconnect(self, cause: Exception) -> None:
+        self.reconnects += 1
+        self._buffer.clear()  # in flight at the server: redelivered to us after the resume
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+        await self._connect()

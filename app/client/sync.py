@@ -1,0 +1,154 @@
+"""The synchronous client: every REST call of the API over one httpx connection pool.
+
+    with Client("http://127.0.0.1:8000", token="...") as mq:
+        mq.declare_queue("orders")
+        mq.publish("", ["hello"], routing_key="orders")
+        for m in mq.pull("orders", "billing"):
+            ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from app.client import _calls as calls
+from app.client._calls import Call, MessageLike
+from app.client.errors import ConnectionFailed
+from app.client.models import (
+    AckResult,
+    BindingInfo,
+    ExchangeInfo,
+    GroupInfo,
+    Message,
+    NackResult,
+    Page,
+    Published,
+    QueueInfo,
+)
+
+T = TypeVar("T")
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
+class Client:
+    """Blocking client. Errors are `app.client.errors` exceptions carrying the API error code.
+    Thread-safe as httpx.Client is; close it (or use `with`) to release its connections."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", token: str | None = None, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.http = httpx.Client(base_url=self.url, headers=auth_headers(token), timeout=timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _run(self, call: Call[T]) -> T:
+        try:
+            response = self.http.send(call.request(self.http))
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"{call.method} {call.path}: {exc!r}") from exc
+        return call.finish(response)
+
+    # exchanges
+    def exchanges(self) -> list[ExchangeInfo]:
+        return self._run(calls.list_exchanges())
+
+    def exchange(self, name: str) -> ExchangeInfo:
+        return self._run(calls.get_exchange(name))
+
+    def declare_exchange(self, name: str, type: str = "direct", alternate_exchange: str | None = None) -> ExchangeInfo:
+        return self._run(calls.declare_exchange(name, type, alternate_exchange))
+
+    def delete_exchange(self, name: str, if_unused: bool = False) -> None:
+        self._run(calls.delete_exchange(name, if_unused))
+
+    # queues
+    def queues(self) -> list[QueueInfo]:
+        return self._run(calls.list_queues())
+
+    def queue(self, name: str) -> QueueInfo:
+        return self._run(calls.get_queue(name))
+
+    def declare_queue(self, name: str, **settings: Any) -> QueueInfo:
+        """Settings as in API.md (max_messages, ack_timeout_ms, dead_letter_exchange, ...)."""
+        return self._run(calls.declare_queue(name, settings))
+
+    def update_queue(self, name: str, **changes: Any) -> QueueInfo:
+        return self._run(calls.update_queue(name, changes))
+
+    def delete_queue(self, name: str, force: bool = False) -> None:
+        self._run(calls.delete_queue(name, force))
+
+    def purge(self, name: str) -> int:
+        return self._run(calls.purge(name))
+
+    def browse(self, queue: str, offset: int | None = None, timestamp: int | None = None, limit: int = 100) -> Page:
+        return self._run(calls.browse(queue, offset, timestamp, limit))
+
+    def message(self, message_id: str) -> Message:
+        return self._run(calls.get_message(message_id))
+
+    # bindings
+    def bindings(self, exchange: str | None = None, queue: str | None = None) -> list[BindingInfo]:
+        return self._run(calls.list_bindings(exchange, queue))
+
+    def bind(self, exchange: str, queue: str, routing_key: str = "",
+             arguments: Mapping[str, str] | None = None) -> BindingInfo:
+        return self._run(calls.bind(exchange, queue, routing_key, arguments))
+
+    def unbind(self, binding_id: int) -> None:
+        self._run(calls.unbind(binding_id))
+
+    # publish
+    def publish(self, exchange: str, messages: Iterable[MessageLike], *, routing_key: str = "",
+                mandatory: bool = False) -> Published:
+        """One atomic batch through an exchange ("" is the default exchange)."""
+        return self._run(calls.publish(exchange, calls.encode_messages(messages, routing_key), mandatory))
+
+    def publish_to_queue(self, queue: str, messages: Iterable[MessageLike], *, mandatory: bool = False) -> Published:
+        return self._run(calls.publish_to_queue(queue, calls.encode_messages(messages), mandatory))
+
+    # consumer groups
+    def groups(self, queue: str) -> list[GroupInfo]:
+        return self._run(calls.list_groups(queue))
+
+    def group(self, queue: str, group: str) -> GroupInfo:
+        return self._run(calls.get_group(queue, group))
+
+    def declare_group(self, queue: str, group: str, start: str = "earliest",
+                      tag_filter: list[str] | None = None) -> GroupInfo:
+        return self._run(calls.declare_group(queue, group, start, tag_filter))
+
+    def delete_group(self, queue: str, group: str) -> None:
+        self._run(calls.delete_group(queue, group))
+
+    def pull(self, queue: str, group: str, max_messages: int = 100, wait_ms: int = 0,
+             consumer: str = "default") -> list[Message]:
+        return self._run(calls.pull(queue, group, max_messages, wait_ms, consumer))
+
+    def ack(self, queue: str, group: str, offsets: Iterable[int] | None = None, *,
+            up_to: int | None = None) -> AckResult:
+        return self._run(calls.ack(queue, group, offsets, up_to))
+
+    def nack(self, queue: str, group: str, offsets: Iterable[int], delay_ms: int = 0) -> NackResult:
+        return self._run(calls.nack(queue, group, offsets, delay_ms))
+
+    def seek(self, queue: str, group: str, *, to: str | None = None, offset: int | None = None,
+             timestamp: int | None = None) -> GroupInfo:
+        return self._run(calls.seek(queue, group, to, offset, timestamp))
+
+    # operations
+    def overview(self) -> dict[str, Any]:
+        return self._run(calls.overview())

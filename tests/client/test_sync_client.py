@@ -1,0 +1,110 @@
+"""The synchronous client against a real server, one call of the API after another."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chunkmq import (
+    Client,
+    ConnectionFailed,
+    InvalidRequest,
+    Message,
+    NotFound,
+    OutgoingMessage,
+    PreconditionFailed,
+    Unroutable,
+)
+from tests.server import ServerProcess, free_port
+
+
+def test_every_call(shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        ex = mq.declare_exchange(f"{name}-x", "topic")
+        assert (ex.name, ex.type) == (f"{name}-x", "topic")
+        assert mq.declare_exchange(f"{name}-x", "topic").type == "topic"  # identical redeclare
+        assert mq.exchange(f"{name}-x").messages_in == 0
+        assert f"{name}-x" in {e.name for e in mq.exchanges()}
+        assert mq.exchange("").type == "direct"  # the default exchange
+
+        q = mq.declare_queue(name, ack_timeout_ms=60_000)
+        assert (q.name, q.messages, q.groups) == (name, 0, [])
+        assert mq.update_queue(name, max_messages=1000).raw["max_messages"] == 1000
+        assert name in {q.name for q in mq.queues()}
+        binding = mq.bind(f"{name}-x", name, "orders.*")
+        assert (binding.exchange, binding.queue, binding.routing_key) == (f"{name}-x", name, "orders.*")
+        assert [b.id for b in mq.bindings(queue=name)] == [binding.id]
+
+        before = int(time.time() * 1000)
+        published = mq.publish(f"{name}-x", [
+            "text",
+            b"\x00\x01binary",
+            OutgoingMessage("full", headers={"k": "v"}, tag="t1", idempotency_key=f"{name}-k"),
+            {"body": "as a dict", "routing_key": "orders.us"},
+        ], routing_key="orders.eu")
+        assert published.durability == "interval"
+        assert [r.routed[0].offset for r in published.results] == [0, 1, 2, 3]
+        assert mq.publish(f"{name}-x", [OutgoingMessage("full", routing_key="orders.eu",
+                                                        idempotency_key=f"{name}-k")]).results[0].duplicate
+        direct = mq.publish_to_queue(name, ["straight in"])
+        assert direct.results[0].routed[0].queue == name
+
+        page = mq.browse(name, offset=0, limit=10)
+        assert [m.body for m in page.messages] == ["text", b"\x00\x01binary", "full", "as a dict", "straight in"]
+        assert page.next_offset == 5
+        full = page.messages[2]
+        assert (full.headers, full.tag, full.routing_key, full.exchange) == ({"k": "v"}, "t1", "orders.eu", f"{name}-x")
+        assert page.messages[1].data == b"\x00\x01binary"
+        assert mq.browse(name, timestamp=before, limit=1).messages[0].offset == 0
+        fetched = mq.message(published.results[0].id)
+        assert isinstance(fetched, Message) and fetched.body == "text"
+
+        group = mq.declare_group(name, "g", start="earliest")
+        assert (group.name, group.lag) == ("g", 5)
+        pulled = mq.pull(name, "g", max_messages=3, consumer="c1")
+        assert [m.offset for m in pulled] == [0, 1, 2] and pulled[0].delivery_count == 1
+        assert mq.ack(name, "g", [0]).ack_floor == 1
+        assert mq.ack(name, "g", up_to=2).ack_floor == 2
+        nacked = mq.nack(name, "g", [2])
+        assert (nacked.nacked, nacked.dead_lettered) == (1, 0)
+        again = mq.pull(name, "g", max_messages=1, wait_ms=1000)
+        assert [(m.offset, m.delivery_count) for m in again] == [(2, 2)]
+        assert mq.seek(name, "g", to="latest").next_offset == 5
+        assert mq.seek(name, "g", offset=1).ack_floor == 1
+        assert mq.seek(name, "g", timestamp=before).ack_floor == 0
+        info = mq.group(name, "g")
+        assert (info.ack_floor, info.in_flight, info.consumers) == (0, 0, ["c1", "default"])
+        assert [g.name for g in mq.groups(name)] == ["g"]
+        assert mq.pull(name, "g", 1, wait_ms=0) and mq.queue(name).groups[0].in_flight == 1
+        mq.delete_group(name, "g")
+
+        assert mq.overview()
+        assert mq.purge(name) == 5
+        mq.unbind(binding.id)
+        assert mq.bindings(queue=name) == []
+        mq.delete_queue(name)
+        mq.delete_exchange(f"{name}-x", if_unused=True)
+        with pytest.raises(NotFound) as missing:
+            mq.queue(name)
+        assert (missing.value.code, missing.value.status) == ("queue_not_found", 404)
+
+
+def test_errors_are_typed_and_carry_the_api_code(shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name)
+        with pytest.raises(PreconditionFailed) as conflict:
+            mq.declare_queue(name, max_messages=5)
+        assert conflict.value.code == "precondition_failed" and conflict.value.message
+        with pytest.raises(InvalidRequest) as bad:
+            mq.declare_queue("no spaces")
+        assert bad.value.code == "invalid_name"
+        with pytest.raises(Unroutable):
+            mq.publish("", ["x"], routing_key="no-such-queue", mandatory=True)
+        with pytest.raises(NotFound) as gone:
+            mq.ack(name, "nobody", up_to=1)
+        assert gone.value.code == "group_not_found"
+        with pytest.raises(ValueError):
+            mq.seek(name, "g", to="latest", offset=3)
+    with Client(f"http://127.0.0.1:{free_port()}") as nowhere, pytest.raises(ConnectionFailed):
+        nowhere.queues()
