@@ -31,7 +31,9 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.port,
         loop="uvloop",
         http="httptools",
-        ws="websockets",
+        ws="websockets-sansio",
+        # A publish-stream frame may carry a whole batch; uvicorn's default would cap it at 16 MiB.
+        ws_max_size=settings.max_batch_bytes + 1024 * 1024,
         log_level=settings.log_level,
         timeout_graceful_shutdown=5,
     )
