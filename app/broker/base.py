@@ -1,0 +1,114 @@
+"""What every part of the broker shares: its state, the lookups, and dead-lettering.
+
+The Broker class is assembled from parts that each own one concern (see broker.py); this base
+declares the state they all use. Threading: everything runs on the event loop thread, which is the
+one writer of this state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from app.broker.dedup import IdempotencyWindow
+from app.broker.errors import NotFound
+from app.broker.group import Group
+from app.broker.message import FLAG_BINARY, decode_data, parse_message
+from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
+from app.broker.queue import Queue
+from app.broker.routing import Exchange, RoutingTable
+from app.broker.stats import BrokerStats
+from app.config import Settings
+from app.meta import MetaStore
+from app.storage import NewMessage, Store
+
+log = logging.getLogger("chunkmq.broker")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BrokerBase:
+    settings: Settings
+    store: Store
+    meta: MetaStore
+    routing: RoutingTable
+    queues: dict[str, Queue]
+    queues_by_id: dict[int, Queue]
+    dedup: IdempotencyWindow
+    stats: BrokerStats
+    durability: str
+    _creating: dict[tuple[int, str], asyncio.Future[Group]]
+
+    def exchange(self, name: str) -> Exchange:
+        exchange = self.routing.exchanges.get(name)
+        if exchange is None:
+            raise NotFound(f"exchange {name!r} not found", code="exchange_not_found")
+        return exchange
+
+    def queue(self, name: str) -> Queue:
+        queue = self.queues.get(name)
+        if queue is None:
+            raise NotFound(f"queue {name!r} not found", code="queue_not_found")
+        return queue
+
+    def dead_letter(
+        self,
+        queue: Queue,
+        stored: list[Any],
+        *,
+        reason: str,
+        group: str | None,
+        delivery_counts: Mapping[int, int] | None,
+    ) -> int:
+        """Republish messages through the queue's dead-letter exchange with x-death headers.
+
+        Returns how many were routed somewhere. The caller only acks/drops them after this returned,
+        so a message is never both lost and acked (the append is durable with the next fsync).
+        """
+        s = queue.settings
+        if s.dead_letter_exchange is None:
+            return 0
+        exchange = self.routing.exchanges.get(
+            DEFAULT_EXCHANGE if s.dead_letter_exchange in ("", DEFAULT_EXCHANGE_ALIAS) else s.dead_letter_exchange
+        )
+        if exchange is None:
+            log.warning("queue %s: dead-letter exchange %r does not exist", queue.name, s.dead_letter_exchange)
+            return 0
+        messages: list[NewMessage] = []
+        for m in stored:
+            fields = decode_data(m.data)
+            headers = dict(fields.get("headers") or {})
+            headers.update({
+                "x-death-reason": reason,
+                "x-death-queue": queue.name,
+                "x-original-offset": str(m.offset),
+                "x-original-exchange": fields.get("exchange", ""),
+            })
+            if group is not None:
+                headers["x-death-group"] = group
+            if delivery_counts is not None:
+                headers["x-delivery-count"] = str(delivery_counts.get(m.offset, 0))
+            routing_key = s.dead_letter_routing_key if s.dead_letter_routing_key is not None else fields["routing_key"]
+            body = {"body_base64": fields["body_base64"]} if m.flags & FLAG_BINARY else {"body": fields["body"]}
+            out = parse_message(
+                {"routing_key": routing_key, "headers": headers, "tag": fields.get("tag"), **body}, exchange.name, 0
+            )
+            names = self.routing.route(exchange, out.routing_key, out.headers, self.queues)
+            targets = [self.queues[n] for n in names if n in self.queues and n != queue.name]
+            messages.append(NewMessage(out.data, [q.id for q in targets], out.tag.encode() if out.tag else b"", b"", out.flags))
+        if not messages:
+            return 0
+        self.store.append(messages)
+        routed = sum(1 for m in messages if m.queues)
+        self.stats.dead_lettered += len(messages)
+        for m in messages:
+            for queue_id in m.queues:
+                target = self.queues_by_id[queue_id]
+                target.messages_in += 1
+                target.notify()
+        return routed

@@ -1,0 +1,271 @@
+"""Consuming: consumer groups, pull/ack/nack/seek, redelivery, floors written behind, retention."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from app import metrics
+from app.broker.base import BrokerBase, log
+from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
+from app.broker.group import Group, monotonic_ms
+from app.broker.message import render
+from app.broker.names import check_name
+from app.broker.queue import Queue
+
+
+class Consuming(BrokerBase):
+    # ------------------------------------------------------------------ consumer groups
+
+    def group(self, queue: Queue, name: str) -> Group:
+        group = queue.groups.get(name)
+        if group is None:
+            raise NotFound(f"group {name!r} not found on queue {queue.name!r}", code="group_not_found")
+        return group
+
+    def _start_offset(self, queue: Queue, start: str) -> int:
+        if start == "latest":
+            return self.store.next_offset(queue.id)
+        return self.store.first_offset(queue.id)
+
+    async def declare_group(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> tuple[Group, bool]:
+        queue = self.queue(queue_name)
+        check_name(group_name, "group name")
+        unknown = body.keys() - {"start", "tag_filter"}
+        if unknown:
+            raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+        start = body.get("start", "earliest")
+        if start not in ("earliest", "latest"):
+            raise InvalidInput("start must be earliest or latest")
+        tags = body.get("tag_filter")
+        if tags is not None and (
+            type(tags) is not list or not all(type(t) is str and 0 < len(t) <= 255 for t in tags)
+        ):
+            raise InvalidInput("tag_filter must be a list of tags (strings of 1-255 characters) or null")
+        tag_filter = tuple(tags) if tags is not None else None
+        existing = queue.groups.get(group_name)
+        if existing is not None:
+            if "tag_filter" in body and existing.tag_filter != tag_filter:
+                await asyncio.to_thread(
+                    self.meta.upsert_group, queue.id, group_name, start=start, tag_filter=tag_filter
+                )
+                existing.set_tag_filter(tag_filter)
+            return existing, False
+        return await self._create_group(queue, group_name, start, tag_filter), True
+
+    async def _create_group(self, queue: Queue, name: str, start: str, tag_filter: tuple[str, ...] | None) -> Group:
+        """Create a group once, however many requests ask for it at the same moment (a thousand
+        first pulls must not become a thousand database writes)."""
+        key = (queue.id, name)
+        creating = self._creating.get(key)
+        if creating is not None:
+            return await asyncio.shield(creating)
+        future: asyncio.Future[Group] = asyncio.get_running_loop().create_future()
+        self._creating[key] = future
+        try:
+            offset = self._start_offset(queue, start)
+            await asyncio.to_thread(
+                self.meta.upsert_group, queue.id, name, start=start, tag_filter=tag_filter, ack_floor=offset
+            )
+            group = queue.groups.get(name)
+            if group is None:
+                group = Group(queue.id, name, next_offset=offset, committed_floor=offset, tag_filter=tag_filter)
+                queue.groups[name] = group
+            future.set_result(group)
+            return group
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so a failure nobody else awaited is not logged twice
+            raise
+        finally:
+            del self._creating[key]
+
+    async def delete_group(self, queue_name: str, group_name: str) -> None:
+        queue = self.queue(queue_name)
+        group = self.group(queue, group_name)
+        await asyncio.to_thread(self.meta.delete_group, queue.id, group_name)
+        queue.groups.pop(group_name, None)
+        group.close()
+        queue.notify()
+
+    async def pull(
+        self, queue_name: str, group_name: str, max_messages: int, wait_ms: int, consumer: str
+    ) -> bytes:
+        """Deliver up to max_messages; waits up to wait_ms for a publish (or a redelivery) when
+        nothing is ready. A publish wakes the wait at once: no polling."""
+        queue = self.queue(queue_name)
+        if not queue.consumer_visible:
+            raise PreconditionFailed(f"queue {queue_name!r} is not visible to consumers")
+        check_name(group_name, "group name")
+        group = queue.groups.get(group_name) or await self._create_group(queue, group_name, "earliest", None)
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            # Take the event before looking, so a publish between the look and the wait is not missed.
+            arrived = queue.arrived
+            delivered = self.deliver(queue, group, consumer, max_messages)
+            remaining = deadline - time.monotonic()
+            if delivered or remaining <= 0 or group.closed or queue.name not in self.queues:
+                break
+            try:
+                await asyncio.wait_for(arrived.wait(), remaining)
+            except TimeoutError:
+                pass
+        return b'{"messages":[%b]}' % b",".join(delivered)
+
+    def deliver(self, queue: Queue, group: Group, consumer: str, max_messages: int) -> list[bytes]:
+        """Hand out messages to one consumer: rendered JSON objects, now in flight."""
+        now = monotonic_ms()
+        self._expire(queue, group, now)
+        taken = group.deliver(self.store, consumer, max_messages, queue.settings.ack_timeout_ms, now)
+        if taken:
+            self.stats.delivered.add(len(taken))
+            metrics.delivered.inc(len(taken))
+        qj = queue.name_json
+        return [render(qj, m.offset, m.position, m.timestamp, m.data, count) for m, count in taken]
+
+    def _expire(self, queue: Queue, group: Group, now: int) -> None:
+        exhausted = group.expire(now, queue.settings.max_deliveries)
+        if exhausted:
+            self._dead_letter_offsets(queue, group, exhausted)
+
+    def _dead_letter_offsets(self, queue: Queue, group: Group, exhausted: list[tuple[int, int]]) -> None:
+        """Messages past max_deliveries: to the dead-letter exchange, or dropped and counted."""
+        counts = dict(exhausted)
+        stored = [m for offset in sorted(counts) for m in self.store.read(queue.id, offset, 1) if m.offset == offset]
+        if queue.settings.dead_letter_exchange is not None:
+            self.dead_letter(queue, stored, reason="delivery_limit", group=group.name, delivery_counts=counts)
+        else:
+            queue.messages_dropped += len(stored)
+            self.stats.dropped += len(stored)
+
+    def ack(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        queue = self.queue(queue_name)
+        group = self.group(queue, group_name)
+        if "up_to" in body:
+            up_to = body["up_to"]
+            if type(up_to) is not int or up_to < 0 or "offsets" in body:
+                raise InvalidInput("give either offsets (a list of offsets) or up_to (an offset)")
+            acked = group.ack_up_to(up_to, self.store.next_offset(queue.id))
+            unknown: list[int] = []
+        else:
+            offsets = _offsets(body)
+            acked, unknown = group.ack(offsets)
+        self.stats.acked.add(acked)
+        metrics.acked.inc(acked)
+        return {"ack_floor": group.ack_floor, "acked": acked, "not_in_flight": unknown}
+
+    def nack(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        queue = self.queue(queue_name)
+        group = self.group(queue, group_name)
+        offsets = _offsets(body)
+        delay = body.get("delay_ms", 0)
+        if type(delay) is not int or not 0 <= delay <= 24 * 3600 * 1000:
+            raise InvalidInput("delay_ms must be an integer from 0 to 86400000")
+        unknown, exhausted = group.nack(offsets, delay, monotonic_ms(), queue.settings.max_deliveries)
+        if exhausted:
+            self._dead_letter_offsets(queue, group, exhausted)
+        if delay == 0:
+            queue.notify()
+        return {"ack_floor": group.ack_floor, "nacked": len(offsets) - len(unknown), "not_in_flight": unknown,
+                "exhausted": len(exhausted)}  # past max_deliveries: dead-lettered, or dropped
+
+    def seek(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> Group:
+        queue = self.queue(queue_name)
+        group = self.group(queue, group_name)
+        first, end = self.store.first_offset(queue.id), self.store.next_offset(queue.id)
+        if len(body) != 1:
+            raise InvalidInput('give one of {"to": "earliest|latest"}, {"offset": n}, {"timestamp": ms}')
+        if "to" in body:
+            if body["to"] not in ("earliest", "latest"):
+                raise InvalidInput("to must be earliest or latest")
+            offset = first if body["to"] == "earliest" else end
+        elif "offset" in body:
+            if type(body["offset"]) is not int or body["offset"] < 0:
+                raise InvalidInput("offset must be a non-negative integer")
+            offset = min(max(body["offset"], first), end)
+        elif "timestamp" in body:
+            if type(body["timestamp"]) is not int or body["timestamp"] < 0:
+                raise InvalidInput("timestamp must be epoch milliseconds")
+            offset = self.store.offset_for_timestamp(queue.id, body["timestamp"])
+        else:
+            raise InvalidInput('give one of {"to": "earliest|latest"}, {"offset": n}, {"timestamp": ms}')
+        group.seek(offset)
+        queue.notify()
+        return group
+
+    # ------------------------------------------------------------------ background work
+
+    def sweep(self) -> None:
+        """Expire ack deadlines and wake consumers whose redeliveries are due (every ~100 ms)."""
+        now = monotonic_ms()
+        for queue in list(self.queues.values()):
+            due = False
+            for group in list(queue.groups.values()):
+                ready = group.next_ready()
+                if ready is not None and ready <= now:
+                    self._expire(queue, group, now)
+                    due = True
+            if due:
+                queue.notify()
+
+    def retention_floors(self) -> dict[int, int]:
+        """Per queue, the offset below which no group needs its messages (EQueue: delete only what
+        every consumer is done with). Queues without groups keep everything from their first offset."""
+        floors: dict[int, int] = {}
+        for queue in self.queues.values():
+            first = self.store.first_offset(queue.id)
+            if queue.groups:
+                floors[queue.id] = max(first, min(g.ack_floor for g in queue.groups.values()))
+            else:
+                floors[queue.id] = first
+        return floors
+
+    def floors_to_commit(self) -> list[tuple[int, str, int]]:
+        return [
+            (queue.id, group.name, group.ack_floor)
+            for queue in self.queues.values()
+            for group in queue.groups.values()
+            if group.ack_floor != group.committed_floor
+        ]
+
+    async def commit_floors(self) -> int:
+        """Write changed ack floors behind, in one transaction. In fsync=always mode the log is made
+        durable first, so dead-lettered copies are on disk before their originals count as done."""
+        floors = self.floors_to_commit()
+        if not floors:
+            return 0
+        await asyncio.wrap_future(self.store.durable(self.store.end_position))
+        await asyncio.to_thread(self.meta.save_group_floors, floors)
+        for queue_id, name, floor in floors:
+            queue = self.queues_by_id.get(queue_id)
+            group = queue.groups.get(name) if queue is not None else None
+            if group is not None:
+                group.committed_floor = floor
+        return len(floors)
+
+    async def run_retention(self) -> None:
+        for queue in list(self.queues.values()):
+            self.enforce_limits(queue)
+        report = await asyncio.to_thread(
+            self.store.retain, self.retention_floors(), disk_budget_bytes=self.settings.disk_budget_bytes
+        )
+        self.stats.retention_freed_bytes += report.bytes_freed
+        self.stats.retention_deleted_chunks += len(report.chunks_deleted)
+        for queue_id, (messages, _) in report.dropped.items():
+            queue = self.queues_by_id.get(queue_id)
+            if queue is not None:
+                queue.messages_dropped += messages
+                self.stats.dropped += messages
+        if report.chunks_deleted:
+            log.info("retention deleted chunks %s, freed %d bytes", report.chunks_deleted, report.bytes_freed)
+
+
+def _offsets(body: Mapping[str, Any]) -> list[int]:
+    offsets = body.get("offsets")
+    if type(offsets) is not list or not offsets or len(offsets) > 100_000:
+        raise InvalidInput("offsets must be a non-empty list of offsets")
+    if not all(type(o) is int for o in offsets) or min(offsets) < 0:
+        raise InvalidInput("offsets must be non-negative integers")
+    return offsets

@@ -1,0 +1,211 @@
+"""Publishing: validate, route, check limits and store a batch; enforce queue limits (drop_head)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from app import metrics
+from app.broker.base import BrokerBase, now_ms
+from app.broker.errors import InvalidInput, PreconditionFailed, QueueFull, StorageFull, TooLarge, Unroutable
+from app.broker.message import Outgoing, message_id, parse_message
+from app.broker.names import DEFAULT_EXCHANGE
+from app.broker.queue import Overflow, Queue
+from app.storage import BatchTooLarge, MessageTooLarge, NewMessage
+from app.storage import StorageFull as StoreFull
+
+_RECORD_OVERHEAD = 40  # framing + fixed header of a record, for limit checks before a write
+
+
+@dataclass(slots=True)
+class PublishOutcome:
+    results: list[dict[str, Any]]
+    durability: str
+
+
+class Publishing(BrokerBase):
+    # ------------------------------------------------------------------ publish
+
+    async def publish(
+        self, exchange_name: str, raw: Any, mandatory: bool = False, *, queue_name: str | None = None
+    ) -> PublishOutcome:
+        """Route and store a batch; the batch is stored entirely or not at all.
+
+        Returns once the batch is durable under the configured fsync mode.
+        """
+        results, end_position = self._publish_now(exchange_name, raw, mandatory, queue_name)
+        if end_position is not None:
+            future = self.store.durable(end_position)
+            if not future.done():
+                started = time.perf_counter()
+                await asyncio.wrap_future(future)
+                metrics.fsync_wait.observe(time.perf_counter() - started)
+        return PublishOutcome(results, self.durability)
+
+    def _publish_now(
+        self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """The synchronous part of a publish: validate, route, check limits, append."""
+        if type(raw) is not list or not raw:
+            raise InvalidInput("messages must be a non-empty array")
+        if len(raw) > self.settings.max_batch_messages:
+            raise TooLarge(
+                f"a batch holds at most {self.settings.max_batch_messages} messages", code="batch_too_large"
+            )
+        if queue_name is not None:
+            target = self.queue(queue_name)
+            if not target.producer_visible:
+                raise PreconditionFailed(f"queue {queue_name!r} is not visible to producers")
+            exchange = self.routing.exchanges[DEFAULT_EXCHANGE]
+        else:
+            exchange = self.exchange(exchange_name)
+            target = None
+        max_bytes = self.settings.max_message_bytes
+        now = now_ms()
+        messages: list[NewMessage] = []
+        routed_queues: list[list[Queue]] = []
+        # Per request message: the index of its stored message, or the result of an earlier duplicate.
+        slots: list[int | dict[str, Any]] = []
+        duplicates_in_batch: dict[int, int] = {}  # slot -> index of the first message with its key
+        batch_keys: dict[str, int] = {}
+        unroutable = 0
+        queues = self.queues
+        for i, item in enumerate(raw):
+            out: Outgoing = parse_message(item, exchange.name, i)
+            if len(out.data) > max_bytes:
+                raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code="message_too_large")
+            key = out.idempotency_key
+            if key is not None:
+                earlier = self.dedup.get(key, now)
+                if earlier is not None:
+                    slots.append({**earlier, "duplicate": True})
+                    continue
+                if key in batch_keys:
+                    duplicates_in_batch[len(slots)] = batch_keys[key]
+                    slots.append(batch_keys[key])
+                    continue
+                batch_keys[key] = len(messages)
+            if target is not None:
+                targets = [target]
+            else:
+                names = self.routing.route(exchange, out.routing_key, out.headers, queues)
+                targets = [q for n in names if (q := queues.get(n)) is not None and q.producer_visible]
+            if not targets:
+                unroutable += 1
+            slots.append(len(messages))
+            routed_queues.append(targets)
+            messages.append(
+                NewMessage(
+                    data=out.data,
+                    queues=[q.id for q in targets],
+                    tag=out.tag.encode() if out.tag else b"",
+                    idempotency_key=key.encode() if key else b"",
+                    flags=out.flags,
+                )
+            )
+        exchange.messages_in += len(raw)
+        if unroutable:
+            exchange.messages_unroutable += unroutable
+            if mandatory:
+                raise Unroutable(f"{unroutable} message(s) of a mandatory publish matched no queue")
+        if not messages:  # every message was a duplicate of an earlier publish
+            return [s for s in slots if isinstance(s, dict)], None
+        self._check_room(messages, routed_queues)
+        try:
+            appended = self.store.append(messages)
+        except MessageTooLarge as exc:
+            raise TooLarge(str(exc), code="message_too_large") from exc
+        except BatchTooLarge as exc:
+            raise TooLarge(str(exc), code="batch_too_large") from exc
+        except StoreFull as exc:
+            raise StorageFull(f"the disk is full; nothing of this batch was stored ({exc})") from exc
+
+        results = [self._result(a.position, a.offsets) for a in appended]
+        for key, index in batch_keys.items():
+            self.dedup.put(key, appended[index].timestamp, results[index])
+        counts: dict[int, int] = {}
+        for targets in routed_queues:
+            for q in targets:
+                counts[q.id] = counts.get(q.id, 0) + 1
+        for queue_id, count in counts.items():
+            q = self.queues_by_id[queue_id]
+            q.messages_in += count
+            if q.settings.max_messages is not None or q.settings.max_bytes is not None:
+                self.enforce_limits(q)
+            q.notify()
+        self.stats.published.add(len(messages))
+        metrics.published.inc(len(messages))
+        out_results: list[dict[str, Any]] = []
+        for slot_index, s in enumerate(slots):
+            if isinstance(s, dict):
+                out_results.append(s)
+            elif slot_index in duplicates_in_batch:
+                out_results.append({**results[s], "duplicate": True})
+            else:
+                out_results.append(results[s])
+        return out_results, self.store.end_position
+
+    def _result(self, position: int, placements: Iterable[tuple[int, int]]) -> dict[str, Any]:
+        by_id = self.queues_by_id
+        return {
+            "id": message_id(position),
+            "routed": [{"queue": by_id[q].name, "offset": o} for q, o in placements if q in by_id],
+            "duplicate": False,
+        }
+
+    def _check_room(self, messages: list[NewMessage], routed: list[list[Queue]]) -> None:
+        """reject_publish: refuse the whole batch when any queue would go over its limits."""
+        incoming: dict[int, list[int]] = {}
+        for message, targets in zip(messages, routed, strict=True):
+            for q in targets:
+                if q.settings.overflow is Overflow.REJECT_PUBLISH:
+                    counts = incoming.setdefault(q.id, [0, 0])
+                    counts[0] += 1
+                    counts[1] += len(message.data) + _RECORD_OVERHEAD
+        for queue_id, (count, size) in incoming.items():
+            q = self.queues_by_id[queue_id]
+            s = q.settings
+            held = self.store.next_offset(q.id) - self.store.first_offset(q.id)
+            if s.max_messages is not None and held + count > s.max_messages:
+                raise QueueFull(f"queue {q.name!r} holds {held} of at most {s.max_messages} messages")
+            if s.max_bytes is not None and self.store.queue_bytes(q.id) + size > s.max_bytes:
+                raise QueueFull(f"queue {q.name!r} would exceed its {s.max_bytes} bytes")
+
+    # ------------------------------------------------------------------ limits
+
+    def enforce_limits(self, queue: Queue) -> int:
+        """drop_head: move the queue's first offset up until it is within its limits."""
+        s = queue.settings
+        store = self.store
+        first, end = store.first_offset(queue.id), store.next_offset(queue.id)
+        new_first = first
+        if s.max_messages is not None and end - new_first > s.max_messages:
+            new_first = end - s.max_messages
+        max_age = s.max_age_seconds or self.settings.default_max_age_seconds
+        if max_age and first < end:
+            new_first = max(new_first, store.offset_for_timestamp(queue.id, now_ms() - max_age * 1000))
+        if s.max_bytes is not None and s.overflow is Overflow.DROP_HEAD:
+            excess = store.queue_bytes(queue.id) - s.max_bytes
+            if excess > 0:
+                # Drop the oldest entries until the excess is gone (never past new_first's choice).
+                offset = first
+                while excess > 0 and offset < end:
+                    entries = store.index_entries(queue.id, offset, min(1000, end - offset))
+                    for entry in entries:
+                        if excess <= 0:
+                            break
+                        excess -= entry.length
+                        offset += 1
+                new_first = max(new_first, offset)
+        if new_first <= first:
+            return 0
+        dropped_messages = store.read(queue.id, first, new_first - first) if s.dead_letter_exchange is not None else []
+        dropped, _ = store.set_first_offset(queue.id, new_first)
+        queue.messages_dropped += dropped
+        self.stats.dropped += dropped
+        if dropped_messages:
+            self.dead_letter(queue, dropped_messages, reason="maxlen", group=None, delivery_counts=None)
+        return dropped
