@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
@@ -38,7 +37,7 @@ async def publish(name: str, request: Request, who: Principal = Depends(authenti
     broker = broker_of(request)
     messages, mandatory = publish_args(await json_body(request, broker.settings.max_batch_bytes))
     outcome = await broker.publish(exchange, messages, mandatory)
-    return raw_json(orjson.dumps({"results": outcome.results, "durability": outcome.durability}))
+    return raw_json(outcome.json())
 
 
 @router.post("/queues/{name}/publish", openapi_extra=schemas.body(schemas.PublishBody))
@@ -48,4 +47,4 @@ async def publish_to_queue(name: str, request: Request, who: Principal = Depends
     broker = broker_of(request)
     messages, mandatory = publish_args(await json_body(request, broker.settings.max_batch_bytes))
     outcome = await broker.publish("", messages, mandatory, queue_name=name)
-    return raw_json(orjson.dumps({"results": outcome.results, "durability": outcome.durability}))
+    return raw_json(outcome.json())

@@ -328,8 +328,8 @@ class _PublishStream:
             else:
                 try:
                     outcome = await answer
-                    frame = orjson.dumps({"type": "confirm", "seq": seq, "results": outcome.results,
-                                          "durability": outcome.durability})
+                    frame = b'{"type":"confirm","seq":%b,"results":%b,"durability":"%b"}' % (
+                        orjson.dumps(seq), outcome.results, outcome.durability.encode())
                 except BrokerError as exc:
                     frame = error_frame(exc, seq)
                 except Exception:

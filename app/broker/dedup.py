@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
 
 
 class IdempotencyWindow:
@@ -12,14 +11,14 @@ class IdempotencyWindow:
 
     def __init__(self, window_ms: int) -> None:
         self.window_ms = window_ms
-        self._entries: OrderedDict[str, tuple[int, dict[str, Any]]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[int, bytes]] = OrderedDict()
 
-    def get(self, key: str, now_ms: int) -> dict[str, Any] | None:
+    def get(self, key: str, now_ms: int) -> bytes | None:
         self.expire(now_ms)
         entry = self._entries.get(key)
         return entry[1] if entry is not None else None
 
-    def put(self, key: str, timestamp_ms: int, result: dict[str, Any]) -> None:
+    def put(self, key: str, timestamp_ms: int, result: bytes) -> None:
         if self.window_ms <= 0:
             return
         self._entries[key] = (timestamp_ms, result)

@@ -91,12 +91,9 @@ def _is_base64(text: str) -> bool:
     return True
 
 
-def message_id(position: int) -> str:
-    """Ids are the record's global position: unique for the life of the store, and a direct lookup."""
-    return f"{position:016x}"
-
-
 def position_of(message_id_: str) -> int:
+    """Ids are the record's global position in 16 hex digits (rendered with `%016x`): unique for
+    the life of the store, and a direct lookup."""
     try:
         if len(message_id_) != 16:
             raise ValueError

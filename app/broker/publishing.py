@@ -11,7 +11,7 @@ from typing import Any
 from app import metrics
 from app.broker.base import BrokerBase, now_ms
 from app.broker.errors import InvalidInput, PreconditionFailed, QueueFull, StorageFull, TooLarge, Unroutable
-from app.broker.message import Outgoing, message_id, parse_message
+from app.broker.message import Outgoing, parse_message
 from app.broker.names import DEFAULT_EXCHANGE
 from app.broker.queue import Overflow, Queue
 from app.storage import BatchTooLarge, MessageTooLarge, NewMessage
@@ -22,8 +22,20 @@ _RECORD_OVERHEAD = 40  # framing + fixed header of a record, for limit checks be
 
 @dataclass(slots=True)
 class PublishOutcome:
-    results: list[dict[str, Any]]
+    results: bytes  # the JSON array of per-message results, rendered once (no dicts per message)
     durability: str
+
+    def json(self) -> bytes:
+        """The HTTP answer: {"results": [...], "durability": "..."}."""
+        return b'{"results":%b,"durability":"%b"}' % (self.results, self.durability.encode())
+
+
+_NOT_DUPLICATE = b'"duplicate":false}'
+
+
+def as_duplicate(result: bytes) -> bytes:
+    """The same result, marked as the answer to a repeated idempotency key."""
+    return result[: -len(_NOT_DUPLICATE)] + b'"duplicate":true}'
 
 
 class Publishing(BrokerBase):
@@ -47,7 +59,7 @@ class Publishing(BrokerBase):
 
     def _publish_now(
         self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None
-    ) -> tuple[list[dict[str, Any]], int | None]:
+    ) -> tuple[bytes, int | None]:
         """The synchronous part of a publish: validate, route, check limits, append."""
         if type(raw) is not list or not raw:
             raise InvalidInput("messages must be a non-empty array")
@@ -68,7 +80,7 @@ class Publishing(BrokerBase):
         messages: list[NewMessage] = []
         routed_queues: list[list[Queue]] = []
         # Per request message: the index of its stored message, or the result of an earlier duplicate.
-        slots: list[int | dict[str, Any]] = []
+        slots: list[int | bytes] = []
         duplicates_in_batch: dict[int, int] = {}  # slot -> index of the first message with its key
         batch_keys: dict[str, int] = {}
         unroutable = 0
@@ -81,7 +93,7 @@ class Publishing(BrokerBase):
             if key is not None:
                 earlier = self.dedup.get(key, now)
                 if earlier is not None:
-                    slots.append({**earlier, "duplicate": True})
+                    slots.append(as_duplicate(earlier))
                     continue
                 if key in batch_keys:
                     duplicates_in_batch[len(slots)] = batch_keys[key]
@@ -112,7 +124,7 @@ class Publishing(BrokerBase):
             if mandatory:
                 raise Unroutable(f"{unroutable} message(s) of a mandatory publish matched no queue")
         if not messages:  # every message was a duplicate of an earlier publish
-            return [s for s in slots if isinstance(s, dict)], None
+            return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes)), None
         self._check_room(messages, routed_queues)
         try:
             appended = self.store.append(messages)
@@ -138,23 +150,25 @@ class Publishing(BrokerBase):
             q.notify()
         self.stats.published.add(len(messages))
         metrics.published.inc(len(messages))
-        out_results: list[dict[str, Any]] = []
+        if len(results) == len(slots):  # the common case: no duplicates at all
+            return b"[%b]" % b",".join(results), self.store.end_position
+        out_results: list[bytes] = []
         for slot_index, s in enumerate(slots):
-            if isinstance(s, dict):
+            if isinstance(s, bytes):
                 out_results.append(s)
             elif slot_index in duplicates_in_batch:
-                out_results.append({**results[s], "duplicate": True})
+                out_results.append(as_duplicate(results[s]))
             else:
                 out_results.append(results[s])
-        return out_results, self.store.end_position
+        return b"[%b]" % b",".join(out_results), self.store.end_position
 
-    def _result(self, position: int, placements: Iterable[tuple[int, int]]) -> dict[str, Any]:
+    def _result(self, position: int, placements: Iterable[tuple[int, int]]) -> bytes:
+        """One message's result as JSON: {"id", "routed": [{"queue", "offset"}], "duplicate": false}."""
         by_id = self.queues_by_id
-        return {
-            "id": message_id(position),
-            "routed": [{"queue": by_id[q].name, "offset": o} for q, o in placements if q in by_id],
-            "duplicate": False,
-        }
+        routed = b",".join(
+            [b'{"queue":%b,"offset":%d}' % (by_id[q].name_json, o) for q, o in placements if q in by_id]
+        )
+        return b'{"id":"%016x","routed":[%b],"duplicate":false}' % (position, routed)
 
     def _check_room(self, messages: list[NewMessage], routed: list[list[Queue]]) -> None:
         """reject_publish: refuse the whole batch when any queue would go over its limits."""
