@@ -27,5 +27,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+bench-smoke: $(STAMP)
+	$(BIN)/python -m bench --smoke
+
 clean:
 	rm -rf $(VENV) data .pytest_cache

@@ -61,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
             "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(cfg).items()}}
     with open(jsonl, "wb") as out:
         out.write(orjson.dumps(meta) + b"\n")
-        run(cfg, out)
+        try:
+            run(cfg, out)
+        except KeyboardInterrupt:  # every started process is stopped by now (finally blocks)
+            print(f"interrupted; partial results in {jsonl}", file=sys.stderr)
+            return 130
     records = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line.strip()]
     text = report.render(records)
     md.write_text(text)

@@ -19,7 +19,7 @@ def _py_spy() -> str | None:
 class Profiler:
     """Context manager: `py-spy record` on `pid` into `<prefix>.txt` (collapsed stacks) + a summary."""
 
-    def __init__(self, pid: int, prefix: Path, rate: int = 100) -> None:
+    def __init__(self, pid: int, prefix: Path, rate: int = 250) -> None:
         self.pid = pid
         self.prefix = prefix
         self.rate = rate
