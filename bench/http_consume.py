@@ -35,20 +35,22 @@ def _fill(url: str, queue: str, count: int) -> None:
 
 def _drain(url: str, queue: str, group: str, consumer: str, total: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
     got = 0
-    body = orjson.dumps({"max_messages": 1000, "wait_ms": 200, "consumer": consumer})
+    request: dict[str, object] = {"max_messages": 1000, "wait_ms": 200, "consumer": consumer}
     with httpx.Client(base_url=url, timeout=60) as client:
         empty = 0
         while empty < 3:
-            response = client.post(f"/api/v1/queues/{queue}/groups/{group}/pull", content=body, headers=JSON)
+            response = client.post(f"/api/v1/queues/{queue}/groups/{group}/pull", content=orjson.dumps(request),
+                                   headers=JSON)
+            request.pop("ack", None)
             messages = orjson.loads(response.content)["messages"]
             if not messages:
                 empty += 1
                 continue
             empty = 0
             got += len(messages)
-            # With competing consumers offsets interleave: ack exactly what this consumer holds.
-            ack = {"offsets": [m["offset"] for m in messages]} if total else {"up_to": messages[-1]["offset"] + 1}
-            client.post(f"/api/v1/queues/{queue}/groups/{group}/ack", content=orjson.dumps(ack), headers=JSON)
+            # The ack rides on the next pull. With competing consumers offsets interleave: ack
+            # exactly what this consumer holds.
+            request["ack"] = {"offsets": [m["offset"] for m in messages]} if total else {"up_to": messages[-1]["offset"] + 1}
     out.put(got)
 
 
@@ -77,9 +79,9 @@ def _latency_consumer(url: str, queue: str, n: int, out: mp.Queue) -> None:  # t
             messages = orjson.loads(response.content)["messages"]
             for m in messages:
                 latencies.append(now - float(m["body"]))
-            if messages:
-                ack = orjson.dumps({"up_to": messages[-1]["offset"] + 1})
-                client.post(f"/api/v1/queues/{queue}/groups/lat/ack", content=ack, headers=JSON)
+            if messages:  # the ack rides on the next pull
+                body = orjson.dumps({"max_messages": 1000, "wait_ms": 5000, "consumer": "lat",
+                                     "ack": {"up_to": messages[-1]["offset"] + 1}})
     out.put(latencies)
 
 

@@ -44,7 +44,7 @@ async def declare_group(queue: str, group: str, request: Request, who: Principal
 async def pull(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     body = await json_object(request, required=False)
-    unknown = body.keys() - {"max_messages", "wait_ms", "consumer"}
+    unknown = body.keys() - {"max_messages", "wait_ms", "consumer", "ack"}
     if unknown:
         raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
     max_messages = body.get("max_messages", 100)
@@ -55,7 +55,13 @@ async def pull(queue: str, group: str, request: Request, who: Principal = Depend
     if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
         raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
     check_name(consumer, "consumer id")
-    return raw_json(await broker_of(request).pull(queue, group, max_messages, wait_ms, consumer))
+    broker = broker_of(request)
+    if "ack" in body:
+        # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
+        if type(body["ack"]) is not dict:
+            raise InvalidInput('ack must be an object: {"offsets": [...]} or {"up_to": n}')
+        broker.ack(queue, group, body["ack"])
+    return raw_json(await broker.pull(queue, group, max_messages, wait_ms, consumer))
 
 
 @router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody))

@@ -67,15 +67,17 @@ class GroupDeclare(_Strict):
     tag_filter: list[str] | None = None
 
 
-class PullBody(_Strict):
-    max_messages: int = Field(100, ge=1, le=1000)
-    wait_ms: int = Field(0, ge=0, le=30_000)
-    consumer: str = Field("default", pattern=_NAME)
-
 
 class AckBody(_Strict):
     offsets: list[int] | None = Field(None, description="per-offset ack")
     up_to: int | None = Field(None, ge=0, description="cumulative: every offset below it")
+
+
+class PullBody(_Strict):
+    max_messages: int = Field(100, ge=1, le=1000)
+    wait_ms: int = Field(0, ge=0, le=30_000)
+    consumer: str = Field("default", pattern=_NAME)
+    ack: AckBody | None = Field(None, description="acknowledge first (same shape as /ack): saves a round trip")
 
 
 class NackBody(_Strict):

@@ -48,17 +48,24 @@ class ChunkmqHttpAdapter(Adapter):
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
         got = 0
         pull, ack = f"/queues/{queue}/groups/{GROUP}/pull", f"/queues/{queue}/groups/{GROUP}/ack"
+        pending: dict[str, int] | None = None  # the last batch's ack, carried by the next pull
         while got < n:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
                 raise ConsumeTimeout(f"chunkmq-http: {got}/{n} messages before the deadline")
-            msgs = self.call("POST", pull, {"max_messages": min(self.pull, n - got),
-                                            "wait_ms": min(left_ms, 1000), "consumer": "c1"})["messages"]
+            body: dict[str, object] = {"max_messages": min(self.pull, n - got), "wait_ms": min(left_ms, 1000),
+                                       "consumer": "c1"}
+            if pending is not None:
+                body["ack"] = pending
+            msgs = self.call("POST", pull, body)["messages"]
+            pending = None
             if not msgs:
                 continue
             if on_body is not None:
                 for m in msgs:
                     on_body(m["body"].encode())
-            self.call("POST", ack, {"up_to": msgs[-1]["offset"] + 1})
+            pending = {"up_to": msgs[-1]["offset"] + 1}
             got += len(msgs)
+        if pending is not None:
+            self.call("POST", ack, pending)
         return got

@@ -207,3 +207,17 @@ def test_past_max_deliveries_without_dead_letter_exchange_is_dropped_and_counted
     assert pull(api, name, "g", wait_ms=100) == []
     assert group(api, name, "g")["lag"] == 0
     assert ok(api.get(f"/api/v1/queues/{name}"))["messages_dropped"] == 2
+
+
+def test_pull_can_carry_the_previous_ack(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    fill(api, name, 6)
+    url = f"/api/v1/queues/{name}/groups/g/pull"
+    first = ok(api.post(url, json={"max_messages": 3}))["messages"]
+    second = ok(api.post(url, json={"max_messages": 3, "ack": {"up_to": first[-1]["offset"] + 1}}))["messages"]
+    assert [m["offset"] for m in second] == [3, 4, 5]
+    assert group(api, name, "g")["ack_floor"] == 3
+    ok(api.post(url, json={"ack": {"offsets": [3, 4, 5]}}))
+    assert group(api, name, "g")["ack_floor"] == 6
+    error(api.post(url, json={"ack": [1]}), 400, "invalid_body")
+    error(api.post(f"/api/v1/queues/{name}/groups/none/pull", json={"ack": {"up_to": 1}}), 404, "group_not_found")
