@@ -15,10 +15,14 @@ and SQL runs in worker threads (`asyncio.to_thread`), never on the publish or pu
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from app.broker.base import now_ms
+import orjson
+
+from app.broker.base import log, now_ms
 from app.broker.consuming import Consuming
 from app.broker.dedup import IdempotencyWindow
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
@@ -99,17 +103,43 @@ class Broker(Publishing, Consuming):
         self.queues_by_id[queue.id] = queue
         return queue
 
+    @property
+    def _dedup_file(self) -> Path:
+        return self.settings.data_dir / "dedup-window.json"
+
     def _rebuild_dedup_window(self) -> None:
+        """Refill the idempotency window: from the snapshot a clean shutdown left plus the log after
+        it, or, after a crash, by scanning the last window's worth of log (slower: every record)."""
         if self.dedup.window_ms <= 0:
             return
-        for record in self.store.scan_since(now_ms() - self.dedup.window_ms):
-            if record.idempotency_key:
+        since = now_ms() - self.dedup.window_ms
+        try:
+            snapshot = orjson.loads(self._dedup_file.read_bytes())
+            self._dedup_file.unlink()  # a crash from now on must not trust it: the log moves on
+            records = self.store.scan(snapshot["position"])
+            for key, timestamp, result in snapshot["entries"]:
+                if timestamp >= since:
+                    self.dedup.put(key, timestamp, result.encode())
+        except FileNotFoundError:
+            records = self.store.scan_since(since)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring an unreadable %s (%s); scanning the log instead", self._dedup_file, exc)
+            records = self.store.scan_since(since)
+        for record in records:
+            if record.idempotency_key and record.timestamp >= since:
                 self.dedup.put(
                     record.idempotency_key.decode(), record.timestamp, self._result(record.position, record.placements)
                 )
 
     def close(self) -> None:
+        """Flush and close the store; leave the idempotency window behind for a fast restart."""
+        entries = [[key, ts, result.decode()] for key, (ts, result) in self.dedup.items()]
+        position = self.store.end_position
         self.store.close()
+        if self.dedup.window_ms > 0:
+            tmp = self._dedup_file.with_suffix(".tmp")
+            tmp.write_bytes(orjson.dumps({"position": position, "entries": entries}))
+            os.replace(tmp, self._dedup_file)
 
     # ------------------------------------------------------------------ exchanges
 

@@ -34,5 +34,8 @@ class IdempotencyWindow:
                 break
             entries.popitem(last=False)
 
+    def items(self) -> list[tuple[str, tuple[int, bytes]]]:
+        return list(self._entries.items())
+
     def __len__(self) -> int:
         return len(self._entries)

@@ -34,6 +34,15 @@ def test_restart_keeps_messages_metadata_and_dedup(tmp_path: Path) -> None:
             again = publish(api, "orders", {"body": "once", "routing_key": "orders.eu.x", "idempotency_key": "k1"})
             assert again["results"][0] == {**first["results"][0], "duplicate": True}
             assert ok(api.get("/api/v1/queues/eu"))["next_offset"] == 501
+            second = publish(api, "orders", {"body": "twice", "routing_key": "orders.eu.x", "idempotency_key": "k2"})
+        # After a crash there is no window snapshot: the window is rebuilt by scanning the log.
+        server.kill()
+        server.start()
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            for key, earlier in (("k1", first), ("k2", second)):
+                again = publish(api, "orders", {"body": "x", "routing_key": "orders.eu.x", "idempotency_key": key})
+                assert again["results"][0] == {**earlier["results"][0], "duplicate": True}
+            assert ok(api.get("/api/v1/queues/eu"))["next_offset"] == 502
     finally:
         server.stop()
 
