@@ -42,6 +42,37 @@ class Outgoing:
 
 def parse_message(raw: Any, exchange: str, index: int) -> Outgoing:
     """Validate one message object of a publish body and encode its stored blob."""
+    # Fast path for the shape of nearly every message, {"body": str} with at most a routing key:
+    # the blob is the request's own JSON behind the defaults of the members it lacks. This was a
+    # quarter of the server's CPU in the produce benchmark when every message built a dict.
+    if type(raw) is dict and type(raw.get("body")) is str:
+        size = len(raw)
+        if size == 1:
+            return Outgoing("", _NO_HEADERS, None, None, _defaults(exchange, True) + orjson.dumps(raw)[1:-1], 0)
+        if size == 2:
+            routing_key = raw.get("routing_key")
+            if type(routing_key) is str and len(routing_key) <= MAX_ROUTING_KEY:
+                data = _defaults(exchange, False) + orjson.dumps(raw)[1:-1]
+                return Outgoing(routing_key, _NO_HEADERS, None, None, data, 0)
+    return _parse_any(raw, exchange, index)
+
+
+_DEFAULTS: dict[tuple[str, bool], bytes] = {}
+
+
+def _defaults(exchange: str, without_routing_key: bool) -> bytes:
+    """The stored members a plain text message does not carry itself (cached per exchange)."""
+    prefix = _DEFAULTS.get((exchange, without_routing_key))
+    if prefix is None:
+        prefix = b'"exchange":%b,%b"headers":{},"tag":null,' % (
+            orjson.dumps(exchange), b'"routing_key":"",' if without_routing_key else b"")
+        if len(_DEFAULTS) < 10_000:
+            _DEFAULTS[(exchange, without_routing_key)] = prefix
+    return prefix
+
+
+def _parse_any(raw: Any, exchange: str, index: int) -> Outgoing:
+    """Every other shape: full validation, then one dict encoded with orjson."""
     if type(raw) is not dict:
         raise InvalidInput(f"messages[{index}] must be an object")
     if not raw.keys() <= _FIELDS:
