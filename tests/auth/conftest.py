@@ -1,22 +1,5 @@
-from __future__ import annotations
+"""The auth tests use the metadata fixtures: a migrated SQLite file and a MetaStore over it."""
 
-from collections.abc import Iterator
-from pathlib import Path
+from tests.meta.conftest import meta_url, store
 
-import pytest
-
-from app.meta import MetaStore, upgrade
-
-
-@pytest.fixture
-def meta_url(tmp_path: Path) -> str:
-    """A migrated SQLite file in tmp_path."""
-    url = f"sqlite:///{tmp_path / 'meta.db'}"
-    upgrade(url)
-    return url
-
-
-@pytest.fixture
-def store(meta_url: str) -> Iterator[MetaStore]:
-    with MetaStore(meta_url) as meta:
-        yield meta
+__all__ = ["meta_url", "store"]
