@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from app import __version__
 from app.api import errors, schemas
 from app.api.auth import TokenAuth
-from app.api.operations import QueueCollector
+from app.api.operations import BrokerCollector
 from app.api.router import router
 from app.auth.bootstrap import bootstrap_admin_token
 from app.broker.broker import Broker
@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         broker = await asyncio.to_thread(Broker.open, settings, meta)
         app.state.broker = broker
         app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
-        collector = QueueCollector(broker)
+        collector = BrokerCollector(broker)
         registry.register(collector)
         if settings.auth == "on":
             token = await asyncio.to_thread(bootstrap_admin_token, meta, settings.data_dir)

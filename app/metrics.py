@@ -1,15 +1,16 @@
-"""Prometheus metrics (served at /metrics). Queue gauges are collected at scrape time."""
+"""Prometheus metrics (served at /metrics).
+
+Message counts and queue gauges are read from the broker at scrape time (app/api/operations.py:
+BrokerCollector), so the broker counts each thing once, in BrokerStats. Only what the broker does not
+keep itself lives here.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Histogram
 
 registry = CollectorRegistry(auto_describe=True)
 
-published = Counter("chunkmq_messages_published", "Messages stored by publishes", registry=registry)
-delivered = Counter("chunkmq_messages_delivered", "Messages delivered to consumers", registry=registry)
-acked = Counter("chunkmq_messages_acked", "Messages acknowledged by consumers", registry=registry)
-dead_lettered = Counter("chunkmq_messages_dead_lettered", "Messages sent to a dead-letter exchange", registry=registry)
 fsync_wait = Histogram(
     "chunkmq_publish_durability_wait_seconds",
     "Time a publish waited for its durability barrier (the group-commit fsync in fsync=always)",

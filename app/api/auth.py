@@ -59,9 +59,6 @@ class TokenAuth:
             raise Unauthorized("the token is not valid")
         return cached[1]
 
-    def forget(self) -> None:
-        self._cache.clear()
-
 
 def bearer(header: str | None) -> str | None:
     if header and header[:7].lower() == "bearer ":

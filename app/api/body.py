@@ -32,7 +32,3 @@ async def json_object(request: Request, max_bytes: int = 1024 * 1024, *, require
     if type(body) is not dict:
         raise InvalidInput("the body must be a JSON object")
     return body
-
-
-def json_response_bytes(value: Any) -> bytes:
-    return orjson.dumps(value)

@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 from fastapi import APIRouter, Depends, Request
 from prometheus_client import generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.responses import Response
 
@@ -97,13 +97,22 @@ async def prometheus_metrics() -> Response:
     return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-class QueueCollector(Collector):
-    """Queue depth and group lag, read from the broker at scrape time."""
+class BrokerCollector(Collector):
+    """Message counts, queue depth and group lag, read from the broker at scrape time."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        stats = self.broker.stats
+        for name, doc, value in (
+            ("published", "Messages stored by publishes", stats.published.total),
+            ("delivered", "Messages delivered to consumers", stats.delivered.total),
+            ("acked", "Messages acknowledged by consumers", stats.acked.total),
+            ("dead_lettered", "Messages sent to a dead-letter exchange", stats.dead_lettered),
+            ("dropped", "Messages dropped by queue limits, delivery limits or the disk budget", stats.dropped),
+        ):
+            yield CounterMetricFamily(f"chunkmq_messages_{name}", doc, value=value)
         store = self.broker.store
         depth = GaugeMetricFamily("chunkmq_queue_messages", "Messages held by a queue", labels=["queue"])
         size = GaugeMetricFamily("chunkmq_queue_bytes", "Bytes held by a queue", labels=["queue"])

@@ -48,7 +48,7 @@ from fastapi import APIRouter, WebSocket
 from app.api.auth import authenticate_ws
 from app.api.publish import publish_args
 from app.broker.broker import Broker, PublishOutcome
-from app.broker.errors import BrokerError, InvalidInput, NotFound, PreconditionFailed
+from app.broker.errors import BrokerError, InvalidInput, NotFound
 from app.broker.group import Group, monotonic_ms
 from app.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
 from app.broker.queue import Queue
@@ -119,10 +119,7 @@ async def consume_stream(websocket: WebSocket, queue: str, group: str) -> None:
         who = await authenticate_ws(websocket)
         who.check("read", check_name(queue, "queue name"))
         consumer = check_name(params.get("consumer") or f"ws-{secrets.token_hex(6)}", "consumer id")
-        q = broker.queue(queue)
-        if not q.consumer_visible:
-            raise PreconditionFailed(f"queue {queue!r} is not visible to consumers")
-        g, _ = await broker.declare_group(queue, group, {})
+        q, g = await broker.consumer_group(queue, group)
     except BrokerError as exc:
         await _refuse(websocket, exc)
         return

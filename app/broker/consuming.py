@@ -7,7 +7,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from app import metrics
 from app.broker.base import BrokerBase, log
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
@@ -90,16 +89,22 @@ class Consuming(BrokerBase):
         group.close()
         queue.notify()
 
-    async def pull(
-        self, queue_name: str, group_name: str, max_messages: int, wait_ms: int, consumer: str
-    ) -> bytes:
-        """Deliver up to max_messages; waits up to wait_ms for a publish (or a redelivery) when
-        nothing is ready. A publish wakes the wait at once: no polling."""
+    async def consumer_group(self, queue_name: str, group_name: str) -> tuple[Queue, Group]:
+        """The queue and group a consumer (pull or stream) reads from: refused while the queue is
+        retired from consumers; the group is created at `earliest` when it does not exist yet."""
         queue = self.queue(queue_name)
         if not queue.consumer_visible:
             raise PreconditionFailed(f"queue {queue_name!r} is not visible to consumers")
         check_name(group_name, "group name")
         group = queue.groups.get(group_name) or await self._create_group(queue, group_name, "earliest", None)
+        return queue, group
+
+    async def pull(
+        self, queue_name: str, group_name: str, max_messages: int, wait_ms: int, consumer: str
+    ) -> bytes:
+        """Deliver up to max_messages; waits up to wait_ms for a publish (or a redelivery) when
+        nothing is ready. A publish wakes the wait at once: no polling."""
+        queue, group = await self.consumer_group(queue_name, group_name)
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             # Take the event before looking, so a publish between the look and the wait is not missed.
@@ -121,7 +126,6 @@ class Consuming(BrokerBase):
         taken = group.deliver(self.store, consumer, max_messages, queue.settings.ack_timeout_ms, now)
         if taken:
             self.stats.delivered.add(len(taken))
-            metrics.delivered.inc(len(taken))
         qj = queue.name_json
         return [render(qj, m.offset, m.position, m.timestamp, m.data, count) for m, count in taken]
 
@@ -153,7 +157,6 @@ class Consuming(BrokerBase):
             offsets = _offsets(body)
             acked, unknown = group.ack(offsets)
         self.stats.acked.add(acked)
-        metrics.acked.inc(acked)
         return {"ack_floor": group.ack_floor, "acked": acked, "not_in_flight": unknown}
 
     def nack(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -78,7 +78,7 @@ class Publishing(BrokerBase):
         max_bytes = self.settings.max_message_bytes
         now = now_ms()
         messages: list[NewMessage] = []
-        routed_queues: list[list[Queue]] = []
+        incoming: dict[int, list[int]] = {}  # queue id -> [messages, data bytes] this batch adds
         # Per request message: the index of its stored message, or the result of an earlier duplicate.
         slots: list[int | bytes] = []
         duplicates_in_batch: dict[int, int] = {}  # slot -> index of the first message with its key
@@ -107,8 +107,14 @@ class Publishing(BrokerBase):
                 targets = [q for n in names if (q := queues.get(n)) is not None and q.producer_visible]
             if not targets:
                 unroutable += 1
+            for q in targets:
+                added = incoming.get(q.id)
+                if added is None:
+                    incoming[q.id] = [1, len(out.data)]
+                else:
+                    added[0] += 1
+                    added[1] += len(out.data)
             slots.append(len(messages))
-            routed_queues.append(targets)
             messages.append(
                 NewMessage(
                     data=out.data,
@@ -125,7 +131,7 @@ class Publishing(BrokerBase):
                 raise Unroutable(f"{unroutable} message(s) of a mandatory publish matched no queue")
         if not messages:  # every message was a duplicate of an earlier publish
             return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes)), None
-        self._check_room(messages, routed_queues)
+        self._check_room(incoming)
         try:
             appended = self.store.append(messages)
         except MessageTooLarge as exc:
@@ -138,18 +144,13 @@ class Publishing(BrokerBase):
         results = [self._result(a.position, a.offsets) for a in appended]
         for key, index in batch_keys.items():
             self.dedup.put(key, appended[index].timestamp, results[index])
-        counts: dict[int, int] = {}
-        for targets in routed_queues:
-            for q in targets:
-                counts[q.id] = counts.get(q.id, 0) + 1
-        for queue_id, count in counts.items():
+        for queue_id, (count, _) in incoming.items():
             q = self.queues_by_id[queue_id]
             q.messages_in += count
             if q.settings.max_messages is not None or q.settings.max_bytes is not None:
-                self.enforce_limits(q)
+                self.enforce_limits(q, by_age=False)
             q.notify()
         self.stats.published.add(len(messages))
-        metrics.published.inc(len(messages))
         if len(results) == len(slots):  # the common case: no duplicates at all
             return b"[%b]" % b",".join(results), self.store.end_position
         out_results: list[bytes] = []
@@ -170,18 +171,14 @@ class Publishing(BrokerBase):
         )
         return b'{"id":"%016x","routed":[%b],"duplicate":false}' % (position, routed)
 
-    def _check_room(self, messages: list[NewMessage], routed: list[list[Queue]]) -> None:
+    def _check_room(self, incoming: dict[int, list[int]]) -> None:
         """reject_publish: refuse the whole batch when any queue would go over its limits."""
-        incoming: dict[int, list[int]] = {}
-        for message, targets in zip(messages, routed, strict=True):
-            for q in targets:
-                if q.settings.overflow is Overflow.REJECT_PUBLISH:
-                    counts = incoming.setdefault(q.id, [0, 0])
-                    counts[0] += 1
-                    counts[1] += len(message.data) + _RECORD_OVERHEAD
-        for queue_id, (count, size) in incoming.items():
+        for queue_id, (count, data_bytes) in incoming.items():
             q = self.queues_by_id[queue_id]
             s = q.settings
+            if s.overflow is not Overflow.REJECT_PUBLISH:
+                continue
+            size = data_bytes + count * _RECORD_OVERHEAD
             held = self.store.next_offset(q.id) - self.store.first_offset(q.id)
             if s.max_messages is not None and held + count > s.max_messages:
                 raise QueueFull(f"queue {q.name!r} holds {held} of at most {s.max_messages} messages")
@@ -190,15 +187,18 @@ class Publishing(BrokerBase):
 
     # ------------------------------------------------------------------ limits
 
-    def enforce_limits(self, queue: Queue) -> int:
-        """drop_head: move the queue's first offset up until it is within its limits."""
+    def enforce_limits(self, queue: Queue, *, by_age: bool = True) -> int:
+        """drop_head: move the queue's first offset up until it is within its limits.
+
+        Publishes pass by_age=False: finding the age boundary is a binary search over the log, and
+        the retention pass (every few seconds) applies age limits anyway."""
         s = queue.settings
         store = self.store
         first, end = store.first_offset(queue.id), store.next_offset(queue.id)
         new_first = first
         if s.max_messages is not None and end - new_first > s.max_messages:
             new_first = end - s.max_messages
-        max_age = s.max_age_seconds or self.settings.default_max_age_seconds
+        max_age = (s.max_age_seconds or self.settings.default_max_age_seconds) if by_age else 0
         if max_age and first < end:
             new_first = max(new_first, store.offset_for_timestamp(queue.id, now_ms() - max_age * 1000))
         if s.max_bytes is not None and s.overflow is Overflow.DROP_HEAD:

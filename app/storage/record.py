@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from .errors import MessageTooLarge
 from .model import Appended, NewMessage, Record
@@ -182,9 +182,3 @@ def decode(buf: bytes | memoryview, off: int, position: int) -> Record:
     tag = bytes(buf[p : p + tl])
     p += tl
     return Record(position, ts, flags & CALLER_FLAGS, placements, idem, tag, bytes(buf[p : p + dl]))
-
-
-def placements_of(buf: bytes | memoryview, off: int) -> Iterator[tuple[int, int]]:
-    n = HEADER.unpack_from(buf, off + 8)[2]
-    p = off + 8 + HEADER_SIZE
-    return PLACEMENT.iter_unpack(buf[p : p + 12 * n]) if n else iter(())

@@ -221,3 +221,27 @@ def test_pull_can_carry_the_previous_ack(api: httpx.Client, name: str) -> None:
     assert group(api, name, "g")["ack_floor"] == 6
     error(api.post(url, json={"ack": [1]}), 400, "invalid_body")
     error(api.post(f"/api/v1/queues/{name}/groups/none/pull", json={"ack": {"up_to": 1}}), 404, "group_not_found")
+
+
+def _counter(api: httpx.Client, name: str) -> float:
+    for line in api.get("/metrics").text.splitlines():
+        if line.startswith(f"chunkmq_messages_{name}_total "):
+            return float(line.split()[1])
+    raise AssertionError(f"chunkmq_messages_{name}_total missing from /metrics")
+
+
+def test_metrics_count_dead_lettered_and_dropped_messages(api: httpx.Client, name: str) -> None:
+    dlx = f"{name}-dlx"
+    exchange(api, dlx, "fanout")
+    queue(api, f"{name}-dlq")
+    bind(api, dlx, f"{name}-dlq")
+    queue(api, name, max_deliveries=1, dead_letter_exchange=dlx)
+    queue(api, f"{name}-nodlx", max_deliveries=1)
+    before = {n: _counter(api, n) for n in ("dead_lettered", "dropped", "delivered")}
+    for q in (name, f"{name}-nodlx"):
+        fill(api, q, 1)
+        pull(api, q, "g")
+        ok(api.post(f"/api/v1/queues/{q}/groups/g/nack", json={"offsets": [0]}))
+    assert _counter(api, "dead_lettered") == before["dead_lettered"] + 1
+    assert _counter(api, "dropped") == before["dropped"] + 1
+    assert _counter(api, "delivered") == before["delivered"] + 2
