@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from app.main import tune_gc
 from app.storage import FsyncMode, NewMessage, Store, StoreOptions
 
 RECORD_BYTES = 100
@@ -88,6 +89,7 @@ def _read_all(store: Store) -> int:
 
 def append_interval(directory: Path, records: int, batch: int) -> tuple[Result, Result, Result]:
     work = _batches(records, batch)
+    tune_gc()  # the server's GC settings (app/main.py); also keeps the prepared batches out of collections
     store = _open(directory, FsyncMode.INTERVAL)
     t0 = time.perf_counter()
     for b in work:
@@ -111,6 +113,7 @@ def append_interval(directory: Path, records: int, batch: int) -> tuple[Result, 
 def append_always(directory: Path, records: int, batch: int, threads: int = 4) -> Result:
     store = _open(directory, FsyncMode.ALWAYS)
     per_thread = _batches(records // threads, batch)
+    tune_gc()
     errors: list[BaseException] = []
 
     def writer() -> None:

@@ -141,9 +141,9 @@ class Publishing(BrokerBase):
         except StoreFull as exc:
             raise StorageFull(f"the disk is full; nothing of this batch was stored ({exc})") from exc
 
-        results = [self._result(a.position, a.offsets) for a in appended]
+        results = [self._result(p, placed) for p, placed in zip(appended.positions, appended.placements, strict=True)]
         for key, index in batch_keys.items():
-            self.dedup.put(key, appended[index].timestamp, results[index])
+            self.dedup.put(key, appended.timestamp, results[index])
         for queue_id, (count, _) in incoming.items():
             q = self.queues_by_id[queue_id]
             q.messages_in += count

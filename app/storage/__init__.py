@@ -15,6 +15,7 @@ from .errors import (
 )
 from .model import (
     Appended,
+    AppendedBatch,
     ChunkInfo,
     FsyncMode,
     IndexEntry,
@@ -30,6 +31,7 @@ from .store import Store
 
 __all__ = [
     "Appended",
+    "AppendedBatch",
     "BatchTooLarge",
     "ChunkInfo",
     "CorruptChunk",

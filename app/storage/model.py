@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -42,6 +42,25 @@ class Appended:
     position: int  # global position of the record
     timestamp: int  # UTC epoch ms assigned by the store (non-decreasing)
     offsets: list[tuple[int, int]]  # (queue id, queue offset) per placement
+
+
+@dataclass(slots=True)
+class AppendedBatch:
+    """What one append stored, column by column: the publish path reads the columns, so no object is
+    built per record; indexing or iterating gives Appended views for everyone else."""
+
+    timestamp: int  # one clock reading per batch
+    positions: list[int]
+    placements: list[tuple[tuple[int, int], ...]]  # per message: (queue id, queue offset) pairs
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i: int) -> Appended:
+        return Appended(self.positions[i], self.timestamp, list(self.placements[i]))
+
+    def __iter__(self) -> Iterator[Appended]:
+        return (self[i] for i in range(len(self.positions)))
 
 
 @dataclass(slots=True)

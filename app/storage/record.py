@@ -27,11 +27,12 @@ the end of the data. Records never span chunks.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Sequence
 
+from isal.isal_zlib import crc32  # zlib's CRC-32, 4x faster on 100-byte records (same values)
+
 from .errors import MessageTooLarge
-from .model import Appended, NewMessage, Record
+from .model import AppendedBatch, NewMessage, Record
 
 PREFIX = struct.Struct("<II")
 SUFFIX = struct.Struct("<I")
@@ -44,11 +45,11 @@ END_OF_BATCH = 0x8000
 CALLER_FLAGS = 0x00FF
 MAX_U16 = 0xFFFF
 
-_crc32 = zlib.crc32
 _pack_joint = struct.Struct("<III").pack  # previous suffix + prefix
 _pack_suffix = SUFFIX.pack
 _pack_one = HEADER_ONE.pack
 _pack_header = HEADER.pack
+_pack_placement = PLACEMENT.pack
 
 
 def _check_message(m: NewMessage, max_message_bytes: int) -> None:
@@ -67,17 +68,21 @@ def encode_batch(
     next_offsets: dict[int, int],
     max_message_bytes: int,
     tag_hash_of: dict[bytes, int],
-) -> tuple[bytes, list[Appended], dict[int, list[int]]]:
+) -> tuple[bytes, AppendedBatch, dict[int, list[int]]]:
     """Encode a batch into one buffer starting at global ``position``.
 
     ``next_offsets`` (queue id -> next offset) is advanced in place for every placement; the caller
-    passes a copy and keeps it only if the write succeeds. Returns the buffer, one Appended per
-    message, and per queue a flat list ``[pos+1, length | tag_hash << 32, ...]`` of new index entries.
+    passes a copy and keeps it only if the write succeeds. Returns the buffer, the positions and
+    placements column by column, and per queue a flat list ``[pos+1, length | tag_hash << 32, ...]``
+    of new index entries. This is the hottest loop of a publish: one pack, one CRC and a few list
+    appends per record, and no object per record beyond its placements tuple.
     """
     parts: list[bytes] = []
     add = parts.append
-    appended: list[Appended] = []
-    add_appended = appended.append
+    positions: list[int] = []
+    add_position = positions.append
+    placements: list[tuple[tuple[int, int], ...]] = []
+    add_placements = placements.append
     entries: dict[int, list[int]] = {}
     last = batch[-1]
     prev = 0  # the previous record's length suffix travels in the next record's prefix pack
@@ -86,62 +91,67 @@ def encode_batch(
         queues = m.queues
         flags = m.flags
         tag = m.tag
-        if len(data) > max_message_bytes or flags & ~CALLER_FLAGS or len(tag) > MAX_U16:
+        idem = m.idempotency_key
+        dl, tl, il = len(data), len(tag), len(idem)
+        if dl > max_message_bytes or flags & ~CALLER_FLAGS or tl > MAX_U16 or il > MAX_U16:
             _check_message(m, max_message_bytes)
         if m is last:
             flags |= END_OF_BATCH
-        idem = m.idempotency_key
-        if len(queues) == 1:
+        single = len(queues) == 1
+        if single:
             q = queues[0]
             o = next_offsets[q]
             next_offsets[q] = o + 1
-            offsets = [(q, o)]
-            head = _pack_one(timestamp, flags, 1, len(idem), len(tag), len(data), q, o)
+            placed: tuple[tuple[int, int], ...] = ((q, o),)
+            head = _pack_one(timestamp, flags, 1, il, tl, dl, q, o)
         else:
-            if len(queues) > MAX_U16 or len(idem) > MAX_U16:
+            if len(queues) > MAX_U16:
                 _check_message(m, max_message_bytes)
-            offsets = []
+            offsets: list[tuple[int, int]] = []
             for q in queues:
                 o = next_offsets[q]
                 next_offsets[q] = o + 1
                 offsets.append((q, o))
-            head = _pack_header(timestamp, flags, len(queues), len(idem), len(tag), len(data)) + b"".join(
-                [PLACEMENT.pack(q, o) for q, o in offsets]
+            placed = tuple(offsets)
+            head = _pack_header(timestamp, flags, len(queues), il, tl, dl) + b"".join(
+                [_pack_placement(q, o) for q, o in placed]
             )
-        if tag:
+        if tl:
             th = tag_hash_of.get(tag)
             if th is None:
-                th = zlib.crc32(tag) or 1
+                th = crc32(tag) or 1
                 if len(tag_hash_of) < 10_000:
                     tag_hash_of[tag] = th
             payload = head + idem + tag + data
         else:
             th = 0
-            payload = head + idem + data if idem else head + data
+            payload = head + idem + data if il else head + data
         plen = len(payload)
-        add(_pack_joint(prev, plen, _crc32(payload)))
+        add(_pack_joint(prev, plen, crc32(payload)))
         add(payload)
         prev = plen
         length = plen + 12
-        second = length | (th << 32) if th else length  # index entry as two u64: see queue_index.py
-        if len(offsets) == 1:  # the common case without a loop (q is still the only queue id)
+        if th:
+            length |= th << 32  # the index entry's second u64: see queue_index.py
+        if single:  # the common case without a loop (q is still the only queue id)
             e = entries.get(q)
             if e is None:
-                entries[q] = [position + 1, second]
+                entries[q] = [position + 1, length]
             else:
-                e += (position + 1, second)
+                e += (position + 1, length)
         else:
-            for q, _ in offsets:
+            for q, _ in placed:
                 e = entries.get(q)
                 if e is None:
-                    entries[q] = [position + 1, second]
+                    entries[q] = [position + 1, length]
                 else:
-                    e += (position + 1, second)
-        add_appended(Appended(position, timestamp, offsets))
-        position += length
+                    e += (position + 1, length)
+        add_position(position)
+        add_placements(placed)
+        position += plen + 12
     add(_pack_suffix(prev))
     parts[0] = parts[0][4:]  # drop the suffix slot in front of the first record
-    return b"".join(parts), appended, entries
+    return b"".join(parts), AppendedBatch(timestamp, positions, placements), entries
 
 
 def record_length(buf: bytes | memoryview, off: int, limit: int) -> int:
@@ -158,7 +168,7 @@ def record_length(buf: bytes | memoryview, off: int, limit: int) -> int:
     _, _, n, il, tl, dl = HEADER.unpack_from(buf, off + 8)
     if HEADER_SIZE + 12 * n + il + tl + dl != plen:
         return 0
-    if _crc32(memoryview(buf)[off + 8 : end]) != crc:
+    if crc32(memoryview(buf)[off + 8 : end]) != crc:
         return 0
     return plen + FRAME
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import struct
 import time
-import zlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -28,7 +27,7 @@ from .chunk import Chunk
 from .errors import CorruptChunk, StorageError
 from .model import RecoveryReport
 from .queue_index import QueueIndex
-from .record import END_OF_BATCH, FRAME, HEADER, PLACEMENT, PREFIX, SUFFIX
+from .record import END_OF_BATCH, FRAME, HEADER, PLACEMENT, PREFIX, SUFFIX, crc32
 
 if TYPE_CHECKING:
     from .store import Store
@@ -54,7 +53,6 @@ def _scan(c: Chunk, local: int, limit: int, runs: Runs | None, only: set[int] | 
     """Validate records in [local, limit); collect (queue, offset) placements of complete batches."""
     mm = c.mm
     unpack_prefix, unpack_suffix, unpack_head = PREFIX.unpack_from, SUFFIX.unpack_from, HEADER.unpack_from
-    crc32 = zlib.crc32
     p = H + local
     lim = H + limit
     base = c.base - H  # global position = base + p
@@ -79,7 +77,7 @@ def _scan(c: Chunk, local: int, limit: int, runs: Runs | None, only: set[int] | 
             tag = mm[t : t + tl] if tl else b""
             th = tags.get(tag)
             if th is None:
-                th = tags[tag] = (zlib.crc32(tag) or 1) if tag else 0
+                th = tags[tag] = (crc32(tag) or 1) if tag else 0
             second = (plen + FRAME) | (th << 32)
             for q, o in PLACEMENT.iter_unpack(mm[p + 28 : p + 28 + 12 * n]):
                 if only is None or q in only:

@@ -13,7 +13,6 @@ import os
 import struct
 import threading
 import time
-import zlib
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -26,7 +25,7 @@ from .chunk import Chunk, _fail
 from .errors import BatchTooLarge, CorruptChunk, StorageError, StoreClosed, UnknownQueue
 from .flusher import Flusher
 from .model import (
-    Appended,
+    AppendedBatch,
     ChunkInfo,
     FsyncMode,
     IndexEntry,
@@ -38,7 +37,7 @@ from .model import (
     StoreOptions,
 )
 from .queue_index import ENTRY, QueueIndex
-from .record import CALLER_FLAGS, decode, encode_batch, record_length, timestamp_at
+from .record import CALLER_FLAGS, crc32, decode, encode_batch, record_length, timestamp_at
 
 log = logging.getLogger("chunkmq.storage")
 
@@ -46,7 +45,6 @@ _HEAD = struct.Struct("<IIQHHHHI")  # prefix + payload header: one call per reco
 _head_from = _HEAD.unpack_from
 _SUFFIX = struct.Struct("<I").unpack_from
 _iter_entries = ENTRY.iter_unpack
-_crc32 = zlib.crc32
 _tail_start_key = itemgetter(0)
 
 
@@ -216,14 +214,14 @@ class Store:
         """Global position after the last appended record."""
         return self._end
 
-    def append(self, batch: Sequence[NewMessage]) -> list[Appended]:
+    def append(self, batch: Sequence[NewMessage]) -> AppendedBatch:
         """Store a batch with one write into one chunk; atomic across crashes.
 
         Raises MessageTooLarge / BatchTooLarge / UnknownQueue (nothing written), StorageFull on
         ENOSPC or EFBIG (nothing of the batch visible, now or after a restart), StoreClosed.
         """
         if not batch:
-            return []
+            return AppendedBatch(0, [], [])
         opts = self.options
         with self._lock:
             self._check_open()
@@ -245,8 +243,7 @@ class Store:
                 active = self._roll()
                 delta = active.base - pos
                 pos, local = active.base, 0
-                for a in appended:
-                    a.position += delta
+                appended.positions = [p + delta for p in appended.positions]
                 for flat in entries.values():
                     for i in range(0, len(flat), 2):
                         flat[i] += delta
@@ -464,7 +461,7 @@ class Store:
                     check = verify and not cached  # the tail cache holds the bytes we wrote
                 off = p1 + delta
                 plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
-                if plen + 12 != length or (check and _crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
+                if plen + 12 != length or (check and crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
                     raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
                                        position=p1 - 1)
                 d = off + 28 + 12 * n + il
@@ -507,7 +504,7 @@ class Store:
                     continue
                 off = pos + delta
                 plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
-                if plen + 12 != length or (verify and _crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
+                if plen + 12 != length or (verify and crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
                     raise CorruptChunk(f"record at {pos} fails validation", chunk=pos // self._size, position=pos)
                 if max_bytes is not None and out and used + dl > max_bytes:
                     o -= 1

@@ -135,7 +135,7 @@ def test_limits_and_errors(open_store: Opener) -> None:
     with pytest.raises(UnknownQueue):
         s.read(99, 0, 1)
     assert s.end_position == end and s.next_offset(1) == 0  # nothing of a rejected batch
-    assert s.append([]) == []
+    assert len(s.append([])) == 0
     s.close()
     with pytest.raises(StoreClosed):
         s.append(msgs(1, 1))
