@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app import metrics
 from app.broker.base import BrokerBase, now_ms
 from app.broker.errors import InvalidInput, PreconditionFailed, QueueFull, StorageFull, TooLarge, Unroutable
-from app.broker.message import Outgoing, parse_message
+from app.broker.message import NO_HEADERS, parse_batch
 from app.broker.names import DEFAULT_EXCHANGE
 from app.broker.queue import Overflow, Queue
-from app.storage import BatchTooLarge, MessageTooLarge, NewMessage
+from app.broker.routing import Exchange
+from app.storage import AppendedBatch, BatchTooLarge, MessageTooLarge, NewMessage
 from app.storage import StorageFull as StoreFull
 
 _RECORD_OVERHEAD = 40  # framing + fixed header of a record, for limit checks before a write
@@ -77,18 +78,34 @@ class Publishing(BrokerBase):
             target = None
         max_bytes = self.settings.max_message_bytes
         now = now_ms()
+        batch = parse_batch(raw, exchange.name)
+        full = batch.full
         messages: list[NewMessage] = []
-        incoming: dict[int, list[int]] = {}  # queue id -> [messages, data bytes] this batch adds
+        add_message = messages.append
         # Per request message: the index of its stored message, or the result of an earlier duplicate.
         slots: list[int | bytes] = []
         duplicates_in_batch: dict[int, int] = {}  # slot -> index of the first message with its key
         batch_keys: dict[str, int] = {}
+        # Plain messages route by routing key alone: once per distinct key, and their counts per key.
+        routes: dict[str, tuple[int, ...]] = {}
+        per_route: dict[str, list[int]] = {}  # routing key -> [messages, data bytes]
+        incoming: dict[int, list[int]] = {}  # queue id -> [messages, data bytes] this batch adds
         unroutable = 0
-        queues = self.queues
-        for i, item in enumerate(raw):
-            out: Outgoing = parse_message(item, exchange.name, i)
-            if len(out.data) > max_bytes:
+        for i, (routing_key, data) in enumerate(zip(batch.routing_keys, batch.blobs, strict=True)):
+            if len(data) > max_bytes:
                 raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code="message_too_large")
+            out = full.get(i) if full else None
+            if out is None:
+                ids = routes.get(routing_key)
+                if ids is None:
+                    ids = routes[routing_key] = self._targets(exchange, target, routing_key, NO_HEADERS)
+                    per_route[routing_key] = [0, 0]
+                counts = per_route[routing_key]
+                counts[0] += 1
+                counts[1] += len(data)
+                slots.append(len(messages))
+                add_message(NewMessage(data, ids))
+                continue
             key = out.idempotency_key
             if key is not None:
                 earlier = self.dedup.get(key, now)
@@ -100,30 +117,24 @@ class Publishing(BrokerBase):
                     slots.append(batch_keys[key])
                     continue
                 batch_keys[key] = len(messages)
-            if target is not None:
-                targets = [target]
-            else:
-                names = self.routing.route(exchange, out.routing_key, out.headers, queues)
-                targets = [q for n in names if (q := queues.get(n)) is not None and q.producer_visible]
-            if not targets:
+            ids = self._targets(exchange, target, routing_key, out.headers)
+            if not ids:
                 unroutable += 1
-            for q in targets:
-                added = incoming.get(q.id)
-                if added is None:
-                    incoming[q.id] = [1, len(out.data)]
-                else:
-                    added[0] += 1
-                    added[1] += len(out.data)
+            for q in ids:
+                added = incoming.setdefault(q, [0, 0])
+                added[0] += 1
+                added[1] += len(data)
             slots.append(len(messages))
-            messages.append(
-                NewMessage(
-                    data=out.data,
-                    queues=[q.id for q in targets],
-                    tag=out.tag.encode() if out.tag else b"",
-                    idempotency_key=key.encode() if key else b"",
-                    flags=out.flags,
-                )
-            )
+            add_message(NewMessage(data, ids, out.tag.encode() if out.tag else b"",
+                                   key.encode() if key else b"", out.flags))
+        for routing_key, (count, size) in per_route.items():
+            ids = routes[routing_key]
+            if not ids:
+                unroutable += count
+            for q in ids:
+                added = incoming.setdefault(q, [0, 0])
+                added[0] += count
+                added[1] += size
         exchange.messages_in += len(raw)
         if unroutable:
             exchange.messages_unroutable += unroutable
@@ -141,7 +152,7 @@ class Publishing(BrokerBase):
         except StoreFull as exc:
             raise StorageFull(f"the disk is full; nothing of this batch was stored ({exc})") from exc
 
-        results = [self._result(p, placed) for p, placed in zip(appended.positions, appended.placements, strict=True)]
+        results = self._results(appended)
         for key, index in batch_keys.items():
             self.dedup.put(key, appended.timestamp, results[index])
         for queue_id, (count, _) in incoming.items():
@@ -162,6 +173,30 @@ class Publishing(BrokerBase):
             else:
                 out_results.append(results[s])
         return b"[%b]" % b",".join(out_results), self.store.end_position
+
+    def _targets(
+        self, exchange: Exchange, target: Queue | None, routing_key: str, headers: Mapping[str, str]
+    ) -> tuple[int, ...]:
+        """Ids of the queues a message goes to: the named queue, or what the exchange routes to."""
+        if target is not None:
+            return (target.id,)
+        queues = self.queues
+        names = self.routing.route(exchange, routing_key, headers, queues)
+        return tuple(q.id for n in names if (q := queues.get(n)) is not None and q.producer_visible)
+
+    def _results(self, appended: AppendedBatch) -> list[bytes]:
+        """Every message's result, as _result renders it; the one-queue case without a join."""
+        by_id = self.queues_by_id
+        out: list[bytes] = []
+        add = out.append
+        for position, placed in zip(appended.positions, appended.placements, strict=True):
+            if len(placed) == 1 and placed[0][0] in by_id:
+                q, o = placed[0]
+                add(b'{"id":"%016x","routed":[{"queue":%b,"offset":%d}],"duplicate":false}' % (
+                    position, by_id[q].name_json, o))
+            else:
+                add(self._result(position, placed))
+        return out
 
     def _result(self, position: int, placements: Iterable[tuple[int, int]]) -> bytes:
         """One message's result as JSON: {"id", "routed": [{"queue", "offset"}], "duplicate": false}."""
