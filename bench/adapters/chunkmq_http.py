@@ -6,13 +6,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-import orjson
-
 from bench.adapters.base import Adapter, ConsumeTimeout, OnBody
+from bench.adapters.http import HttpJson
 
 GROUP = "bench"
-JSON = {"content-type": "application/json"}
 
 
 class ChunkmqHttpAdapter(Adapter):
@@ -20,17 +17,13 @@ class ChunkmqHttpAdapter(Adapter):
     server = "chunkmq"
 
     def open(self) -> None:
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.endpoint.http_port}/api/v1", timeout=60)
+        self.http = HttpJson(self.endpoint.http_port, "/api/v1")
 
     def close(self) -> None:
         self.http.close()
 
     def call(self, method: str, path: str, body: object | None = None) -> Any:
-        content = None if body is None else orjson.dumps(body)
-        resp = self.http.request(method, path, content=content, headers=JSON)
-        if resp.status_code >= 400 and not (method == "DELETE" and resp.status_code == 404):
-            raise RuntimeError(f"chunkmq {method} {path}: {resp.status_code} {resp.text[:300]}")
-        return orjson.loads(resp.content) if resp.content else None
+        return self.http.json(method, path, body, who="chunkmq")
 
     def declare(self, queue: str) -> None:
         self.call("PUT", f"/queues/{queue}", {})

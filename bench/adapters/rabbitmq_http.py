@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 from urllib.parse import quote
 
-import httpx
-import orjson
-
 from bench.adapters.base import Adapter, ConsumeTimeout, OnBody
+from bench.adapters.http import HttpJson
 
 VHOST = quote("/", safe="")
 
@@ -23,18 +22,13 @@ class RabbitmqHttpAdapter(Adapter):
     server = "rabbitmq"
 
     def open(self) -> None:
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.endpoint.http_port}/api",
-                                 auth=("guest", "guest"), timeout=60)
+        self.http = HttpJson(self.endpoint.http_port, "/api", user="guest", password="guest")
 
     def close(self) -> None:
         self.http.close()
 
-    def _call(self, method: str, path: str, body: object | None = None) -> httpx.Response:
-        content = None if body is None else orjson.dumps(body)
-        resp = self.http.request(method, path, content=content, headers={"content-type": "application/json"})
-        if resp.status_code >= 400 and not (method == "DELETE" and resp.status_code == 404):
-            raise RuntimeError(f"rabbitmq-http {method} {path}: {resp.status_code} {resp.text[:200]}")
-        return resp
+    def _call(self, method: str, path: str, body: object | None = None) -> Any:
+        return self.http.json(method, path, body, who="rabbitmq-http")
 
     def declare(self, queue: str) -> None:
         self._call("PUT", f"/queues/{VHOST}/{quote(queue)}", {"durable": True})
@@ -45,9 +39,9 @@ class RabbitmqHttpAdapter(Adapter):
     def produce(self, queue: str, bodies: Sequence[bytes]) -> None:
         path = f"/exchanges/{VHOST}/amq.default/publish"
         for body in bodies:
-            resp = self._call("POST", path, {"properties": {"delivery_mode": 2}, "routing_key": queue,
-                                             "payload": body.decode(), "payload_encoding": "string"})
-            if not orjson.loads(resp.content).get("routed"):
+            answer = self._call("POST", path, {"properties": {"delivery_mode": 2}, "routing_key": queue,
+                                               "payload": body.decode(), "payload_encoding": "string"})
+            if not answer.get("routed"):
                 raise RuntimeError(f"rabbitmq-http: message to {queue} not routed")
 
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
@@ -56,9 +50,8 @@ class RabbitmqHttpAdapter(Adapter):
         while got < n:
             if time.monotonic() > deadline:
                 raise ConsumeTimeout(f"rabbitmq-http: {got}/{n} messages before the deadline")
-            msgs = orjson.loads(self._call("POST", path, {"count": min(self.pull, n - got),
-                                                          "ackmode": "ack_requeue_false",
-                                                          "encoding": "auto"}).content)
+            msgs = self._call("POST", path, {"count": min(self.pull, n - got), "ackmode": "ack_requeue_false",
+                                             "encoding": "auto"})
             if not msgs:
                 time.sleep(0.01)  # the API cannot wait for messages; a short pause bounds the polling
                 continue
