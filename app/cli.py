@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,26 @@ from app.config import FsyncSetting, Settings
 def _settings_from(args: argparse.Namespace) -> Settings:
     overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
     return Settings(**overrides)
+
+
+def _websocket_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's websockets-sansio protocol, except that a peer failing the heartbeat is aborted.
+
+    uvicorn ends a peer that missed its pong with `transport.close()`, which first waits for the write
+    buffer to drain. A consumer that stopped reading has a full TCP window, so that never happens:
+    `connection_lost` never runs, the stream never learns the peer is gone, and the socket, its
+    buffered frames and the stream's tasks stay for good (measured: 3.8 MB stuck in Send-Q, the
+    connection still ESTABLISHED 8 s after the timeout). Such a peer is dead: drop what it never read.
+    """
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+    class WebSocketProtocol(WebSocketsSansIOProtocol):
+        def keepalive_timeout(self) -> None:
+            super().keepalive_timeout()
+            if not self.disconnected and self.transport.get_write_buffer_size():
+                self.transport.abort()
+
+    return WebSocketProtocol
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -31,9 +52,11 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.port,
         loop="uvloop",
         http="httptools",
-        ws="websockets-sansio",
+        ws=_websocket_protocol(),
         # A publish-stream frame may carry a whole batch; uvicorn's default would cap it at 16 MiB.
         ws_max_size=settings.max_batch_bytes + 1024 * 1024,
+        ws_ping_interval=settings.ws_ping_interval,
+        ws_ping_timeout=settings.ws_ping_timeout,
         log_level=settings.log_level,
         timeout_graceful_shutdown=5,
     )

@@ -33,10 +33,17 @@ class Settings(BaseSettings):
     # "on" (default) or "off"; off is refused unless the server binds to 127.0.0.1.
     auth: str = "on"
     dedup_window_seconds: int = Field(120, ge=0)
+    # How often the keys added to the idempotency window are written to disk (data/dedup/): after a
+    # kill -9 the restart loads them and scans only the log written since (docs/decisions.md).
+    dedup_snapshot_seconds: float = Field(1.0, gt=0)
     # Retention when a queue has no limits of its own, and the last safety net for the disk.
     default_max_age_seconds: int = Field(7 * 24 * 3600, ge=0)
     disk_budget_bytes: int = Field(0, ge=0)  # 0 = no budget
     retention_interval_seconds: float = Field(5.0, gt=0)
+    # WebSocket heartbeat (uvicorn's protocol pings): a peer that does not answer a ping within the
+    # timeout is dropped, so a dead consumer stops holding credit and its in-flight messages time out.
+    ws_ping_interval: float = Field(20.0, gt=0)
+    ws_ping_timeout: float = Field(20.0, gt=0)
     log_level: str = "info"
 
     @property

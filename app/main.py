@@ -62,9 +62,22 @@ def tune_gc() -> None:
     gc.set_threshold(100_000, 50, 100)
 
 
+def configure_logging(level: str) -> None:
+    """Send chunkmq's own log lines (storage recovery, idempotency window, retention) to stderr at the
+    configured level: uvicorn configures only its own loggers, so these were dropped below WARNING."""
+    logger = logging.getLogger("chunkmq")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    number = logging.getLevelName(level.upper())
+    logger.setLevel(number if isinstance(number, int) else logging.INFO)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     check_settings(settings)
+    configure_logging(settings.log_level)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_every(COMMIT_SECONDS, broker.commit_floors, "commit floors")),
             asyncio.create_task(_every(settings.retention_interval_seconds, broker.run_retention, "retention")),
             asyncio.create_task(_every(1.0, broker.stats.sample, "stats")),
+            asyncio.create_task(_every(settings.dedup_snapshot_seconds, broker.snapshot_dedup, "dedup snapshot")),
         ]
         try:
             yield

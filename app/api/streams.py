@@ -30,7 +30,8 @@ Errors. A bad frame gets an error frame and the stream goes on. These end the st
     4000 + HTTP status (4400, 4401, 4403, 4404, 4409)  the stream cannot open or cannot go on:
           an error frame with the API.md error comes first (bad name, no/invalid token, not
           permitted, queue/group/exchange not found or deleted, queue not visible to consumers).
-Heartbeats: uvicorn pings every 20 s and drops a peer that does not answer within 20 s; the
+Heartbeats: uvicorn pings every CHUNKMQ_WS_PING_INTERVAL s (20) and drops a peer that does not answer within
+CHUNKMQ_WS_PING_TIMEOUT s (20), even one whose TCP window is full (app/cli.py); the
 application-level ping frame is there for clients that cannot send protocol pings (browsers).
 """
 

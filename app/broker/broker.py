@@ -15,16 +15,14 @@ and SQL runs in worker threads (`asyncio.to_thread`), never on the publish or pu
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Mapping
-from pathlib import Path
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from app.broker.base import log, now_ms
 from app.broker.consuming import Consuming
-from app.broker.dedup import IdempotencyWindow
+from app.broker.dedup import IdempotencyWindow, WindowSnapshots
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group
 from app.broker.message import position_of, render
@@ -42,6 +40,18 @@ __all__ = ["Broker", "PublishOutcome"]
 _DURABILITY = {FsyncSetting.ALWAYS: "fsync", FsyncSetting.INTERVAL: "interval", FsyncSetting.NEVER: "none"}
 
 
+@dataclass(slots=True)
+class DedupRecovery:
+    """How the idempotency window was rebuilt on start (logged, and kept as Broker.dedup_recovery)."""
+
+    segments: int = 0  # snapshot segments loaded; 0: none usable, the whole window was scanned
+    snapshot_keys: int = 0  # keys from them still inside the window
+    scanned_from: int | None = None  # log position the scan started at; None: the start of the window
+    records_scanned: int = 0
+    scanned_keys: int = 0  # keys found by the scan
+    seconds: float = 0.0
+
+
 class Broker(Publishing, Consuming):
     def __init__(self, settings: Settings, store: Store, meta: MetaStore) -> None:
         self.settings = settings
@@ -51,6 +61,9 @@ class Broker(Publishing, Consuming):
         self.queues: dict[str, Queue] = {}
         self.queues_by_id: dict[int, Queue] = {}
         self.dedup = IdempotencyWindow(settings.dedup_window_seconds * 1000)
+        self.dedup_snapshots = WindowSnapshots(settings.data_dir / "dedup")
+        self.dedup_recovery = DedupRecovery()
+        self._dedup_written_to = -1  # the log position the newest snapshot segment covers
         self.stats = BrokerStats()
         self.durability = _DURABILITY[settings.fsync]
         self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
@@ -103,43 +116,76 @@ class Broker(Publishing, Consuming):
         self.queues_by_id[queue.id] = queue
         return queue
 
-    @property
-    def _dedup_file(self) -> Path:
-        return self.settings.data_dir / "dedup-window.json"
+    # ------------------------------------------------------------------ idempotency window
 
     def _rebuild_dedup_window(self) -> None:
-        """Refill the idempotency window: from the snapshot a clean shutdown left plus the log after
-        it, or, after a crash, by scanning the last window's worth of log (slower: every record)."""
+        """Refill the idempotency window from its snapshot segments plus the log after the newest one
+        (see dedup.py); with no usable snapshot, by scanning the last window's worth of log."""
         if self.dedup.window_ms <= 0:
             return
+        started = time.perf_counter()
+        legacy = self.settings.data_dir / "dedup-window.json"  # written by clean shutdowns before segments
+        legacy.unlink(missing_ok=True)
         since = now_ms() - self.dedup.window_ms
-        try:
-            snapshot = orjson.loads(self._dedup_file.read_bytes())
-            self._dedup_file.unlink()  # a crash from now on must not trust it: the log moves on
-            records = self.store.scan(snapshot["position"])
-            for key, timestamp, result in snapshot["entries"]:
-                if timestamp >= since:
-                    self.dedup.put(key, timestamp, result.encode())
-        except FileNotFoundError:
+        loaded = self.dedup_snapshots.load(self.store.end_position)
+        stats = DedupRecovery()
+        if loaded is None:
             records = self.store.scan_since(since)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring an unreadable %s (%s); scanning the log instead", self._dedup_file, exc)
-            records = self.store.scan_since(since)
+        else:
+            self.dedup.load(loaded.keys, loaded.timestamps, loaded.results, since)
+            stats.segments, stats.snapshot_keys, stats.scanned_from = loaded.segments, len(self.dedup), loaded.position
+            records = self.store.scan(loaded.position)
+        scanned = keyed = 0
         for record in records:
+            scanned += 1
             if record.idempotency_key and record.timestamp >= since:
+                keyed += 1
                 self.dedup.put(
                     record.idempotency_key.decode(), record.timestamp, self._result(record.position, record.placements)
                 )
+        stats.records_scanned, stats.scanned_keys, stats.seconds = scanned, keyed, round(time.perf_counter() - started, 3)
+        self.dedup_recovery = stats
+        self._dedup_written_to = loaded.position if loaded is not None else -1
+        log.info("idempotency window rebuilt: %d keys; %s", len(self.dedup), stats)
+
+    async def snapshot_dedup(self) -> None:
+        """Write the keys put since the last snapshot segment, with the log position they cover, when
+        anything changed (background task, every CHUNKMQ_DEDUP_SNAPSHOT_SECONDS)."""
+        job = self._dedup_snapshot_job()
+        if job is None:
+            return
+        to, recent, write = job
+        try:
+            await asyncio.to_thread(write)  # encoding and fsync off the loop
+        except BaseException:
+            self.dedup.give_back(recent)
+            raise
+        self._dedup_written_to = max(self._dedup_written_to, to)
+
+    def _dedup_snapshot_job(self) -> tuple[int, list[tuple[str, int, bytes]], Callable[[], None]] | None:
+        """Take what the next segment holds, on the loop thread and without awaiting in between: every
+        publish appends and puts its keys in one synchronous step, so the keys put so far are exactly
+        those of the records below the log's end now. Returns (position, entries, the write to run)."""
+        dedup = self.dedup
+        if dedup.window_ms <= 0:
+            return None
+        to, start = self.store.end_position, self._dedup_written_to
+        recent = dedup.take_recent()
+        if not recent and to == start:
+            return None  # no new key, and the log did not move either
+        expired_before = now_ms() - dedup.window_ms
+
+        def write() -> None:
+            self.dedup_snapshots.write(max(start, 0), to, recent, expired_before)
+
+        return to, recent, write
 
     def close(self) -> None:
-        """Flush and close the store; leave the idempotency window behind for a fast restart."""
-        entries = [[key, ts, result.decode()] for key, (ts, result) in self.dedup.items()]
-        position = self.store.end_position
+        """Flush and close the store; leave the idempotency window's last keys behind for the restart."""
+        job = self._dedup_snapshot_job()
         self.store.close()
-        if self.dedup.window_ms > 0:
-            tmp = self._dedup_file.with_suffix(".tmp")
-            tmp.write_bytes(orjson.dumps({"position": position, "entries": entries}))
-            os.replace(tmp, self._dedup_file)
+        if job is not None:
+            job[2]()
 
     # ------------------------------------------------------------------ exchanges
 

@@ -35,7 +35,7 @@ def test_restart_keeps_messages_metadata_and_dedup(tmp_path: Path) -> None:
             assert again["results"][0] == {**first["results"][0], "duplicate": True}
             assert ok(api.get("/api/v1/queues/eu"))["next_offset"] == 501
             second = publish(api, "orders", {"body": "twice", "routing_key": "orders.eu.x", "idempotency_key": "k2"})
-        # After a crash there is no window snapshot: the window is rebuilt by scanning the log.
+        # After a crash the window comes back from its snapshot segments plus the log written after them.
         server.kill()
         server.start()
         with httpx.Client(base_url=server.url, timeout=30) as api:
