@@ -42,7 +42,7 @@ _DURABILITY = {FsyncSetting.ALWAYS: "fsync", FsyncSetting.INTERVAL: "interval", 
 
 @dataclass(slots=True)
 class DedupRecovery:
-    """How the idempotency window was rebuilt on start (logged, and kept as Broker.dedup_recovery)."""
+    """How the idempotency window was rebuilt on start (logged)."""
 
     segments: int = 0  # snapshot segments loaded; 0: none usable, the whole window was scanned
     snapshot_keys: int = 0  # keys from them still inside the window
@@ -62,7 +62,6 @@ class Broker(Publishing, Consuming):
         self.queues_by_id: dict[int, Queue] = {}
         self.dedup = IdempotencyWindow(settings.dedup_window_seconds * 1000)
         self.dedup_snapshots = WindowSnapshots(settings.data_dir / "dedup")
-        self.dedup_recovery = DedupRecovery()
         self._dedup_written_to = -1  # the log position the newest snapshot segment covers
         self.stats = BrokerStats()
         self.durability = _DURABILITY[settings.fsync]
@@ -144,7 +143,6 @@ class Broker(Publishing, Consuming):
                     record.idempotency_key.decode(), record.timestamp, self._result(record.position, record.placements)
                 )
         stats.records_scanned, stats.scanned_keys, stats.seconds = scanned, keyed, round(time.perf_counter() - started, 3)
-        self.dedup_recovery = stats
         self._dedup_written_to = loaded.position if loaded is not None else -1
         log.info("idempotency window rebuilt: %d keys; %s", len(self.dedup), stats)
 

@@ -33,6 +33,8 @@ from typing import Any
 
 import orjson
 
+from app.storage.files import fsync_dir
+
 log = logging.getLogger("chunkmq.broker.dedup")
 
 FORMAT = 1
@@ -203,7 +205,7 @@ class WindowSnapshots:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-            self._fsync_directory()  # the rename is durable before older segments can go
+            fsync_dir(self.directory)  # the rename is durable before older segments can go
             segments = [s for s in self._segments if s.to != to]
             segments.append(Segment(to, timestamps[-1] if timestamps else -1, path))
             segments.sort(key=lambda s: s.to)
@@ -216,11 +218,4 @@ class WindowSnapshots:
         for path in paths:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-        self._fsync_directory()
-
-    def _fsync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.directory)
