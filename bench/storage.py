@@ -83,7 +83,7 @@ def _read_all(store: Store) -> int:
             if not got:
                 break
             n += len(got)
-            offset = got[-1].offset + 1
+            offset = got[-1][0] + 1  # the last message's offset
     return n
 
 

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from app.broker.dedup import IdempotencyWindow
 from app.broker.errors import NotFound
@@ -23,7 +22,7 @@ from app.broker.routing import Exchange, RoutingTable
 from app.broker.stats import BrokerStats
 from app.config import Settings
 from app.meta import MetaStore
-from app.storage import NewMessage, Store
+from app.storage import NewMessage, Store, StoredMessage
 
 log = logging.getLogger("chunkmq.broker")
 
@@ -59,7 +58,7 @@ class BrokerBase:
     def dead_letter(
         self,
         queue: Queue,
-        stored: list[Any],
+        stored: list[StoredMessage],
         *,
         reason: str,
         group: str | None,
@@ -80,21 +79,21 @@ class BrokerBase:
             log.warning("queue %s: dead-letter exchange %r does not exist", queue.name, s.dead_letter_exchange)
             return 0
         messages: list[NewMessage] = []
-        for m in stored:
-            fields = decode_data(m.data)
+        for offset, _, _, flags, _, data in stored:
+            fields = decode_data(data)
             headers = dict(fields.get("headers") or {})
             headers.update({
                 "x-death-reason": reason,
                 "x-death-queue": queue.name,
-                "x-original-offset": str(m.offset),
+                "x-original-offset": str(offset),
                 "x-original-exchange": fields.get("exchange", ""),
             })
             if group is not None:
                 headers["x-death-group"] = group
             if delivery_counts is not None:
-                headers["x-delivery-count"] = str(delivery_counts.get(m.offset, 0))
+                headers["x-delivery-count"] = str(delivery_counts.get(offset, 0))
             routing_key = s.dead_letter_routing_key if s.dead_letter_routing_key is not None else fields["routing_key"]
-            body = {"body_base64": fields["body_base64"]} if m.flags & FLAG_BINARY else {"body": fields["body"]}
+            body = {"body_base64": fields["body_base64"]} if flags & FLAG_BINARY else {"body": fields["body"]}
             out = parse_message(
                 {"routing_key": routing_key, "headers": headers, "tag": fields.get("tag"), **body}, exchange.name, 0
             )

@@ -374,8 +374,8 @@ class Broker(Publishing, Consuming):
             offset = self.store.first_offset(queue.id)
         stored = self.store.read(queue.id, offset, limit)
         qj = queue.name_json
-        parts = [render(qj, m.offset, m.position, m.timestamp, m.data, 0) for m in stored]
-        next_offset = stored[-1].offset + 1 if stored else max(offset, self.store.first_offset(queue.id))
+        parts = [render(qj, offset, position, ts, data, 0) for offset, position, ts, _, _, data in stored]
+        next_offset = stored[-1][0] + 1 if stored else max(offset, self.store.first_offset(queue.id))
         return b'{"messages":[%b],"next_offset":%d}' % (b",".join(parts), next_offset)
 
     def get_message(self, id_: str) -> tuple[str | None, bytes]:

@@ -127,7 +127,7 @@ class Consuming(BrokerBase):
         if taken:
             self.stats.delivered.add(len(taken))
         qj = queue.name_json
-        return [render(qj, m.offset, m.position, m.timestamp, m.data, count) for m, count in taken]
+        return [render(qj, offset, position, ts, data, count) for (offset, position, ts, _, _, data), count in taken]
 
     def _expire(self, queue: Queue, group: Group, now: int) -> None:
         exhausted = group.expire(now, queue.settings.max_deliveries)
@@ -137,7 +137,8 @@ class Consuming(BrokerBase):
     def _dead_letter_offsets(self, queue: Queue, group: Group, exhausted: list[tuple[int, int]]) -> None:
         """Messages past max_deliveries: to the dead-letter exchange, or dropped and counted."""
         counts = dict(exhausted)
-        stored = [m for offset in sorted(counts) for m in self.store.read(queue.id, offset, 1) if m.offset == offset]
+        # a read of one at `offset` gives the next message there or after: keep it only if it is that one
+        stored = [m for offset in sorted(counts) for m in self.store.read(queue.id, offset, 1) if m[0] == offset]
         if queue.settings.dead_letter_exchange is not None:
             self.dead_letter(queue, stored, reason="delivery_limit", group=group.name, delivery_counts=counts)
         else:

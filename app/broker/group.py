@@ -152,7 +152,7 @@ class Group:
             if count is None:
                 continue  # acked while pending
             stored = store.read(self.queue_id, offset, 1)
-            if not stored or stored[0].offset != offset:
+            if not stored or stored[0][0] != offset:
                 self.missed += 1  # removed by retention meanwhile
                 continue
             out.append((stored[0], count + 1))
@@ -163,15 +163,15 @@ class Group:
             if self.next_offset < end:
                 if self._tag_hashes is None:
                     fresh = store.read(self.queue_id, self.next_offset, room)
-                    scanned_to = fresh[-1].offset + 1 if fresh else self.next_offset
+                    scanned_to = fresh[-1][0] + 1 if fresh else self.next_offset
                 else:
                     fresh, scanned_to = store.read_matching(self.queue_id, self.next_offset, room, self._tag_hashes)
                 self.next_offset = max(self.next_offset, scanned_to)
                 in_flight = self.in_flight
                 heap = self._deadlines
                 for message in fresh:
-                    in_flight[message.offset] = InFlight(consumer, deadline, 1)
-                    heapq.heappush(heap, (deadline, message.offset))
+                    in_flight[message[0]] = InFlight(consumer, deadline, 1)  # message[0]: its offset
+                    heapq.heappush(heap, (deadline, message[0]))
                     out.append((message, 1))
         return out
 

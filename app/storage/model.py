@@ -63,14 +63,11 @@ class AppendedBatch:
         return (self[i] for i in range(len(self.positions)))
 
 
-@dataclass(slots=True)
-class StoredMessage:
-    offset: int
-    position: int
-    timestamp: int
-    flags: int  # caller bits only
-    tag: bytes
-    data: bytes
+# One message read from a queue: (offset, position, timestamp, flags, tag, data), flags holding the
+# caller's bits only. A plain tuple, as sqlite3 rows are: a read builds one per record, and a tuple
+# costs a third of a dataclass or named tuple there (docs/storage.md, "Reads"). Unpack it by name:
+#     for offset, position, timestamp, flags, tag, data in store.read(...)
+StoredMessage = tuple[int, int, int, int, bytes, bytes]
 
 
 @dataclass(slots=True)

@@ -465,8 +465,7 @@ class Store:
                     raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
                                        position=p1 - 1)
                 d = off + 28 + 12 * n + il
-                add(StoredMessage(o, p1 - 1, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"",  # type: ignore[index]
-                                  src[d + tl : d + tl + dl]))  # type: ignore[index]
+                add((o, p1 - 1, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"", src[d + tl : d + tl + dl]))  # type: ignore[index]
         except ValueError:
             pass  # a chunk closed under us by retention: what was read so far stands
         if cur is not None:
@@ -511,8 +510,7 @@ class Store:
                     break
                 used += dl
                 d = off + 28 + 12 * n + il
-                out.append(StoredMessage(o, pos, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"",  # type: ignore[index]
-                                         src[d + tl : d + tl + dl]))  # type: ignore[index]
+                out.append((o, pos, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"", src[d + tl : d + tl + dl]))  # type: ignore[index]
                 if c is not None:
                     self._count(c, cached, 1)
                 if len(out) >= max_count:

@@ -34,7 +34,7 @@ def _check(store: Store, reported: set[int]) -> int:
     missing = reported - batches.keys()
     assert not missing, f"acknowledged batches lost: {sorted(missing)}"
     for q in QUEUES:
-        got = [(m.offset, m.data) for m in store.read(q, 0, 1_000_000)]
+        got = [(offset, data) for offset, *_, data in store.read(q, 0, 1_000_000)]
         assert got == sorted(placements[q]), f"queue {q} index disagrees with the log"
         assert store.next_offset(q) == (got[-1][0] + 1 if got else 0)
     return max(batches, default=-1) + 1

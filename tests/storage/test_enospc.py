@@ -61,7 +61,7 @@ def test_disk_full_leaves_the_store_consistent(small_disk: Path) -> None:
     # after a restart, exactly the stored batches are there (plus the one after the cleanup)
     r = Store.open(small_disk / "store", OPTIONS)
     assert [r.next_offset(q) for q in range(3)] == [n + c for n, c in zip(nexts, (7, 7, 6), strict=True)]
-    assert r.read(0, nexts[0], 1)[0].data.startswith(f"{stored}-0-".encode())
+    assert r.read(0, nexts[0], 1)[0][-1].startswith(f"{stored}-0-".encode())
     r.close()
 
 

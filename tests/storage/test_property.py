@@ -68,8 +68,8 @@ class StoreModel(RuleBasedStateMachine):
         got = self.store.read(q, start, count)
         lo = max(start, self.first[q])
         want = self.model[q][lo : lo + count]
-        assert [(m.data, m.tag) for m in got] == want
-        assert [m.offset for m in got] == list(range(lo, lo + len(want)))
+        assert [(data, tag) for *_, tag, data in got] == want
+        assert [offset for offset, *_ in got] == list(range(lo, lo + len(want)))
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())
@@ -78,7 +78,7 @@ class StoreModel(RuleBasedStateMachine):
         tag = data.draw(st.sampled_from([b"a", b"b"]))
         got, next_scan = self.store.read_matching(q, 0, 1000, frozenset([tag_hash(tag)]))
         want = [(o, d) for o, (d, t) in enumerate(self.model[q]) if t == tag and o >= self.first[q]]
-        assert [(m.offset, m.data) for m in got] == want
+        assert [(offset, data) for offset, *_, data in got] == want
         assert next_scan == len(self.model[q])
 
     @precondition(lambda self: self.model)

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from app.storage import CorruptChunk, NewMessage, Store, StoredMessage
+from app.storage import CorruptChunk, NewMessage, Store, StoredMessage, tag_hash
 from app.storage.chunk import HEADER_SIZE
 from tests.storage.conftest import SMALL, crash_image, msgs
 
@@ -18,7 +19,7 @@ def chunk_file(root: Path, number: int) -> Path:
 
 
 def contents(s: Store) -> dict[int, list[tuple[int, bytes]]]:
-    return {q: [(m.offset, m.data) for m in s.read(q, 0, 100_000)] for q in s.queue_ids()}
+    return {q: [(offset, data) for offset, *_, data in s.read(q, 0, 100_000)] for q in s.queue_ids()}
 
 
 def fill(s: Store, batches: int, queues: tuple[int, ...] = (1, 2)) -> list[list[int]]:
@@ -48,7 +49,7 @@ def test_torn_tail_after_the_recovery_point(open_store: Opener, tmp_path: Path) 
     assert r.recovery.records_replayed == 9
     assert contents(r) == want and r.end_position == end
     r.append(msgs(1, 2, prefix="after"))
-    assert r.read(1, r.next_offset(1) - 2, 5)[0].data == b"after-0"
+    assert r.read(1, r.next_offset(1) - 2, 5)[0][-1] == b"after-0"
 
 
 def test_incomplete_trailing_batch_is_dropped(open_store: Opener, tmp_path: Path) -> None:
@@ -79,10 +80,10 @@ def test_truncated_active_chunk(open_store: Opener, tmp_path: Path) -> None:
     # the log is now shorter than the recovery point: the queues follow the log
     assert r.end_position == batches[-1][0]
     assert r.next_offset(2) == 3  # batch 3 (queue 2) is gone, batch 1 stays
-    assert [m.data for m in r.read(2, 0, 10)] == [b"b1-0", b"b1-1", b"b1-2"]
-    assert r.read(1, 0, 10)[-1].data == b"b2-2"
+    assert [data for *_, data in r.read(2, 0, 10)] == [b"b1-0", b"b1-1", b"b1-2"]
+    assert r.read(1, 0, 10)[-1][-1] == b"b2-2"
     r.append(msgs(2, 1, prefix="new"))
-    assert r.read(2, 3, 1)[0].data == b"new-0"
+    assert r.read(2, 3, 1)[0][-1] == b"new-0"
 
 
 def test_no_checkpoint_full_scan_gives_same_answers(open_store: Opener, tmp_path: Path) -> None:
@@ -128,8 +129,8 @@ def test_bad_header_quarantines_that_chunk_only(open_store: Opener, tmp_path: Pa
     assert r.recovery.quarantined == [1]
     assert (tmp_path / "store" / "log" / f"{1:020d}.chunk.bad").exists()
     got = r.read(1, 0, 10_000)
-    assert got and all(m.position // SMALL.chunk_size != 1 for m in got)
-    assert got[-1].data == b"b198-2"  # everything after the bad chunk is still readable
+    assert got and all(position // SMALL.chunk_size != 1 for _, position, *_ in got)
+    assert got[-1][-1] == b"b198-2"  # everything after the bad chunk is still readable
     r.append(msgs(1, 1))
 
 
@@ -149,8 +150,8 @@ def test_flipped_bit_in_a_sealed_chunk(open_store: Opener, tmp_path: Path) -> No
         r.read(1, 0, 100)
     assert len(r.read(2, 0, 100)) > 0  # queue 2 does not touch the bad record
     assert r.verify() == [0]
-    assert r.read(1, 0, 1)[0].position >= SMALL.chunk_size  # quarantined chunk reads as gone
-    assert r.read(1, 0, 10_000)[-1].data == b"b198-2"
+    assert r.read(1, 0, 1)[0][1] >= SMALL.chunk_size  # quarantined chunk reads as gone
+    assert r.read(1, 0, 10_000)[-1][-1] == b"b198-2"
 
 
 def test_stale_index_entries_beyond_the_log_are_zeroed(open_store: Opener, tmp_path: Path) -> None:
@@ -169,7 +170,7 @@ def test_stale_index_entries_beyond_the_log_are_zeroed(open_store: Opener, tmp_p
     assert r.next_offset(1) == 6
     assert r.index_entries(1, 6, 10) == []
     r.append([NewMessage(b"fresh", [1])])
-    assert [m.data for m in r.read(1, 6, 10)] == [b"fresh"]
+    assert [data for *_, data in r.read(1, 6, 10)] == [b"fresh"]
 
 
 def test_recovery_scans_only_the_tail(open_store: Opener, tmp_path: Path) -> None:
@@ -199,4 +200,31 @@ def test_sealed_chunk_without_footer_is_resealed(open_store: Opener, tmp_path: P
 
 
 def _data(ms: list[StoredMessage]) -> list[bytes]:
-    return [m.data for m in ms]
+    return [data for *_, data in ms]
+
+
+def test_every_read_path_checks_the_crc(open_store: Opener, tmp_path: Path) -> None:
+    """A flipped bit is caught by read, by read with a byte budget and by read_matching, in records
+    from before this open and in records this process wrote (only the tail cache is trusted)."""
+    s = open_store()
+    s.create_queue(1)
+    old = s.append(msgs(1, 3, prefix="old"))[1].position
+    s.close()
+    r = open_store(options=replace(SMALL, tail_cache_bytes=0))  # no copy of recent batches in memory
+    new = r.append(msgs(1, 3, prefix="new"))[1].position
+    r.flush()
+    assert [data for *_, data in r.read(1, 0, 100)] == [b"old-0", b"old-1", b"old-2", b"new-0", b"new-1", b"new-2"]
+    every = frozenset([tag_hash(b"")])
+    for offset, pos in ((1, old), (4, new)):
+        with open(chunk_file(tmp_path / "store", 0), "r+b") as f:
+            f.seek(HEADER_SIZE + pos + 40)  # the first byte of the data (no tag, no key, one placement)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0x10]))
+        with pytest.raises(CorruptChunk):
+            r.read(1, offset, 100)
+        with pytest.raises(CorruptChunk):
+            r.read(1, offset, 100, max_bytes=1 << 20)
+        with pytest.raises(CorruptChunk):
+            r.read_matching(1, offset, 100, every)
+        assert [data for *_, data in r.read(1, offset + 1, 1)] == [b"old-2" if offset == 1 else b"new-2"]

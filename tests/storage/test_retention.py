@@ -30,12 +30,12 @@ def test_chunks_deleted_only_when_every_queue_is_past_them(open_store: Opener, t
     assert report.chunks_deleted == chunks[1:-1]
     assert report.bytes_freed > 0
     assert [c.number for c in s.chunks()] == [0, chunks[-1]]
-    assert s.read(2, 0, 1)[0].data == b"slow-0"
+    assert s.read(2, 0, 1)[0][-1] == b"slow-0"
     # queue 1's first records share chunk 0 with queue 2, but the floor only moves past gaps:
     # everything from first_offset on is readable, without holes
     first = s.first_offset(1)
     assert first > 0 and report.first_offsets[1] == first
-    assert [m.offset for m in s.read(1, 0, 1000)] == list(range(first, s.next_offset(1)))
+    assert [offset for offset, *_ in s.read(1, 0, 1000)] == list(range(first, s.next_offset(1)))
     report = s.retain({2: 1})
     assert report.chunks_deleted == [0]
     assert s.first_offset(2) == 1
@@ -52,7 +52,7 @@ def test_floor_only_moves_to_the_lowest_readable_offset(open_store: Opener) -> N
     assert 0 < first <= floor
     # everything from the new first offset is readable, nothing below it is
     got = s.read(1, 0, 1000)
-    assert got[0].offset == first and len(got) == 300 - first
+    assert got[0][0] == first and len(got) == 300 - first
 
 
 def test_index_files_below_the_floor_are_deleted(open_store: Opener, tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_index_files_below_the_floor_are_deleted(open_store: Opener, tmp_path: P
     report = s.retain({1: 100})
     assert report.index_files_deleted == len(range(0, s.first_offset(1) - 15, SMALL.index_chunk_entries))
     assert len(list(qdir.iterdir())) == before - report.index_files_deleted
-    assert s.read(1, 0, 1)[0].offset == s.first_offset(1)
+    assert s.read(1, 0, 1)[0][0] == s.first_offset(1)
     s.close()
     r = open_store()
     assert r.first_offset(1) == s.first_offset(1)  # the moved floor is durable
@@ -83,7 +83,7 @@ def test_disk_budget_deletes_oldest_chunks_and_reports_lost_messages(open_store:
     assert len(report.chunks_deleted) == n_chunks - 2
     dropped, dropped_bytes = report.dropped[1]
     assert dropped == s.first_offset(1) > 0 and dropped_bytes > 0
-    assert s.read(1, 0, 1)[0].offset == s.first_offset(1)
+    assert s.read(1, 0, 1)[0][0] == s.first_offset(1)
 
 
 def test_deleted_queue_does_not_hold_chunks(open_store: Opener) -> None:
@@ -124,8 +124,8 @@ def test_retain_while_appending_from_another_thread(open_store: Opener) -> None:
         for _ in range(30):
             s.retain({1: max(0, s.next_offset(1) - 20)})
             got = s.read(1, 0, 50)
-            assert got[0].offset == s.first_offset(1)
-            assert [m.offset for m in got] == list(range(got[0].offset, got[0].offset + len(got)))
+            assert got[0][0] == s.first_offset(1)
+            assert [offset for offset, *_ in got] == list(range(got[0][0], got[0][0] + len(got)))
     finally:
         stop.set()
         t.join()

@@ -43,8 +43,8 @@ def test_round_trip(open_store: Opener) -> None:
     assert [a.offsets for a in appended] == [[(7, 0)], [(7, 1)]]
     assert appended[0].timestamp <= appended[1].timestamp
     got = s.read(7, 0, 10)
-    assert [(m.offset, m.data, m.tag, m.flags) for m in got] == [(0, b"a", b"red", 1), (1, b"b", b"", 0)]
-    assert [m.position for m in got] == [a.position for a in appended]
+    assert [(offset, data, tag, flags) for offset, _, _, flags, tag, data in got] == [(0, b"a", b"red", 1), (1, b"b", b"", 0)]
+    assert [position for _, position, *_ in got] == [a.position for a in appended]
     rec = s.read_at(appended[1].position)
     assert rec.idempotency_key == b"k" and rec.placements == [(7, 1)]
     assert s.next_offset(7) == 2 and s.first_offset(7) == 0
@@ -96,7 +96,7 @@ def test_chunk_roll_over_at_the_boundary(open_store: Opener) -> None:
     assert {a.position // data_size for a in big} == {2}
     assert big[0].position == 2 * data_size
     assert [(c.number, c.state, c.data_bytes) for c in s.chunks()][1] == (1, "sealed", end_of_1)
-    assert [m.data for m in s.read(1, 0, 5)] == [b"A" * quarter, b"B" * quarter, b"C" * quarter, b"D" * quarter, b"z"]
+    assert [data for *_, data in s.read(1, 0, 5)] == [b"A" * quarter, b"B" * quarter, b"C" * quarter, b"D" * quarter, b"z"]
     assert len(s.read(1, 5, 1000)) == 120
 
 
@@ -113,13 +113,13 @@ def test_many_queues_and_fan_out(open_store: Opener) -> None:
             expected[q].append(f"m{i}".encode())
     for q in queues:
         got = s.read(q, 0, 1000)
-        assert [m.data for m in got] == expected[q]
-        assert [m.offset for m in got] == list(range(len(expected[q])))
+        assert [data for *_, data in got] == expected[q]
+        assert [offset for offset, *_ in got] == list(range(len(expected[q])))
     # a fan-out message is stored once: same position in every queue
-    rec = s.read_at(s.read(queues[0], 0, 1)[0].position)
+    rec = s.read_at(s.read(queues[0], 0, 1)[0][1])
     assert len(rec.placements) == 1
     fan = s.append([NewMessage(b"all", queues)])
-    assert {s.read(q, s.next_offset(q) - 1, 1)[0].position for q in queues} == {fan[0].position}
+    assert {s.read(q, s.next_offset(q) - 1, 1)[0][1] for q in queues} == {fan[0].position}
 
 
 def test_limits_and_errors(open_store: Opener) -> None:
@@ -146,14 +146,14 @@ def test_read_limits_and_tag_filter(open_store: Opener) -> None:
     s = open_store()
     s.create_queue(1)
     s.append([NewMessage(b"d" * 10, [1], tag=b"a" if i % 3 == 0 else b"b") for i in range(30)])
-    assert [m.offset for m in s.read(1, 5, 4)] == [5, 6, 7, 8]
+    assert [offset for offset, *_ in s.read(1, 5, 4)] == [5, 6, 7, 8]
     assert len(s.read(1, 0, 100, max_bytes=35)) == 3
     assert len(s.read(1, 0, 100, max_bytes=1)) == 1  # at least one
     only_a = frozenset([tag_hash(b"a")])
     got, next_scan = s.read_matching(1, 0, 4, only_a)
-    assert [m.offset for m in got] == [0, 3, 6, 9] and next_scan == 10
+    assert [offset for offset, *_ in got] == [0, 3, 6, 9] and next_scan == 10
     got, next_scan = s.read_matching(1, 1, 100, only_a, max_scan=4)
-    assert [m.offset for m in got] == [3] and next_scan == 5
+    assert [offset for offset, *_ in got] == [3] and next_scan == 5
     got, next_scan = s.read_matching(1, 0, 100, frozenset([tag_hash(b"zzz")]))
     assert got == [] and next_scan == 30
 
@@ -169,7 +169,7 @@ def test_first_offset_and_timestamps(open_store: Opener) -> None:
     head_bytes = sum(e.length for e in s.index_entries(1, 0, 10))
     assert s.set_first_offset(1, 10) == (10, head_bytes)
     assert s.set_first_offset(1, 5) == (0, 0)  # never down
-    assert s.read(1, 0, 1)[0].offset == 10
+    assert s.read(1, 0, 1)[0][0] == 10
     assert s.set_first_offset(1, 10**9, durable=True)[0] == 30  # clamped to the end
     assert s.first_offset(1) == s.next_offset(1) == 40 and s.queue_bytes(1) == 0
     s.append(msgs(1, 3))
@@ -258,7 +258,7 @@ def test_reads_copy_out_of_the_chunk(open_store: Opener) -> None:
     got = s.read(1, 0, 5)
     s.retain({1: 200})
     s.close()
-    assert got[0].data.startswith(b"r" * 30)  # still valid after the chunks are gone
+    assert got[0][-1].startswith(b"r" * 30)  # still valid after the chunks are gone
 
 
 def test_corrupt_record_is_reported_on_read(open_store: Opener, tmp_path: Path) -> None:
