@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import errors, schemas
+from app.api import errors, publish, schemas
 from app.api.auth import TokenAuth
 from app.api.operations import BrokerCollector
-from app.api.router import router
+from app.api.router import routers
 from app.auth.bootstrap import bootstrap_admin_token
 from app.broker.broker import Broker
 from app.config import Settings
@@ -121,6 +121,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="chunkmq", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
-    app.include_router(router)
-    schemas.install_openapi(app)
+    app.router.routes.extend(publish.routes)  # plain ASGI, ahead of every FastAPI route
+    for router in routers:
+        app.include_router(router)
+    schemas.install_openapi(app, publish.OPENAPI_PATHS)
     return app

@@ -6,17 +6,33 @@ from typing import Any
 
 import orjson
 from fastapi import Request
+from starlette.types import Receive
 
 from app.broker.errors import InvalidInput, TooLarge
 
 
-async def json_body(request: Request, max_bytes: int, *, required: bool = True) -> Any:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > max_bytes:
+async def read_body(receive: Receive, content_length: str | None, max_bytes: int) -> bytes:
+    """The whole body of a plain ASGI request, refused with 413 as soon as it passes ``max_bytes``
+    (before reading anything when Content-Length already says so)."""
+    if content_length is not None and content_length.isdigit() and int(content_length) > max_bytes:
         raise TooLarge(f"the request body is larger than {max_bytes} bytes", code="batch_too_large")
-    raw = await request.body()
-    if len(raw) > max_bytes:
-        raise TooLarge(f"the request body is larger than {max_bytes} bytes", code="batch_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect: nobody will read the answer
+            raise InvalidInput("the client disconnected before sending the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            raise TooLarge(f"the request body is larger than {max_bytes} bytes", code="batch_too_large")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def parse_json(raw: bytes, *, required: bool = True) -> Any:
     if not raw:
         if required:
             raise InvalidInput("a JSON body is required")
@@ -25,6 +41,11 @@ async def json_body(request: Request, max_bytes: int, *, required: bool = True) 
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"the body is not valid JSON: {exc}") from None
+
+
+async def json_body(request: Request, max_bytes: int, *, required: bool = True) -> Any:
+    raw = await read_body(request.receive, request.headers.get("content-length"), max_bytes)
+    return parse_json(raw, required=required)
 
 
 async def json_object(request: Request, max_bytes: int = 1024 * 1024, *, required: bool = True) -> dict[str, Any]:

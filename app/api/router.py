@@ -1,11 +1,13 @@
-"""Every HTTP route of the API, in one list."""
+"""Every HTTP route of the API, in one list.
+
+FastAPI tries routes in order, so the consumer-group routes (pull, ack) come first. The publish
+routes are plain ASGI (app/api/publish.py) and go ahead of all of these.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api import bindings, exchanges, groups, operations, publish, queues, streams
+from app.api import bindings, exchanges, groups, operations, queues, streams
 
-router = APIRouter()
-for module in (exchanges, queues, bindings, publish, groups, operations, streams):
-    router.include_router(module.router)
+routers: tuple[APIRouter, ...] = tuple(m.router for m in (groups, streams, exchanges, queues, bindings, operations))

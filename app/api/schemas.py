@@ -104,10 +104,13 @@ def body(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
     }
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, plain_paths: dict[str, Any]) -> None:
+    """OpenAPI from the FastAPI routes, plus ``plain_paths`` for the plain ASGI routes."""
+
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            schema["paths"].update(plain_paths)
             schema.setdefault("components", {}).setdefault("schemas", {}).update(_components)
             app.openapi_schema = schema
         return app.openapi_schema

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import orjson
 
 from tests.api.client import bodies, browse, error, ok, publish, queue
+from tests.server import ServerProcess
 
 
 def test_text_binary_headers_round_trip(api: httpx.Client, name: str) -> None:
@@ -147,3 +151,37 @@ def test_message_ids(api: httpx.Client, name: str) -> None:
     result = publish(api, "amq.default", {"body": "x", "routing_key": name})
     message = ok(api.get(f"/api/v1/messages/{result['results'][0]['id']}"))
     assert (message["queue"], message["offset"], message["body"]) == (name, 0, "x")
+
+
+def test_publish_routes_answer_like_every_other_route(api: httpx.Client, name: str) -> None:
+    """The publish routes are plain ASGI (app/api/publish.py): same error shapes, same OpenAPI."""
+    queue(api, name)
+    for url in ("/api/v1/exchanges/amq.default/publish", f"/api/v1/queues/{name}/publish"):
+        error(api.get(url), 405, "method_not_allowed")
+        error(api.post(url, content=b""), 400, "invalid_body")
+    error(api.post("/api/v1/queues/no-such/publish", json={"messages": [{"body": "a"}]}), 404, "queue_not_found")
+    paths = api.get("/openapi.json").json()["paths"]
+    for path in ("/api/v1/exchanges/{name}/publish", "/api/v1/queues/{name}/publish"):
+        body = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": "#/components/schemas/PublishBody"}
+
+
+def test_batch_byte_limit_with_and_without_content_length(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_MAX_BATCH_BYTES="4096").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "small")
+            url = "/api/v1/queues/small/publish"
+            raw = orjson.dumps({"messages": [{"body": "x" * 100} for _ in range(50)]})
+            assert len(raw) > 4096
+            error(api.post(url, content=raw, headers={"content-type": "application/json"}), 413, "batch_too_large")
+
+            def chunked() -> Iterator[bytes]:  # no Content-Length: the limit applies while reading
+                for i in range(0, len(raw), 1000):
+                    yield raw[i : i + 1000]
+
+            error(api.post(url, content=chunked()), 413, "batch_too_large")
+            ok(api.post(url, json={"messages": [{"body": "fits"}]}))
+            assert bodies(api, "small") == ["fits"]
+    finally:
+        server.stop()
