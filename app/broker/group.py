@@ -170,8 +170,9 @@ class Group:
                 in_flight = self.in_flight
                 heap = self._deadlines
                 for message in fresh:
-                    in_flight[message[0]] = InFlight(consumer, deadline, 1)  # message[0]: its offset
-                    heapq.heappush(heap, (deadline, message[0]))
+                    offset = message[0]
+                    in_flight[offset] = InFlight(consumer, deadline, 1)
+                    heapq.heappush(heap, (deadline, offset))
                     out.append((message, 1))
         return out
 
