@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
@@ -11,39 +9,27 @@ from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json
-from app.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
-from app.broker.routing import Exchange
+from app.broker.names import exchange_from_path
+from app.broker.views import as_json, exchange_view, exchange_views
 
 router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
 
 
-def exchange_info(exchange: Exchange) -> dict[str, Any]:
-    return {
-        "name": exchange.name or DEFAULT_EXCHANGE_ALIAS,
-        "type": exchange.type.value,
-        "alternate_exchange": exchange.alternate_exchange,
-        "messages_in": exchange.messages_in,
-        "messages_unroutable": exchange.messages_unroutable,
-        "bindings": len(exchange.bindings),
-    }
-
-
 @router.get("")
 async def list_exchanges(request: Request, _: Principal = Depends(authenticate)) -> Response:
-    exchanges = broker_of(request).routing.exchanges.values()
-    return json([exchange_info(e) for e in sorted(exchanges, key=lambda e: e.name)])
+    return json([as_json(e) for e in exchange_views(broker_of(request))])
 
 
 @router.get("/{name}")
 async def get_exchange(name: str, request: Request, _: Principal = Depends(authenticate)) -> Response:
-    return json(exchange_info(broker_of(request).exchange(exchange_from_path(name))))
+    return json(as_json(exchange_view(broker_of(request).exchange(exchange_from_path(name)))))
 
 
 @router.put("/{name}", openapi_extra=schemas.body(schemas.ExchangeDeclare))
 async def declare_exchange(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("configure", name)
     exchange, created = await broker_of(request).declare_exchange(name, await json_object(request))
-    return json(exchange_info(exchange), 201 if created else 200)
+    return json(as_json(exchange_view(exchange)), 201 if created else 200)
 
 
 @router.delete("/{name}", status_code=204)

@@ -11,6 +11,7 @@ from app.api.body import json_object
 from app.api.deps import broker_of, json, raw_json
 from app.broker.errors import InvalidInput
 from app.broker.names import check_name
+from app.broker.views import group_json, group_view
 
 router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer groups"])
 
@@ -22,14 +23,14 @@ MAX_WAIT_MS = 30_000
 async def list_groups(queue: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
     q = broker.queue(check_name(queue, "queue name"))
-    return json([g.info(broker.store) for g in q.groups.values()])
+    return json([group_json(group_view(broker, q, g)) for g in list(q.groups.values())])
 
 
 @router.get("/{group}")
 async def get_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
     q = broker.queue(check_name(queue, "queue name"))
-    return json(broker.group(q, group).info(broker.store))
+    return json(group_json(group_view(broker, q, broker.group(q, group))))
 
 
 @router.put("/{group}", openapi_extra=schemas.body(schemas.GroupDeclare, required=False))
@@ -37,7 +38,7 @@ async def declare_group(queue: str, group: str, request: Request, who: Principal
     who.check("read", check_name(queue, "queue name"))
     broker = broker_of(request)
     g, created = await broker.declare_group(queue, group, await json_object(request, required=False))
-    return json(g.info(broker.store), 201 if created else 200)
+    return json(group_json(group_view(broker, broker.queue(queue), g)), 201 if created else 200)
 
 
 @router.post("/{group}/pull", openapi_extra=schemas.body(schemas.PullBody, required=False))
@@ -80,7 +81,8 @@ async def nack(queue: str, group: str, request: Request, who: Principal = Depend
 async def seek(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     broker = broker_of(request)
-    return json(broker.seek(queue, group, await json_object(request)).info(broker.store))
+    g = broker.seek(queue, group, await json_object(request))
+    return json(group_json(group_view(broker, broker.queue(queue), g)))
 
 
 @router.delete("/{group}", status_code=204)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import time
 from collections.abc import Iterator
-from dataclasses import asdict
 
 from fastapi import APIRouter, Depends, Request
 from prometheus_client import generate_latest
@@ -13,57 +10,24 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.responses import Response
 
-from app import __version__, metrics
+from app import metrics
 from app.api.auth import Principal, authenticate
 from app.api.deps import broker_of, json, raw_json
+from app.broker import views
 from app.broker.broker import Broker
+from app.broker.views import as_json, overview_json
 
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/api/v1/overview")
 async def overview(request: Request, _: Principal = Depends(authenticate)) -> Response:
-    broker = broker_of(request)
-    store = broker.store
-    stats = broker.stats
-    messages = sum(store.next_offset(q.id) - store.first_offset(q.id) for q in broker.queues.values())
-    queue_bytes = sum(store.queue_bytes(q.id) for q in broker.queues.values())
-    disk = shutil.disk_usage(broker.settings.data_dir)
-    return json({
-        "version": __version__,
-        "uptime_seconds": round(time.time() - stats.started, 1),
-        "durability": broker.durability,
-        "totals": {
-            "exchanges": len(broker.routing.exchanges),
-            "queues": len(broker.queues),
-            "groups": sum(len(q.groups) for q in broker.queues.values()),
-            "messages": messages,
-            "bytes": queue_bytes,
-            "disk_used_bytes": store.disk_bytes(),
-            "disk_free_bytes": disk.free,
-        },
-        "rates": {
-            "publish": round(stats.published.per_second, 1),
-            "deliver": round(stats.delivered.per_second, 1),
-            "ack": round(stats.acked.per_second, 1),
-        },
-        "counters": {
-            "published": stats.published.total,
-            "delivered": stats.delivered.total,
-            "acked": stats.acked.total,
-            "dead_lettered": stats.dead_lettered,
-            "dropped": stats.dropped,
-        },
-        "retention": {
-            "freed_bytes": stats.retention_freed_bytes,
-            "deleted_chunks": stats.retention_deleted_chunks,
-        },
-    })
+    return json(overview_json(views.overview(broker_of(request))))
 
 
 @router.get("/api/v1/storage/chunks")
 async def chunks(request: Request, _: Principal = Depends(authenticate)) -> Response:
-    return json([asdict(c) for c in broker_of(request).store.chunks()])
+    return json([as_json(c) for c in views.chunk_views(broker_of(request))])
 
 
 @router.get("/api/v1/messages/{message_id}")

@@ -12,6 +12,7 @@ from app.api.deps import broker_of, json, raw_json
 from app.broker.errors import InvalidInput
 from app.broker.message import as_base64
 from app.broker.names import check_name
+from app.broker.views import queue_json, queue_view, queue_views
 
 router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 
@@ -19,13 +20,13 @@ router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 @router.get("")
 async def list_queues(request: Request, _: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
-    return json([broker.queue_info(q) for q in sorted(broker.queues.values(), key=lambda q: q.name)])
+    return json([queue_json(q) for q in queue_views(broker)])
 
 
 @router.get("/{name}")
 async def get_queue(name: str, request: Request, _: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
-    return json(broker.queue_info(broker.queue(check_name(name, "queue name"))))
+    return json(queue_json(queue_view(broker, broker.queue(check_name(name, "queue name")))))
 
 
 @router.put("/{name}", openapi_extra=schemas.body(schemas.QueueDeclare, required=False))
@@ -33,7 +34,7 @@ async def declare_queue(name: str, request: Request, who: Principal = Depends(au
     who.check("configure", name)
     broker = broker_of(request)
     queue, created = await broker.declare_queue(name, await json_object(request, required=False))
-    return json(broker.queue_info(queue), 201 if created else 200)
+    return json(queue_json(queue_view(broker, queue)), 201 if created else 200)
 
 
 @router.patch("/{name}", openapi_extra=schemas.body(schemas.QueuePatch))
@@ -41,7 +42,7 @@ async def update_queue(name: str, request: Request, who: Principal = Depends(aut
     who.check("configure", name)
     broker = broker_of(request)
     queue = await broker.update_queue(check_name(name, "queue name"), await json_object(request))
-    return json(broker.queue_info(queue))
+    return json(queue_json(queue_view(broker, queue)))
 
 
 @router.delete("/{name}", status_code=204)

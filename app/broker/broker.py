@@ -291,23 +291,6 @@ class Broker(Publishing, Consuming):
         dropped, _ = self.store.set_first_offset(queue.id, self.store.next_offset(queue.id), durable=True)
         return dropped
 
-    def queue_info(self, queue: Queue) -> dict[str, Any]:
-        first, end = self.store.first_offset(queue.id), self.store.next_offset(queue.id)
-        return {
-            "name": queue.name,
-            "id": queue.id,
-            "first_offset": first,
-            "next_offset": end,
-            "messages": end - first,
-            "bytes": self.store.queue_bytes(queue.id),
-            "producer_visible": queue.producer_visible,
-            "consumer_visible": queue.consumer_visible,
-            "messages_in": queue.messages_in,
-            "messages_dropped": queue.messages_dropped,
-            **queue.settings.as_dict(),
-            "groups": [group.info(self.store) for group in queue.groups.values()],
-        }
-
     # ------------------------------------------------------------------ bindings
 
     def bindings(self, exchange: str | None = None, queue: str | None = None) -> list[Binding]:

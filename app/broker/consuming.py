@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from app.broker.base import BrokerBase, log
+from app.broker.base import BrokerBase, log, now_ms
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
 from app.broker.message import render
@@ -204,9 +204,12 @@ class Consuming(BrokerBase):
     def sweep(self) -> None:
         """Expire ack deadlines and wake consumers whose redeliveries are due (every ~100 ms)."""
         now = monotonic_ms()
+        epoch = now_ms()
         for queue in list(self.queues.values()):
             due = False
             for group in list(queue.groups.values()):
+                if group.consumers:
+                    group.forget_idle_consumers(epoch)
                 ready = group.next_ready()
                 if ready is not None and ready <= now:
                     self._expire(queue, group, now)

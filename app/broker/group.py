@@ -21,7 +21,6 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.storage import Store, StoredMessage, tag_hash
 
@@ -237,25 +236,8 @@ class Group:
     def close(self) -> None:
         self.closed = True
 
-    # ---------------------------------------------------------------- views
-
-    def info(self, store: Store) -> dict[str, Any]:
-        now = time.time_ns() // 1_000_000
-        for consumer in [c for c, seen in self.consumers.items() if now - seen > CONSUMER_FORGET_MS]:
+    def forget_idle_consumers(self, now_epoch_ms: int) -> None:
+        """Drop consumers unseen for CONSUMER_FORGET_MS from the consumer list (the sweep calls this)."""
+        idle = [c for c, seen in self.consumers.items() if now_epoch_ms - seen > CONSUMER_FORGET_MS]
+        for consumer in idle:
             del self.consumers[consumer]
-        floor = self.ack_floor
-        first = store.first_offset(self.queue_id)
-        oldest = store.timestamp_of(self.queue_id, floor) if floor < store.next_offset(self.queue_id) else None
-        return {
-            "name": self.name,
-            "ack_floor": floor,
-            "next_offset": self.next_offset,
-            "lag": self.lag_in(store),
-            "oldest_unacked_age_ms": max(0, now - oldest) if oldest is not None else 0,
-            "in_flight": len(self.in_flight),
-            "pending_redelivery": len(self.pending),
-            "consumers": [{"id": c, "last_seen": seen} for c, seen in self.consumers.items()],
-            "tag_filter": list(self.tag_filter) if self.tag_filter is not None else None,
-            "missed": self.missed,
-            "behind_retention": floor < first,
-        }

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, MetaData, String, Text, UniqueConstraint, text
+from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, MetaData, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from app.meta.types import CanonicalJSON, UtcDateTime, utcnow
@@ -85,6 +85,8 @@ class Queue(Base):
     )
     producer_visible: Mapped[bool] = mapped_column(default=True, server_default="1")
     consumer_visible: Mapped[bool] = mapped_column(default=True, server_default="1")
+    # Messages lost to limits, the delivery limit or the disk policy before every group had them.
+    messages_dropped: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
@@ -123,6 +125,8 @@ class Group(Base):
     ack_floor: Mapped[int] = mapped_column(default=0, server_default="0")
     start: Mapped[str] = mapped_column(String(16), default="earliest", server_default="earliest")
     tag_filter: Mapped[list[str] | None] = mapped_column(CanonicalJSON)
+    # Messages removed before this group consumed them (written behind with the floor).
+    missed: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 

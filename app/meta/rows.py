@@ -33,6 +33,7 @@ class QueueRow:
     producer_visible: bool
     consumer_visible: bool
     created_at: datetime
+    messages_dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class GroupRow:
     tag_filter: tuple[str, ...] | None
     created_at: datetime
     updated_at: datetime
+    missed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ def queue_row(o: models.Queue) -> QueueRow:
         max_age_seconds=o.max_age_seconds, overflow=o.overflow, dead_letter_exchange=o.dead_letter_exchange,
         dead_letter_routing_key=o.dead_letter_routing_key, max_deliveries=o.max_deliveries,
         ack_timeout_ms=o.ack_timeout_ms, producer_visible=o.producer_visible,
-        consumer_visible=o.consumer_visible, created_at=o.created_at,
+        consumer_visible=o.consumer_visible, created_at=o.created_at, messages_dropped=o.messages_dropped,
     )
 
 
@@ -112,7 +114,7 @@ def binding_row(o: models.Binding) -> BindingRow:
 
 def group_row(o: models.Group) -> GroupRow:
     tags = None if o.tag_filter is None else tuple(o.tag_filter)
-    return GroupRow(o.id, o.queue_id, o.name, o.ack_floor, o.start, tags, o.created_at, o.updated_at)
+    return GroupRow(o.id, o.queue_id, o.name, o.ack_floor, o.start, tags, o.created_at, o.updated_at, o.missed)
 
 
 def user_row(o: models.User) -> UserRow:

@@ -1,0 +1,34 @@
+"""Counters of messages removed before they were consumed, kept across restarts.
+
+queues.messages_dropped: messages a queue lost to its limits, its delivery limit or the disk policy.
+groups.missed: messages a group never consumed because they were removed first.
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-23
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from alembic import op
+
+revision: str = "0002"
+down_revision: str | None = "0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.add_column("queues", sa.Column("messages_dropped", sa.BigInteger(), nullable=False, server_default="0"))
+    op.add_column("groups", sa.Column("missed", sa.BigInteger(), nullable=False, server_default="0"))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("groups") as batch:
+        batch.drop_column("missed")
+    with op.batch_alter_table("queues") as batch:
+        batch.drop_column("messages_dropped")
