@@ -39,6 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import ConfigError, create_app
+    from app.storage.lock import DirectoryLock, DirectoryLocked
 
     settings = _settings_from(args)
     try:
@@ -46,6 +47,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"chunkmq: {exc}", file=sys.stderr)
         return 2
+    try:  # before anything in the directory is read, recovered or created
+        app.state.dir_lock = DirectoryLock.acquire(settings.data_dir)
+    except DirectoryLocked as exc:
+        print(f"chunkmq: {exc}", file=sys.stderr)
+        return 1
     uvicorn.run(
         app,
         host=settings.host,

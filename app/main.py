@@ -22,6 +22,7 @@ from app.config import Settings
 from app.meta import MetaStore
 from app.meta.migrate import upgrade
 from app.metrics import registry
+from app.storage.lock import DirectoryLock
 
 log = logging.getLogger("chunkmq")
 
@@ -81,7 +82,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        # `chunkmq serve` takes the directory lock before uvicorn starts; an app run any other way
+        # (tests, an ASGI server of the user's choice) takes it here, before touching any file.
+        own_lock = getattr(app.state, "dir_lock", None) is None
+        if own_lock:
+            app.state.dir_lock = DirectoryLock.acquire(settings.data_dir)
         await asyncio.to_thread(upgrade, settings.meta_url)
         meta = MetaStore(settings.meta_url)
         broker = await asyncio.to_thread(Broker.open, settings, meta)
@@ -117,6 +122,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 registry.unregister(collector)
                 await asyncio.to_thread(broker.close)
                 meta.close()
+                if own_lock:
+                    app.state.dir_lock.release()
+                    app.state.dir_lock = None
 
     app = FastAPI(title="chunkmq", version=__version__, lifespan=lifespan)
     app.state.settings = settings

@@ -1,0 +1,76 @@
+"""`chunkmq serve` with real processes: one server per data directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.api.client import bodies, ok, publish, queue
+from tests.server import ServerProcess, free_port
+
+
+def _files(root: Path) -> dict[str, tuple[int, int, str]]:
+    """Every file under root: (size, mtime, content hash)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            st = path.stat()
+            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
+    return out
+
+
+def _serve(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(free_port()), "--data-dir", str(data_dir)],
+        env={**os.environ, "CHUNKMQ_AUTH": "off"}, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_a_second_server_on_a_directory_in_use_fails_fast_and_touches_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = ServerProcess(data, CHUNKMQ_AUTH="off", CHUNKMQ_FSYNC="always").start()
+    try:
+        with httpx.Client(base_url=first.url, timeout=30) as api:
+            queue(api, "q")
+            for i in range(20):
+                publish(api, "amq.default", *({"body": f"{i}-{j}", "routing_key": "q"} for j in range(50)))
+            # frozen, the first server writes nothing (checkpoints, snapshots) while the second tries
+            first.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+            try:
+                before = _files(data)
+                started = time.monotonic()
+                second = _serve(data)
+                after = _files(data)
+            finally:
+                first.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+            assert time.monotonic() - started < 10
+            assert second.returncode == 1, second.stderr
+            lines = [line for line in second.stderr.splitlines() if line.strip()]
+            assert len(lines) == 1, second.stderr
+            assert str(data.resolve()) in lines[0]
+            assert str(first.proc.pid) in lines[0]  # type: ignore[union-attr]
+            assert after == before
+            # the first server is unharmed: every acknowledged message is there, and it goes on
+            assert bodies(api, "q")[:3] == ["0-0", "0-1", "0-2"]
+            assert ok(api.get("/api/v1/queues/q"))["messages"] == 1000
+            publish(api, "amq.default", {"body": "after", "routing_key": "q"})
+            # commands that only touch SQLite keep working while the server runs
+            made = subprocess.run(
+                [sys.executable, "-m", "app.cli", "token", "create", "--name", "ops", "--read", ".*",
+                 "--data-dir", str(data)], capture_output=True, text=True, timeout=60,
+            )
+            assert made.returncode == 0, made.stderr
+        # after a kill -9 the lock is gone with the process: a new server starts at once
+        first.kill()
+        first.start()
+        with httpx.Client(base_url=first.url, timeout=30) as api:
+            assert ok(api.get("/api/v1/queues/q"))["messages"] == 1001
+    finally:
+        first.stop()
