@@ -27,7 +27,6 @@ from app.storage.lock import DirectoryLock
 log = logging.getLogger("chunkmq")
 
 SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
-COMMIT_SECONDS = 1.0  # group floors are written behind at most this often
 
 
 class ConfigError(RuntimeError):
@@ -105,7 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         tune_gc()
         tasks = [
             asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
-            asyncio.create_task(_every(COMMIT_SECONDS, broker.commit_floors, "commit floors")),
+            asyncio.create_task(broker.committer.run()),
             asyncio.create_task(_every(settings.retention_interval_seconds, broker.run_retention, "retention")),
             asyncio.create_task(_every(1.0, broker.stats.sample, "stats")),
             asyncio.create_task(_every(settings.dedup_snapshot_seconds, broker.snapshot_dedup, "dedup snapshot")),
@@ -117,7 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             try:
-                await broker.commit_floors()
+                await broker.committer.round()
             finally:
                 registry.unregister(collector)
                 await asyncio.to_thread(broker.close)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
@@ -62,13 +64,22 @@ async def pull(queue: str, group: str, request: Request, who: Principal = Depend
         if type(body["ack"]) is not dict:
             raise InvalidInput('ack must be an object: {"offsets": [...]} or {"up_to": n}')
         broker.ack(queue, group, body["ack"])
+        durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
+        try:
+            messages = await broker.pull(queue, group, max_messages, wait_ms, consumer)
+        finally:
+            await durable  # the answer acknowledges the ack: only once it survives a crash
+        return raw_json(messages)
     return raw_json(await broker.pull(queue, group, max_messages, wait_ms, consumer))
 
 
 @router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody))
 async def ack(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
-    return json(broker_of(request).ack(queue, group, await json_object(request)))
+    broker = broker_of(request)
+    result = broker.ack(queue, group, await json_object(request))
+    await broker.acks_durable()
+    return json(result)
 
 
 @router.post("/{group}/nack", openapi_extra=schemas.body(schemas.NackBody))

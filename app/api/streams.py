@@ -6,11 +6,12 @@ UTF-8 JSON (the delivered messages are joined as stored, never re-encoded).
 
 Consume: /api/v1/queues/{q}/groups/{g}/stream?consumer=c1[&resume=true]
     client: {"type": "credit", "n": 500}             the server may send 500 more messages
-            {"type": "ack", "offsets": [..]} | {"type": "ack", "up_to": n}
+            {"type": "ack", "offsets": [..]} | {"type": "ack", "up_to": n}   optional "seq": 7
             {"type": "nack", "offsets": [..], "delay_ms": 0}
             {"type": "close", "requeue": true}       in-flight messages are redelivered at once
             {"type": "ping"}                         answered with {"type": "pong"}
     server: {"type": "messages", "messages": [message, ...]} | {"type": "error", "error": {..}}
+            {"type": "acked", "seq": 7, "ack_floor": n}   for an ack with a seq, once it is durable
   The group is created at `earliest` when absent (as a pull does). Credit is a count of permits:
   the server never sends more messages than the credit granted so far on this connection. Without
   `consumer` the server picks a unique id. `resume=true` makes the in-flight messages of this consumer
@@ -66,6 +67,7 @@ MAX_FRAME_MESSAGES = 1000  # one messages frame holds at most this many (more cr
 MAX_CREDIT = 1_000_000  # per credit frame
 MAX_PUBLISH_IN_FLIGHT = 1024  # publish frames awaiting their confirm; the reader stops beyond it
 _PONG = b'{"type":"pong"}'
+_ACK_FIELDS = frozenset({"offsets", "up_to"})  # what the broker reads of an ack frame
 _CLOSE = b""  # marker: the client asked to close
 
 
@@ -143,6 +145,7 @@ class _ConsumeStream:
         self.granted = asyncio.Event()
         self.sending = asyncio.Lock()  # error and pong frames from the reader vs. the sender's frames
         self.requeue = False
+        self.confirming: set[asyncio.Task[None]] = set()  # acks with a seq awaiting durability
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
@@ -152,6 +155,9 @@ class _ConsumeStream:
             sender.cancel()
             with contextlib.suppress(BaseException):
                 await sender
+            for task in list(self.confirming):
+                with contextlib.suppress(BaseException):
+                    await task
             if self.requeue and self.group.release_consumer(self.consumer, monotonic_ms()):
                 self.queue.notify()
         if asked_to_close:  # after the requeue: a consumer that sees the close can count on it
@@ -188,6 +194,19 @@ class _ConsumeStream:
         except (OSError, RuntimeError):
             return  # the socket went away mid-send: the reader sees the disconnect
 
+    def _confirm_ack(self, seq: Any) -> None:
+        """Answer an ack frame that carries a `seq` once the ack survives a crash (fsync=always; at
+        once otherwise): {"type": "acked", "seq": 7, "ack_floor": n}. Confirms keep the frames' order."""
+        async def confirm() -> None:
+            await self.broker.acks_durable()
+            frame = orjson.dumps({"type": "acked", "seq": seq, "ack_floor": self.group.ack_floor})
+            with contextlib.suppress(OSError, RuntimeError):
+                await self._send(frame)
+
+        task = asyncio.create_task(confirm())
+        self.confirming.add(task)
+        task.add_done_callback(self.confirming.discard)
+
     async def _read_loop(self) -> bool:
         """Handle client frames until the stream ends; True when the client asked to close."""
         while True:
@@ -213,7 +232,10 @@ class _ConsumeStream:
         """Apply one client frame; returns the frame to answer with, if any (_CLOSE: close the stream)."""
         kind = _frame_type(frame)
         if kind == "ack":
-            self.broker.ack(self.queue.name, self.group.name, frame)
+            seq = frame.get("seq")
+            self.broker.ack(self.queue.name, self.group.name, {k: v for k, v in frame.items() if k in _ACK_FIELDS})
+            if seq is not None:
+                self._confirm_ack(seq)
         elif kind == "credit":
             n = frame.get("n")
             if type(n) is not int or not 1 <= n <= MAX_CREDIT:

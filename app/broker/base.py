@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Mapping
 
+from app.broker.committer import Committer
 from app.broker.dedup import IdempotencyWindow
 from app.broker.errors import NotFound
 from app.broker.group import Group
@@ -41,6 +42,7 @@ class BrokerBase:
     dedup: IdempotencyWindow
     stats: BrokerStats
     durability: str
+    committer: Committer
     _creating: dict[tuple[int, str], asyncio.Future[Group]]
 
     def exchange(self, name: str) -> Exchange:

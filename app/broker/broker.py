@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.broker.base import log, now_ms
+from app.broker.committer import Committer
 from app.broker.consuming import Consuming
 from app.broker.dedup import IdempotencyWindow, WindowSnapshots
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
-from app.broker.group import Group
+from app.broker.group import Group, monotonic_ms
 from app.broker.message import position_of, render
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name
 from app.broker.publishing import Publishing, PublishOutcome
@@ -32,11 +33,12 @@ from app.broker.queue import Queue, QueueSettings
 from app.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
 from app.broker.stats import BrokerStats
 from app.config import FsyncSetting, Settings
-from app.meta import MetaStore
+from app.meta import GroupRow, MetaStore
 from app.storage import FsyncMode, Store, StoreOptions
 
 __all__ = ["Broker", "PublishOutcome"]
 
+GROUP_COMMIT_SECONDS = 1.0  # group state is written behind at most this often (and per ack with fsync=always)
 _DURABILITY = {FsyncSetting.ALWAYS: "fsync", FsyncSetting.INTERVAL: "interval", FsyncSetting.NEVER: "none"}
 
 
@@ -66,6 +68,7 @@ class Broker(Publishing, Consuming):
         self.stats = BrokerStats()
         self.durability = _DURABILITY[settings.fsync]
         self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
+        self.committer = Committer(self.commit_groups, GROUP_COMMIT_SECONDS)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -94,22 +97,38 @@ class Broker(Publishing, Consuming):
             self.routing.exchanges[row.name] = Exchange(row.name, ExchangeType(row.type), row.alternate_exchange)
         for row in snapshot.queues:
             self._add_queue(row)
+        now = monotonic_ms()
         for row in snapshot.groups:
             queue = self.queues_by_id.get(row.queue_id)
             if queue is not None:
-                queue.groups[row.name] = Group(
-                    row.queue_id, row.name, next_offset=row.ack_floor, committed_floor=row.ack_floor,
-                    tag_filter=row.tag_filter,
-                )
+                queue.groups[row.name] = self._restore_group(queue, row, now)
         for row in snapshot.bindings:
             self.routing.add_binding(
                 Binding(row.id, row.exchange, row.queue, row.routing_key, dict(row.arguments or {}))
             )
         self._rebuild_dedup_window()
 
+    def _restore_group(self, queue: Queue, row: GroupRow, now: int) -> Group:
+        """A group as it was written, clamped to the recovered log: a position past the queue's end
+        would skip messages published after the restart (the lost tail's offsets are reused)."""
+        end = self.store.next_offset(queue.id)
+        floor, next_offset = row.ack_floor, row.next_offset if row.next_offset is not None else row.ack_floor
+        done = row.done
+        if next_offset > end or floor > end:
+            log.warning(
+                "group %r of queue %r: saved position (floor %d, next %d) is past the recovered end %d "
+                "of the queue; clamped", row.name, queue.name, floor, next_offset, end,
+            )
+            floor, next_offset = min(floor, end), min(next_offset, end)
+            done = tuple((a, min(b, end)) for a, b in done if a < end)
+        group = Group(row.queue_id, row.name, next_offset=floor, tag_filter=row.tag_filter, missed=row.missed)
+        group.restore(next_offset, done, now)
+        return group
+
     def _add_queue(self, row: Any) -> Queue:
         settings = QueueSettings.parse({name: getattr(row, name) for name in QueueSettings.names()})
-        queue = Queue(row.id, row.name, settings, row.producer_visible, row.consumer_visible)
+        queue = Queue(row.id, row.name, settings, row.producer_visible, row.consumer_visible,
+                      messages_dropped=row.messages_dropped, committed_dropped=row.messages_dropped)
         self.store.create_queue(queue.id)
         self.queues[queue.name] = queue
         self.queues_by_id[queue.id] = queue

@@ -13,6 +13,7 @@ from app.broker.group import Group, monotonic_ms
 from app.broker.message import render
 from app.broker.names import check_name
 from app.broker.queue import Queue
+from app.meta import GroupState
 
 
 class Consuming(BrokerBase):
@@ -229,28 +230,39 @@ class Consuming(BrokerBase):
                 floors[queue.id] = first
         return floors
 
-    def floors_to_commit(self) -> list[tuple[int, str, int]]:
-        return [
-            (queue.id, group.name, group.ack_floor)
+    async def acks_durable(self) -> None:
+        """Return once every ack applied so far survives a crash (fsync=always); at once otherwise,
+        where group state is written behind (at most GROUP_COMMIT_SECONDS old after a crash)."""
+        if self.durability == "fsync":
+            await self.committer.durable()
+
+    async def commit_groups(self) -> int:
+        """Write the state of every changed group, and changed loss counters, in one transaction,
+        once the log is fsynced up to where they point. Returns the number of groups written."""
+        changed = [
+            (group, group.changes, group.state())
             for queue in self.queues.values()
             for group in queue.groups.values()
-            if group.ack_floor != group.committed_floor
+            if group.changes != group.committed_changes
         ]
-
-    async def commit_floors(self) -> int:
-        """Write changed ack floors behind, in one transaction. In fsync=always mode the log is made
-        durable first, so dead-lettered copies are on disk before their originals count as done."""
-        floors = self.floors_to_commit()
-        if not floors:
+        dropped = [(q, q.messages_dropped) for q in self.queues.values() if q.messages_dropped != q.committed_dropped]
+        if not changed and not dropped:
             return 0
-        await asyncio.wrap_future(self.store.durable(self.store.end_position))
-        await asyncio.to_thread(self.meta.save_group_floors, floors)
-        for queue_id, name, floor in floors:
-            queue = self.queues_by_id.get(queue_id)
-            group = queue.groups.get(name) if queue is not None else None
-            if group is not None:
-                group.committed_floor = floor
-        return len(floors)
+        states = [
+            GroupState(group.queue_id, group.name, floor, next_offset, done, group.missed)
+            for group, _, (floor, next_offset, done) in changed
+        ]
+        # Every position these states cover is below the log's end now: make it durable first, so a
+        # saved position never covers a message a crash of the machine could take back (and dead-
+        # lettered copies are on disk before their originals count as done).
+        await asyncio.wrap_future(self.store.sync(self.store.end_position))
+        await asyncio.to_thread(self.meta.save_group_states, states, [(q.id, n) for q, n in dropped])
+        for (group, mark, (floor, _, _)) in changed:
+            group.committed_changes = mark
+            group.committed_floor = floor
+        for queue, count in dropped:
+            queue.committed_dropped = count
+        return len(states)
 
     async def run_retention(self) -> None:
         for queue in list(self.queues.values()):

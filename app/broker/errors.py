@@ -7,7 +7,8 @@
     ├── TooLarge                413 message_too_large, batch_too_large
     ├── Unroutable              422 unroutable
     ├── QueueFull               429 queue_full
-    └── StorageFull             507 storage_full
+    ├── StorageFull             507 storage_full
+    └── Unavailable             503 unavailable
 
 One handler in app/api/errors.py renders them all as {"error": {"code", "message"}}.
 """
@@ -92,3 +93,10 @@ class Forbidden(BrokerError):
 
     status = 403
     code = "forbidden"
+
+
+class Unavailable(BrokerError):
+    """Raised when the broker cannot make a change durable right now (the metadata store failed)."""
+
+    status = 503
+    code = "unavailable"

@@ -10,8 +10,10 @@ State and its invariants (all offsets are queue offsets):
 - the ack floor is derived, not stored: min of in_flight, pending and next_offset. Everything below it
   is done. This is why no set of acked offsets is needed, and why skipping other tags moves the
   floor for free (EQueue counted skipped messages as lag; we do not).
-- `committed_floor`: the floor last written to the database. After a crash the group restarts from
-  it, so messages above it are delivered again (at-least-once), and none below it.
+- what is written to the database (`state()`): the floor, `next_offset`, and the offsets in between
+  that are done (acked, or skipped by the tag filter) as ranges. After a crash the group restarts
+  from it: everything in [floor, next_offset) not done is delivered again (at-least-once), nothing
+  done is. `changes` counts state changes, so the writer knows which groups to write.
 
 The group is owned by the event loop thread: no locks.
 """
@@ -44,7 +46,9 @@ class Group:
     name: str
     next_offset: int
     tag_filter: tuple[str, ...] | None = None
-    committed_floor: int = 0
+    committed_floor: int = 0  # the floor last written to the database
+    changes: int = 0  # bumped by every change of delivery state
+    committed_changes: int = 0  # `changes` as last written
     in_flight: dict[int, InFlight] = field(default_factory=dict)
     pending: dict[int, int] = field(default_factory=dict)  # offset -> deliveries so far
     consumers: dict[str, int] = field(default_factory=dict)  # consumer id -> last seen (epoch ms)
@@ -99,6 +103,9 @@ class Group:
     def catch_up(self, store: Store) -> None:
         """Jump over messages that retention or limits removed, counting them as missed."""
         first = store.first_offset(self.queue_id)
+        if self.ack_floor >= first:
+            return
+        self.changes += 1
         if self.next_offset < first:
             self.missed += first - self.next_offset
             self.next_offset = first
@@ -120,6 +127,7 @@ class Group:
             if entry is None or entry.deadline != deadline:
                 continue  # acked, nacked or redelivered since: a stale heap entry
             del self.in_flight[offset]
+            self.changes += 1
             if max_deliveries is not None and entry.count >= max_deliveries:
                 exhausted.append((offset, entry.count))
             else:
@@ -142,6 +150,7 @@ class Group:
         Returns (message, delivery count) pairs, now in flight for `consumer`."""
         self.consumers[consumer] = time.time_ns() // 1_000_000
         self.catch_up(store)
+        scanned_from = self.next_offset
         out: list[tuple[StoredMessage, int]] = []
         deadline = now + ack_timeout_ms
         ready = self._ready
@@ -173,6 +182,8 @@ class Group:
                     in_flight[offset] = InFlight(consumer, deadline, 1)
                     heapq.heappush(heap, (deadline, offset))
                     out.append((message, 1))
+        if out or self.next_offset != scanned_from:
+            self.changes += 1
         return out
 
     def _track(self, offset: int, consumer: str, deadline: int, count: int) -> None:
@@ -184,6 +195,7 @@ class Group:
     def ack(self, offsets: list[int]) -> tuple[int, list[int]]:
         """Per-offset ack. Returns (acked count, offsets that were not in flight or pending)."""
         acked, unknown = 0, []
+        self.changes += 1
         for offset in offsets:
             if self.in_flight.pop(offset, None) is not None or self.pending.pop(offset, None) is not None:
                 acked += 1
@@ -194,6 +206,7 @@ class Group:
     def ack_up_to(self, up_to: int, end: int) -> int:
         """Cumulative ack: every offset below `up_to` is done (capped at the queue's end)."""
         up_to = min(up_to, end)
+        self.changes += 1
         before = len(self.in_flight) + len(self.pending)
         if self.in_flight:
             self.in_flight = {o: e for o, e in self.in_flight.items() if o >= up_to}
@@ -207,6 +220,7 @@ class Group:
         (offset, count) pairs for the caller to dead-letter)."""
         unknown: list[int] = []
         exhausted: list[tuple[int, int]] = []
+        self.changes += 1
         for offset in offsets:
             entry = self.in_flight.pop(offset, None)
             if entry is None:
@@ -227,6 +241,7 @@ class Group:
 
     def seek(self, offset: int) -> None:
         """Move the group; everything in flight or pending is forgotten."""
+        self.changes += 1
         self.in_flight.clear()
         self.pending.clear()
         self._deadlines.clear()
@@ -235,6 +250,40 @@ class Group:
 
     def close(self) -> None:
         self.closed = True
+
+    # ---------------------------------------------------------------- persistence
+
+    def state(self) -> tuple[int, int, tuple[tuple[int, int], ...]]:
+        """(floor, next_offset, done ranges): what a restart needs so that it redelivers every offset
+        in [floor, next_offset) that is not done, and none that is. The undone offsets are exactly
+        those in flight or pending (at most what was handed out and not acked), so the done ranges
+        are the gaps between them."""
+        undone = sorted(self.in_flight.keys() | self.pending.keys())
+        end = self.next_offset
+        if not undone:
+            return end, end, ()
+        done: list[tuple[int, int]] = []
+        previous = undone[0]
+        for offset in undone:
+            if offset > previous:
+                done.append((previous, offset))
+            previous = offset + 1
+        if previous < end:
+            done.append((previous, end))
+        return undone[0], end, tuple(done)
+
+    def restore(self, next_offset: int, done: tuple[tuple[int, int], ...], now: int) -> None:
+        """Take back a written state: every offset in [floor, next_offset) outside `done` is ready
+        for redelivery now (delivered once already, as far as anyone knows)."""
+        floor = self.next_offset
+        self.next_offset = max(floor, next_offset)
+        offset = floor
+        for start, end in (*done, (self.next_offset, self.next_offset)):
+            for undone in range(offset, min(start, self.next_offset)):
+                self._make_pending(undone, 1, now)
+            offset = max(offset, end)
+        self.committed_floor = self.ack_floor
+        self.changes = self.committed_changes = 0
 
     def forget_idle_consumers(self, now_epoch_ms: int) -> None:
         """Drop consumers unseen for CONSUMER_FORGET_MS from the consumer list (the sweep calls this)."""

@@ -10,7 +10,16 @@ Alembic migrations). See docs/metadata.md.
 from app.meta.errors import AlreadyExists, InvalidValue, MetaError, NotFound
 from app.meta.migrate import upgrade
 from app.meta.repository import QUEUE_SETTINGS, MetaStore
-from app.meta.rows import BindingRow, ExchangeRow, GroupRow, MetaSnapshot, QueueRow, TokenRow, UserRow
+from app.meta.rows import (
+    BindingRow,
+    ExchangeRow,
+    GroupRow,
+    GroupState,
+    MetaSnapshot,
+    QueueRow,
+    TokenRow,
+    UserRow,
+)
 
 __all__ = [
     "QUEUE_SETTINGS",
@@ -18,6 +27,7 @@ __all__ = [
     "BindingRow",
     "ExchangeRow",
     "GroupRow",
+    "GroupState",
     "InvalidValue",
     "MetaError",
     "MetaSnapshot",

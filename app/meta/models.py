@@ -125,7 +125,11 @@ class Group(Base):
     ack_floor: Mapped[int] = mapped_column(default=0, server_default="0")
     start: Mapped[str] = mapped_column(String(16), default="earliest", server_default="earliest")
     tag_filter: Mapped[list[str] | None] = mapped_column(CanonicalJSON)
-    # Messages removed before this group consumed them (written behind with the floor).
+    # With the floor: the next offset to deliver (NULL: the floor) and the acknowledged offsets above
+    # the floor as [[start, end), ...] ranges, so a restart redelivers nothing whose ack was answered.
+    next_offset: Mapped[int | None] = mapped_column(BigInteger)
+    done: Mapped[list[list[int]] | None] = mapped_column(CanonicalJSON)
+    # Messages removed before this group consumed them (written with the floor).
     missed: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -1,7 +1,7 @@
 """MetaStore: every read and write of the metadata database.
 
 The broker loads a snapshot at start and calls the write methods on admin changes; the floor writer
-calls `save_group_floors` from its own thread. Each method runs in its own short session, so a
+calls `save_group_states` from its own thread. Each method runs in its own short session, so a
 MetaStore is safe to share between threads. Nothing here is on the publish or pull path.
 
 Every method takes and returns plain values (app/meta/rows.py); every database integrity error is
@@ -28,6 +28,7 @@ from app.meta.rows import (
     BindingRow,
     ExchangeRow,
     GroupRow,
+    GroupState,
     MetaSnapshot,
     QueueRow,
     TokenRow,
@@ -47,10 +48,15 @@ QUEUE_SETTINGS = frozenset(
 )
 
 _groups = m.Group.__table__
+_queues = m.Queue.__table__
 _save_floor = (
     update(_groups)
     .where(_groups.c.queue_id == bindparam("b_queue_id"), _groups.c.name == bindparam("b_name"))
-    .values(ack_floor=bindparam("b_floor"), updated_at=bindparam("b_now"))
+    .values(ack_floor=bindparam("b_floor"), next_offset=bindparam("b_next"), done=bindparam("b_done"),
+            missed=bindparam("b_missed"), updated_at=bindparam("b_now"))
+)
+_save_dropped = (
+    update(_queues).where(_queues.c.id == bindparam("b_id")).values(messages_dropped=bindparam("b_dropped"))
 )
 
 
@@ -237,15 +243,24 @@ class MetaStore:
         key = (queue_id, name)
         self._delete("group", key, delete(m.Group).where(m.Group.queue_id == queue_id, m.Group.name == name))
 
-    def save_group_floors(self, floors: Iterable[tuple[int, str, int]]) -> None:
-        """Write (queue_id, group name, ack_floor) for many groups in one transaction (one executemany).
-        Groups deleted meanwhile are skipped: the floor writer runs behind the broker."""
+    def save_group_states(self, states: Iterable[GroupState], dropped: Iterable[tuple[int, int]] = ()) -> None:
+        """Write many groups' states and queues' (id, messages_dropped) in one transaction (one
+        executemany each). Groups and queues deleted meanwhile are skipped: the writer runs behind."""
         now = utcnow()
-        params = [{"b_queue_id": q, "b_name": n, "b_floor": f, "b_now": now} for q, n, f in floors]
-        if not params:
+        params = [
+            {"b_queue_id": g.queue_id, "b_name": g.name, "b_floor": g.ack_floor, "b_next": g.next_offset,
+             "b_done": [list(r) for r in g.done] if g.done else None, "b_missed": g.missed,
+             "b_now": now}
+            for g in states
+        ]
+        counts = [{"b_id": q, "b_dropped": n} for q, n in dropped]
+        if not params and not counts:
             return
-        with self._transaction("group", "floors") as s:
-            s.connection().execute(_save_floor, params)
+        with self._transaction("group", "states") as s:
+            if params:
+                s.connection().execute(_save_floor, params)
+            if counts:
+                s.connection().execute(_save_dropped, counts)
 
     # --- tokens ---------------------------------------------------------------------------------
 

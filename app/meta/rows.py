@@ -57,6 +57,20 @@ class GroupRow:
     created_at: datetime
     updated_at: datetime
     missed: int = 0
+    next_offset: int | None = None  # None: the ack floor
+    done: tuple[tuple[int, int], ...] = ()  # acknowledged [start, end) ranges above the floor
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """What the broker writes for a group: its floor and everything above it that is done."""
+
+    queue_id: int
+    name: str
+    ack_floor: int
+    next_offset: int
+    done: tuple[tuple[int, int], ...]
+    missed: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +128,9 @@ def binding_row(o: models.Binding) -> BindingRow:
 
 def group_row(o: models.Group) -> GroupRow:
     tags = None if o.tag_filter is None else tuple(o.tag_filter)
-    return GroupRow(o.id, o.queue_id, o.name, o.ack_floor, o.start, tags, o.created_at, o.updated_at, o.missed)
+    done = tuple((int(a), int(b)) for a, b in o.done or ())
+    return GroupRow(o.id, o.queue_id, o.name, o.ack_floor, o.start, tags, o.created_at, o.updated_at, o.missed,
+                    o.next_offset, done)
 
 
 def user_row(o: models.User) -> UserRow:

@@ -309,6 +309,11 @@ class Store:
             return fut
         return self._flusher.durable(position)
 
+    def sync(self, position: int) -> Future[None]:
+        """A future resolved once everything below ``position`` is fsynced, in every mode: an fsync
+        is forced if none covers it yet (the group-state writer calls this before saving positions)."""
+        return self._flusher.durable(position)
+
     def _sync_log(self) -> int:
         with self._lock:
             target = self._end

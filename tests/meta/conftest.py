@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.meta import MetaStore, upgrade
+from app.meta import GroupState, MetaStore, upgrade
 
 
 @pytest.fixture
@@ -20,3 +20,8 @@ def meta_url(tmp_path: Path) -> str:
 def store(meta_url: str) -> Iterator[MetaStore]:
     with MetaStore(meta_url) as meta:
         yield meta
+
+
+def floors(items: list[tuple[int, str, int]]) -> list[GroupState]:
+    """Group states that are only a floor (nothing done above it)."""
+    return [GroupState(queue_id, name, floor, floor, (), 0) for queue_id, name, floor in items]

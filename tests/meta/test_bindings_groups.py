@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from app.meta import AlreadyExists, InvalidValue, MetaStore, NotFound
+from app.meta import AlreadyExists, GroupState, InvalidValue, MetaStore, NotFound
+from tests.meta.conftest import floors
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def test_group_upsert(routed: MetaStore) -> None:
     qid = routed.load().queues[0].id
     g = routed.upsert_group(qid, "billing", start="latest", tag_filter=["created", "paid"])
     assert (g.queue_id, g.name, g.ack_floor, g.start, g.tag_filter) == (qid, "billing", 0, "latest", ("created", "paid"))
-    routed.save_group_floors([(qid, "billing", 42)])
+    routed.save_group_states(floors([(qid, "billing", 42)]))
     # Changing the subscription keeps the committed floor unless one is given.
     changed = routed.upsert_group(qid, "billing", start="earliest", tag_filter=None)
     assert (changed.id, changed.ack_floor, changed.start, changed.tag_filter) == (g.id, 42, "earliest", None)
@@ -132,25 +133,25 @@ def test_group_errors(routed: MetaStore) -> None:
     assert routed.load().groups == ()
 
 
-def test_save_group_floors_writes_a_whole_batch(routed: MetaStore) -> None:
+def test_save_group_states_writes_a_whole_batch(routed: MetaStore) -> None:
     eu, us = (q.id for q in routed.load().queues)
     names = [f"g{i}" for i in range(100)]
     for name in names:
         routed.upsert_group(eu, name)
         routed.upsert_group(us, name)
     routed.delete_group(us, "g5")  # deleted meanwhile: its floor is skipped, not an error
-    routed.save_group_floors([(q, n, 1000 * q + i) for i, n in enumerate(names) for q in (eu, us)])
-    floors = {(g.queue_id, g.name): g.ack_floor for g in routed.load().groups}
-    assert floors == {(q, n): 1000 * q + i for i, n in enumerate(names) for q in (eu, us) if (q, n) != (us, "g5")}
-    routed.save_group_floors([])
+    routed.save_group_states(floors([(q, n, 1000 * q + i) for i, n in enumerate(names) for q in (eu, us)]))
+    saved = {(g.queue_id, g.name): g.ack_floor for g in routed.load().groups}
+    assert saved == {(q, n): 1000 * q + i for i, n in enumerate(names) for q in (eu, us) if (q, n) != (us, "g5")}
+    routed.save_group_states([])
 
 
-def test_save_group_floors_is_one_transaction(routed: MetaStore) -> None:
+def test_save_group_states_is_one_transaction(routed: MetaStore) -> None:
     qid = routed.load().queues[0].id
     routed.upsert_group(qid, "a")
     routed.upsert_group(qid, "b")
     with pytest.raises(InvalidValue):  # the second floor breaks a CHECK: the first is not kept either
-        routed.save_group_floors([(qid, "a", 5), (qid, "b", -1)])
+        routed.save_group_states(floors([(qid, "a", 5), (qid, "b", -1)]))
     assert [g.ack_floor for g in routed.load().groups] == [0, 0]
 
 
@@ -165,7 +166,7 @@ def test_floor_writer_thread_beside_admin_calls(routed: MetaStore) -> None:
     def write_floors() -> None:
         try:
             for floor in range(1, 51):
-                routed.save_group_floors([(qid, f"g{i}", floor) for i in range(20)])
+                routed.save_group_states(floors([(qid, f"g{i}", floor) for i in range(20)]))
         except BaseException as e:
             errors.append(e)
 
@@ -178,3 +179,15 @@ def test_floor_writer_thread_beside_admin_calls(routed: MetaStore) -> None:
     snapshot = routed.load()
     assert {g.ack_floor for g in snapshot.groups} == {50}
     assert len(snapshot.queues) == 52
+
+
+def test_group_state_above_the_floor_and_loss_counters_round_trip(routed: MetaStore) -> None:
+    eu, us = (q.id for q in routed.load().queues)
+    routed.upsert_group(eu, "g")
+    routed.save_group_states([GroupState(eu, "g", 10, 20, ((12, 15), (17, 18)), 3)], dropped=[(eu, 7)])
+    group = routed.load().groups[0]
+    assert (group.ack_floor, group.next_offset, group.done, group.missed) == (10, 20, ((12, 15), (17, 18)), 3)
+    assert {q.id: q.messages_dropped for q in routed.load().queues} == {eu: 7, us: 0}
+    routed.save_group_states([GroupState(eu, "g", 20, 20, (), 3)])  # nothing above the floor any more
+    group = routed.load().groups[0]
+    assert (group.ack_floor, group.next_offset, group.done) == (20, 20, ())

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 
 from app.meta import MetaStore
 from app.meta.models import Queue
+from tests.meta.conftest import floors
 
 
 def test_sqlite_connections_use_wal_and_foreign_keys(store: MetaStore) -> None:
@@ -45,7 +46,7 @@ def test_concurrent_writers_wait_instead_of_failing(store: MetaStore) -> None:
             errors.append(e)
 
     jobs = [
-        [("save_group_floors", ([(q.id, "g", f) for q in queues],)) for f in range(1, 101)],
+        [("save_group_states", (floors([(q.id, "g", f) for q in queues]),)) for f in range(1, 101)],
         [("create_binding", ("x", queues[i % 4].name, f"k{i}")) for i in range(100)],
         [("create_queue", (f"extra{i}",)) for i in range(100)],
         [("upsert_group", (queues[i % 4].id, f"h{i}")) for i in range(100)],
