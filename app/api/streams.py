@@ -197,9 +197,10 @@ class _ConsumeStream:
     def _confirm_ack(self, seq: Any) -> None:
         """Answer an ack frame that carries a `seq` once the ack survives a crash (fsync=always; at
         once otherwise): {"type": "acked", "seq": 7, "ack_floor": n}. Confirms keep the frames' order."""
+        frame = orjson.dumps({"type": "acked", "seq": seq, "ack_floor": self.group.ack_floor})  # as of this ack
+
         async def confirm() -> None:
             await self.broker.acks_durable()
-            frame = orjson.dumps({"type": "acked", "seq": seq, "ack_floor": self.group.ack_floor})
             with contextlib.suppress(OSError, RuntimeError):
                 await self._send(frame)
 

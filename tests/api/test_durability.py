@@ -131,3 +131,42 @@ def test_kill_9_during_consumption_resumes_from_the_committed_floor(tmp_path: Pa
             assert seen == list(range(info["ack_floor"], 1000))  # nothing skipped, nothing below the floor
     finally:
         server.stop()
+
+
+def test_websocket_acks_with_a_seq_are_confirmed_once_durable(tmp_path: Path) -> None:
+    """fsync=always: an `acked` frame answers an ack frame with a seq only once the ack survives a
+    kill -9; acks above the floor (out of order) survive too."""
+    import asyncio
+
+    from tests.api.test_streams import consume_url, messages_until_quiet, open_ws, recv, send
+
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_FSYNC="always").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "ws")
+            publish(api, "amq.default", *({"body": str(i), "routing_key": "ws"} for i in range(100)))
+
+        async def consume() -> None:
+            async with open_ws(consume_url(server, "ws")) as ws:
+                await send(ws, type="credit", n=100)
+                got = [m["offset"] for m in await messages_until_quiet(ws)]
+                assert got == list(range(100))
+                await send(ws, type="ack", offsets=[5, 7, 60, 61, 62], seq=1)
+                await send(ws, type="ack", up_to=3, seq=2)
+                first, second = await recv(ws), await recv(ws)
+                assert first == {"type": "acked", "seq": 1, "ack_floor": 0}
+                assert second == {"type": "acked", "seq": 2, "ack_floor": 3}
+
+        asyncio.run(asyncio.wait_for(consume(), 60))
+        server.kill()  # right after the confirms: nothing may be written behind any more
+        server.start()
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            info = ok(api.get("/api/v1/queues/ws/groups/g"))
+            assert info["ack_floor"] == 3
+            seen: list[int] = []
+            while page := ok(api.post("/api/v1/queues/ws/groups/g/pull", json={"max_messages": 1000}))["messages"]:
+                seen.extend(m["offset"] for m in page)
+                ok(api.post("/api/v1/queues/ws/groups/g/ack", json={"offsets": [m["offset"] for m in page]}))
+            assert seen == [o for o in range(3, 100) if o not in (5, 7, 60, 61, 62)]
+    finally:
+        server.stop()

@@ -1,0 +1,55 @@
+"""Group state as written to the database and taken back after a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.broker.group import Group
+from app.storage import NewMessage, Store, StoreOptions
+
+
+def _store(tmp_path: Path, n: int) -> Store:
+    store = Store.open(tmp_path / "store", StoreOptions(chunk_size=1 << 16, index_chunk_entries=64))
+    store.create_queue(1)
+    store.append([NewMessage(str(i).encode(), (1,)) for i in range(n)])
+    return store
+
+
+def test_state_names_the_floor_and_the_done_ranges_above_it(tmp_path: Path) -> None:
+    store = _store(tmp_path, 30)
+    group = Group(1, "g", next_offset=0)
+    assert group.state() == (0, 0, ())
+    assert len(group.deliver(store, "c", 20, 30_000, 0)) == 20
+    assert group.state() == (0, 20, ())  # all delivered, none done
+    group.ack([0, 1, 2, 5, 6, 19])
+    assert group.state() == (3, 20, ((5, 7), (19, 20)))
+    group.ack_up_to(20, 30)
+    assert group.state() == (20, 20, ())
+    store.close()
+
+
+def test_restore_redelivers_exactly_what_is_not_done(tmp_path: Path) -> None:
+    store = _store(tmp_path, 30)
+    before = Group(1, "g", next_offset=0)
+    before.deliver(store, "c", 20, 30_000, 0)
+    before.ack([0, 1, 2, 5, 6, 19])
+    floor, next_offset, done = before.state()
+
+    after = Group(1, "g", next_offset=floor)
+    after.restore(next_offset, done, now=0)
+    assert after.ack_floor == 3 and after.changes == 0
+    offsets = [m[0] for m, _ in after.deliver(store, "c", 100, 30_000, 0)]
+    assert offsets == [3, 4, *range(7, 19), *range(20, 30)]
+    store.close()
+
+
+def test_changes_count_only_real_changes(tmp_path: Path) -> None:
+    store = _store(tmp_path, 5)
+    group = Group(1, "g", next_offset=0)
+    group.deliver(store, "c", 10, 30_000, 0)
+    mark = group.changes
+    assert group.deliver(store, "c", 10, 30_000, 0) == []  # an empty pull changes nothing
+    assert group.changes == mark
+    group.ack([1])
+    assert group.changes == mark + 1
+    store.close()
