@@ -264,8 +264,10 @@ def recover(store: Store) -> RecoveryReport:
             qi.bytes = qi.bytes_between(qi.first, qi.next)
     if damaged:
         _rebuild(chunks, queues, damaged)
-    for qi in queues.values():
-        qi.first = min(qi.first, qi.next)
+    for q, qi in queues.items():
+        if qi.first > qi.next:  # a floor saved past what the log kept: never skip what comes next
+            log.warning("queue %d: first offset %d is past the recovered end %d; clamped", q, qi.first, qi.next)
+            qi.first = qi.next
         report.index_entries_zeroed += qi.zero_from(qi.next)
 
     # 6. the active chunk

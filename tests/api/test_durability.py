@@ -170,3 +170,29 @@ def test_websocket_acks_with_a_seq_are_confirmed_once_durable(tmp_path: Path) ->
             assert seen == [o for o in range(3, 100) if o not in (5, 7, 60, 61, 62)]
     finally:
         server.stop()
+
+
+def test_a_saved_position_past_the_recovered_log_is_clamped_with_a_warning(tmp_path: Path) -> None:
+    import sqlite3
+
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_LOG_LEVEL="info").start()
+    with httpx.Client(base_url=server.url, timeout=30) as api:
+        queue(api, "q")
+        publish(api, "amq.default", *({"body": str(i), "routing_key": "q"} for i in range(10)))
+        ok(api.put("/api/v1/queues/q/groups/g", json={}), 201)
+    server.stop()
+    # as a write-behind that outran the log before a power cut would have left it
+    with sqlite3.connect(tmp_path / "data" / "meta.db") as db:
+        db.execute("UPDATE groups SET ack_floor = 50, next_offset = 60, done = '[[52,55]]'")
+    db.close()
+    server.start()
+    try:
+        assert "group 'g' of queue 'q': saved position (floor 50, next 60) is past the recovered end 10" in server.log()
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            group = ok(api.get("/api/v1/queues/q/groups/g"))
+            assert (group["ack_floor"], group["next_offset"], group["lag"]) == (10, 10, 0)
+            publish(api, "amq.default", *({"body": f"new-{i}", "routing_key": "q"} for i in range(5)))
+            page = ok(api.post("/api/v1/queues/q/groups/g/pull", json={"max_messages": 100}))["messages"]
+            assert [m["body"] for m in page] == [f"new-{i}" for i in range(5)]  # none skipped
+    finally:
+        server.stop()
