@@ -44,6 +44,16 @@ class Settings(BaseSettings):
     # timeout is dropped, so a dead consumer stops holding credit and its in-flight messages time out.
     ws_ping_interval: float = Field(20.0, gt=0)
     ws_ping_timeout: float = Field(20.0, gt=0)
+    # History of queue and group metrics (charts, the history API, alert trends), app/broker/history.py:
+    # a sample every interval, kept at that resolution for history_fine_seconds (the newest
+    # history_memory_seconds of it also in memory), and as one point per history_coarse_step_seconds
+    # for history_coarse_seconds; written to the metadata database every history_flush_seconds.
+    history_interval_seconds: float = Field(5.0, gt=0)
+    history_memory_seconds: float = Field(900.0, gt=0)
+    history_fine_seconds: float = Field(3600.0, gt=0)
+    history_coarse_step_seconds: float = Field(60.0, gt=0)
+    history_coarse_seconds: float = Field(7 * 24 * 3600.0, gt=0)
+    history_flush_seconds: float = Field(10.0, gt=0)
     log_level: str = "info"
 
     @property

@@ -101,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     f"  {token}",
                     file=sys.stderr, flush=True,
                 )
+        await broker.history.load()
         tune_gc()
         tasks = [
             asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
@@ -108,6 +109,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_every(settings.retention_interval_seconds, broker.run_retention, "retention")),
             asyncio.create_task(_every(1.0, broker.stats.sample, "stats")),
             asyncio.create_task(_every(settings.dedup_snapshot_seconds, broker.snapshot_dedup, "dedup snapshot")),
+            asyncio.create_task(_every(settings.history_interval_seconds, broker.history.sample, "history sample")),
+            asyncio.create_task(_every(settings.history_flush_seconds, broker.history.flush, "history flush")),
         ]
         try:
             yield
@@ -117,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await asyncio.gather(*tasks, return_exceptions=True)
             try:
                 await broker.committer.round()
+                await broker.history.close()
             finally:
                 registry.unregister(collector)
                 await asyncio.to_thread(broker.close)

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from app.broker.committer import Committer
 from app.broker.dedup import IdempotencyWindow
@@ -24,6 +25,9 @@ from app.broker.stats import BrokerStats
 from app.config import Settings
 from app.meta import MetaStore
 from app.storage import NewMessage, Store, StoredMessage
+
+if TYPE_CHECKING:
+    from app.broker.history import History
 
 log = logging.getLogger("chunkmq.broker")
 
@@ -41,6 +45,7 @@ class BrokerBase:
     queues_by_id: dict[int, Queue]
     dedup: IdempotencyWindow
     stats: BrokerStats
+    history: History
     durability: str
     committer: Committer
     _creating: dict[tuple[int, str], asyncio.Future[Group]]

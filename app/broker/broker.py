@@ -26,6 +26,7 @@ from app.broker.consuming import Consuming
 from app.broker.dedup import IdempotencyWindow, WindowSnapshots
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
+from app.broker.history import History
 from app.broker.message import position_of, render
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name
 from app.broker.publishing import Publishing, PublishOutcome
@@ -69,6 +70,7 @@ class Broker(Publishing, Consuming):
         self.durability = _DURABILITY[settings.fsync]
         self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
         self.committer = Committer(self.commit_groups, GROUP_COMMIT_SECONDS)
+        self.history = History(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -299,6 +301,7 @@ class Broker(Publishing, Consuming):
         await asyncio.to_thread(self.meta.delete_queue, name)
         del self.queues[name]
         del self.queues_by_id[queue.id]
+        self.history.forget(queue.id)
         self.routing.remove_bindings(lambda b: b.queue == name)
         for group in queue.groups.values():
             group.close()

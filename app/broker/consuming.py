@@ -87,6 +87,7 @@ class Consuming(BrokerBase):
         group = self.group(queue, group_name)
         await asyncio.to_thread(self.meta.delete_group, queue.id, group_name)
         queue.groups.pop(group_name, None)
+        self.history.forget(queue.id, group_name)
         group.close()
         queue.notify()
 
@@ -127,6 +128,7 @@ class Consuming(BrokerBase):
         taken = group.deliver(self.store, consumer, max_messages, queue.settings.ack_timeout_ms, now)
         if taken:
             self.stats.delivered.add(len(taken))
+            queue.delivered += len(taken)
         qj = queue.name_json
         return [render(qj, offset, position, ts, data, count) for (offset, position, ts, _, _, data), count in taken]
 
@@ -159,6 +161,7 @@ class Consuming(BrokerBase):
             offsets = _offsets(body)
             acked, unknown = group.ack(offsets)
         self.stats.acked.add(acked)
+        group.acked += acked
         return {"ack_floor": group.ack_floor, "acked": acked, "not_in_flight": unknown}
 
     def nack(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> dict[str, Any]:

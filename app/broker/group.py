@@ -53,6 +53,7 @@ class Group:
     pending: dict[int, int] = field(default_factory=dict)  # offset -> deliveries so far
     consumers: dict[str, int] = field(default_factory=dict)  # consumer id -> last seen (epoch ms)
     missed: int = 0  # messages lost to retention before this group consumed them
+    acked: int = 0  # messages acknowledged since start (the history's ack rate)
     closed: bool = False
     _deadlines: list[tuple[int, int]] = field(default_factory=list)  # heap of (deadline, offset)
     _ready: list[tuple[int, int]] = field(default_factory=list)  # heap of (ready time, offset)

@@ -75,6 +75,7 @@ class Queue:
     messages_in: int = 0
     messages_dropped: int = 0  # by limits (drop_head, max_age) and retention's disk budget
     committed_dropped: int = 0  # messages_dropped as last written to the database
+    delivered: int = 0  # deliveries to any group, redeliveries included (the history's deliver rate)
     name_json: bytes = b""
     groups: dict[str, Any] = field(default_factory=dict)  # name -> app.broker.group.Group
     # Set by every publish into the queue; waiting pulls and streams wait on it.

@@ -45,6 +45,7 @@ class GroupView:
     tag_filter: tuple[str, ...] | None
     missed: int  # messages removed (retention, limits, disk policy) before this group consumed them
     behind_retention: bool
+    acked: int  # messages acknowledged since the broker started
 
     @property
     def oldest_unacked_age_ms(self) -> int:
@@ -64,6 +65,7 @@ class QueueView:
     messages_in: int
     messages_dropped: int
     settings: dict[str, Any]
+    delivered: int  # deliveries since the broker started, redeliveries included
     groups: tuple[GroupView, ...]
 
     @property
@@ -146,6 +148,7 @@ def group_view(broker: Broker, queue: Queue, group: Group, now: int | None = Non
         tag_filter=group.tag_filter,
         missed=group.missed,
         behind_retention=floor < store.first_offset(queue.id),
+        acked=group.acked,
     )
 
 
@@ -165,6 +168,7 @@ def queue_view(broker: Broker, queue: Queue, now: int | None = None) -> QueueVie
         messages_in=queue.messages_in,
         messages_dropped=queue.messages_dropped,
         settings=queue.settings.as_dict(),
+        delivered=queue.delivered,
         groups=tuple(group_view(broker, queue, g, now) for g in list(queue.groups.values())),
     )
 

@@ -14,7 +14,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, MetaData, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from app.meta.types import CanonicalJSON, UtcDateTime, utcnow
@@ -163,3 +174,43 @@ class Token(Base):
     read: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class QueueHistory(Base):
+    """Sampled metrics of a queue (app/broker/history.py), at two resolutions told apart by step_ms."""
+
+    __tablename__ = "queue_history"
+    __table_args__ = (Index(None, "queue_id", "step_ms", "t"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # Deleting the queue deletes its history.
+    queue_id: Mapped[int] = mapped_column(ForeignKey("queues.id", ondelete="CASCADE"))
+    step_ms: Mapped[int]  # the resolution this point belongs to
+    t: Mapped[int] = mapped_column(BigInteger, index=True)  # epoch ms; the index serves pruning by age
+    messages: Mapped[float]
+    bytes: Mapped[float]
+    publish_rate: Mapped[float]
+    deliver_rate: Mapped[float]
+
+
+class GroupHistory(Base):
+    """Sampled metrics of a consumer group, as QueueHistory."""
+
+    __tablename__ = "group_history"
+    __table_args__ = (
+        # Deleting the group (or its queue, which deletes the group) deletes its history.
+        ForeignKeyConstraint(["queue_id", "group_name"], ["groups.queue_id", "groups.name"], ondelete="CASCADE"),
+        Index(None, "queue_id", "group_name", "step_ms", "t"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    queue_id: Mapped[int]
+    group_name: Mapped[str] = mapped_column(String(NAME_MAX))
+    step_ms: Mapped[int]
+    t: Mapped[int] = mapped_column(BigInteger, index=True)
+    lag: Mapped[float]
+    lag_seconds: Mapped[float]
+    ack_rate: Mapped[float]
+    consumers: Mapped[float]
+    ack_floor: Mapped[int] = mapped_column(BigInteger)
+    floor_moved_at: Mapped[int] = mapped_column(BigInteger)  # epoch ms the ack floor last moved

@@ -14,7 +14,21 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import bindparam, delete, exists, select, update
+from sqlalchemy import (
+    BigInteger,
+    Double,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -58,6 +72,32 @@ _save_floor = (
 _save_dropped = (
     update(_queues).where(_queues.c.id == bindparam("b_id")).values(messages_dropped=bindparam("b_dropped"))
 )
+
+
+
+def _insert_if_exists(table: Any, types: dict[str, Any], owner: Any) -> Any:
+    """INSERT one row of bound parameters only while the row's owner (`owner`, a WHERE clause over
+    the same parameters) exists: the history writer runs behind the broker, and a point sampled just
+    before its queue or group was deleted must not come back, nor fail the batch on the foreign key."""
+    params = [bindparam(name, type_=type_) for name, type_ in types.items()]
+    return insert(table).from_select(list(types), select(*params).where(exists().where(owner)))
+
+
+_QUEUE_POINT = {"queue_id": Integer, "step_ms": Integer, "t": BigInteger, "messages": Double, "bytes": Double,
+                "publish_rate": Double, "deliver_rate": Double}
+_GROUP_POINT = {"queue_id": Integer, "group_name": String, "step_ms": Integer, "t": BigInteger, "lag": Double,
+                "lag_seconds": Double, "ack_rate": Double, "consumers": Double, "ack_floor": BigInteger,
+                "floor_moved_at": BigInteger}
+_save_queue_point = _insert_if_exists(
+    m.QueueHistory.__table__, _QUEUE_POINT, m.Queue.id == bindparam("queue_id", type_=Integer)
+)
+_save_group_point = _insert_if_exists(
+    m.GroupHistory.__table__, _GROUP_POINT,
+    and_(_groups.c.queue_id == bindparam("queue_id", type_=Integer),
+         _groups.c.name == bindparam("group_name", type_=String)),
+)
+QUEUE_POINT_FIELDS = tuple(_QUEUE_POINT)[2:]  # t, then the values
+GROUP_POINT_FIELDS = tuple(_GROUP_POINT)[3:]
 
 
 def _check_choice(entity: str, key: object, field: str, value: str, choices: tuple[str, ...]) -> None:
@@ -261,6 +301,64 @@ class MetaStore:
                 s.connection().execute(_save_floor, params)
             if counts:
                 s.connection().execute(_save_dropped, counts)
+
+    # --- history (app/broker/history.py) -------------------------------------------------------
+
+    def save_history(self, queue_points: Sequence[dict[str, Any]], group_points: Sequence[dict[str, Any]]) -> None:
+        """Append sampled points (dicts with the columns of QueueHistory / GroupHistory) in one
+        transaction. Points of a queue or group deleted meanwhile are skipped."""
+        if not queue_points and not group_points:
+            return
+        with self._transaction("history", "points") as s:
+            connection = s.connection()
+            if queue_points:
+                connection.execute(_save_queue_point, list(queue_points))
+            if group_points:
+                connection.execute(_save_group_point, list(group_points))
+
+    def prune_history(self, fine_before: int, coarse_before: int, coarse_step_ms: int) -> int:
+        """Delete points older than their resolution keeps: finer than `coarse_step_ms` before
+        `fine_before`, every point before `coarse_before` (epoch ms). Returns how many went."""
+        deleted = 0
+        with self._transaction("history", "prune") as s:
+            for model in (m.QueueHistory, m.GroupHistory):
+                old = or_(and_(model.step_ms < coarse_step_ms, model.t < fine_before), model.t < coarse_before)
+                deleted += s.execute(delete(model).where(old)).rowcount
+        return deleted
+
+    def queue_history(self, queue_id: int, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
+        """Points (t, *QUEUE_POINT_FIELDS[1:]) of one resolution with since <= t < until, oldest first."""
+        h = m.QueueHistory
+        columns = [getattr(h, name) for name in QUEUE_POINT_FIELDS]
+        query = (select(*columns)
+                 .where(h.queue_id == queue_id, h.step_ms == step_ms, h.t >= since, h.t < until)
+                 .order_by(h.t, h.id))
+        with self._sessions() as s:
+            return [tuple(row) for row in s.execute(query)]
+
+    def group_history(self, queue_id: int, group: str, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
+        """Points (t, *GROUP_POINT_FIELDS[1:]) of one group, as queue_history."""
+        h = m.GroupHistory
+        columns = [getattr(h, name) for name in GROUP_POINT_FIELDS]
+        query = (select(*columns)
+                 .where(h.queue_id == queue_id, h.group_name == group, h.step_ms == step_ms, h.t >= since,
+                        h.t < until)
+                 .order_by(h.t, h.id))
+        with self._sessions() as s:
+            return [tuple(row) for row in s.execute(query)]
+
+    def last_group_floors(self) -> list[tuple[int, str, int, int]]:
+        """Per group with history: (queue_id, group, ack_floor, floor_moved_at) of its newest point,
+        so a restart knows how long a floor has been standing still."""
+        h = m.GroupHistory
+        newest = (select(h.queue_id, h.group_name, func.max(h.t).label("t"))
+                  .group_by(h.queue_id, h.group_name).subquery())
+        query = (select(h.queue_id, h.group_name, h.ack_floor, h.floor_moved_at)
+                 .join(newest, and_(h.queue_id == newest.c.queue_id, h.group_name == newest.c.group_name,
+                                    h.t == newest.c.t))
+                 .order_by(h.id))
+        with self._sessions() as s:
+            return [(q, g, floor, moved) for q, g, floor, moved in s.execute(query)]
 
     # --- tokens ---------------------------------------------------------------------------------
 

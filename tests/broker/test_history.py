@@ -1,0 +1,228 @@
+"""Sampling, downsampling, writing behind and reloading the history (app/broker/history.py), on a real
+broker over a real data directory and SQLite file. Samples are taken by hand with explicit times, so
+the rates are exact."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from app.broker.base import now_ms
+from app.broker.broker import Broker
+from app.broker.history import GroupPoint, QueuePoint, downsample
+from app.config import Settings
+from app.meta import MetaStore, upgrade
+
+
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", chunk_size=1 << 20, index_chunk_entries=1000,
+                    history_interval_seconds=0.25, history_coarse_step_seconds=1.0)
+
+
+def with_broker(tmp_path: Path, work: Callable[[Broker], Awaitable[Any]]) -> Any:
+    """Open a broker (as the server does), run `work` on an event loop, close it cleanly."""
+    s = settings(tmp_path)
+    s.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(s.meta_url)
+
+    async def run() -> Any:
+        meta = MetaStore(s.meta_url)
+        broker = Broker.open(s, meta)
+        await broker.history.load()
+        try:
+            return await work(broker)
+        finally:
+            await broker.history.close()
+            broker.close()
+            meta.close()
+
+    return asyncio.run(run())
+
+
+async def publish(broker: Broker, queue: str, n: int) -> None:
+    await broker.publish("", [{"body": f"m{i}", "routing_key": queue} for i in range(n)])
+
+
+async def pull(broker: Broker, queue: str, group: str, n: int) -> list[int]:
+    body = orjson.loads(await broker.pull(queue, group, n, 0, "c1"))
+    return [m["offset"] for m in body["messages"]]
+
+
+def db_rows(tmp_path: Path, table: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(tmp_path / "data" / "meta.db") as db:
+        rows = db.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+    db.close()
+    return rows
+
+
+def test_samples_take_values_and_rates_from_real_publishes_pulls_and_acks(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        await broker.declare_queue("q", {})
+        await publish(broker, "q", 10)
+        await broker.declare_group("q", "g", {})
+        t0 = now_ms()
+        broker.history.sample(t0)
+        await publish(broker, "q", 5)
+        assert await pull(broker, "q", "g", 6) == [0, 1, 2, 3, 4, 5]
+        broker.ack("q", "g", {"offsets": [0, 1, 2, 3]})
+        broker.history.sample(t0 + 2000)
+
+        first, second = broker.history.queue_points("q")
+        assert first == QueuePoint(t0, 10, first.bytes, 0.0, 0.0)  # no rate before a second sample
+        assert second.messages == 15 and second.bytes > first.bytes > 0
+        assert (second.publish_rate, second.deliver_rate) == (2.5, 3.0)  # 5 and 6 messages in 2 s
+        g0, g1 = broker.history.group_points("q", "g")
+        assert (g0.lag, g0.ack_floor, g0.consumers, g0.ack_rate) == (10, 0, 0, 0.0)
+        assert (g1.lag, g1.ack_floor, g1.consumers, g1.ack_rate) == (11, 4, 1, 2.0)
+        assert g1.lag_seconds >= 0 and g1.floor_moved_at == t0 + 2000
+        assert broker.history.queue_points("q", since=t0 + 1) == [second]
+        assert broker.history.queue_points("missing") == [] and broker.history.group_points("q", "x") == []
+
+    with_broker(tmp_path, work)
+
+
+def test_floor_moved_at_moves_only_when_the_floor_moves(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        history = broker.history
+        await broker.declare_queue("q", {})
+        await publish(broker, "q", 5)
+        await broker.declare_group("q", "g", {})
+        assert history.floor_moved_at("q", "g") is None  # not sampled yet
+        t = now_ms()
+        history.sample(t)
+        assert history.floor_moved_at("q", "g") == t
+        assert await pull(broker, "q", "g", 3) == [0, 1, 2]
+        history.sample(t + 1000)  # delivered, nothing acked: the floor stands
+        broker.ack("q", "g", {"offsets": [1, 2]})
+        history.sample(t + 2000)  # acks above the floor: it still stands at 0
+        await publish(broker, "q", 3)
+        history.sample(t + 3000)  # more lag, same floor
+        assert history.floor_moved_at("q", "g") == t
+        assert [p.ack_floor for p in history.group_points("q", "g")] == [0, 0, 0, 0]
+        broker.ack("q", "g", {"offsets": [0]})
+        history.sample(t + 4000)
+        assert history.floor_moved_at("q", "g") == t + 4000
+        assert history.group_points("q", "g")[-1].ack_floor == 3
+        history.sample(t + 5000)
+        assert history.floor_moved_at("q", "g") == t + 4000
+        assert history.floor_moved_at("q", "nope") is None and history.floor_moved_at("nope", "g") is None
+
+    with_broker(tmp_path, work)
+
+
+def test_downsample_means_values_and_keeps_the_newest_floor() -> None:
+    points = [GroupPoint(1000, 2, 1.0, 4.0, 1, 10, 900), GroupPoint(1500, 4, 3.0, 0.0, 3, 12, 1500),
+              GroupPoint(2100, 9, 0.5, 1.0, 2, 12, 1500)]
+    assert downsample(points, 1000) == [GroupPoint(1000, 3.0, 2.0, 2.0, 3, 12, 1500),
+                                        GroupPoint(2000, 9.0, 0.5, 1.0, 2, 12, 1500)]
+    assert downsample([], 1000) == []
+
+
+def test_coarse_points_are_written_per_bucket_and_served_from_the_database(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> list[QueuePoint]:
+        history = broker.history
+        await broker.declare_queue("q", {})
+        base = now_ms() // 1000 * 1000 - 60_000  # a whole second a minute ago
+        for i, t in enumerate(range(base, base + 2000, 250)):  # two coarse buckets of 4 fine points
+            if i:
+                await publish(broker, "q", i)
+            history.sample(t)
+        history.sample(base + 2000)  # the first sample of the third bucket closes the second
+        assert await history.flush() == 9 + 2
+        series = await history.queue_series(broker.queue("q"), base, 1.0)
+        assert series.step_ms == 1000
+        assert [p.t for p in series.points] == [base, base + 1000, base + 2000]  # the last one is partial
+        # messages after each sample: 0, 1, 3, 6 | 10, 15, 21, 28 | 28
+        assert [p.messages for p in series.points] == [2.5, 18.5, 28.0]
+        fine = await history.queue_series(broker.queue("q"), base, None)
+        assert fine.step_ms == 250 and len(fine.points) == 9
+        wider = await history.queue_series(broker.queue("q"), base, 0.5)  # downsampled from the fine points
+        assert wider.step_ms == 500 and [p.messages for p in wider.points] == [0.5, 4.5, 12.5, 24.5, 28.0]
+        return series.points
+
+    with_broker(tmp_path, work)
+    rows = db_rows(tmp_path, "queue_history")
+    assert sorted({row[2] for row in rows}) == [250, 1000]
+    assert len([r for r in rows if r[2] == 250]) == 9
+
+
+def test_history_survives_a_restart_and_so_does_floor_moved_at(tmp_path: Path) -> None:
+    t = now_ms() - 30_000
+
+    async def before(broker: Broker) -> None:
+        await broker.declare_queue("q", {})
+        await publish(broker, "q", 4)
+        await broker.declare_group("q", "g", {})
+        assert await pull(broker, "q", "g", 2) == [0, 1]
+        broker.ack("q", "g", {"up_to": 2})
+        await broker.commit_floors()
+        broker.history.sample(t)
+        broker.history.sample(t + 1000)
+        # close() writes what is pending
+
+    async def after(broker: Broker) -> None:
+        history = broker.history
+        series = await history.queue_series(broker.queue("q"), t - 1, None)
+        assert [(p.t, p.messages) for p in series.points] == [(t, 4), (t + 1000, 4)]
+        groups = await history.group_series(broker.queue("q"), "g", t - 1, None)
+        assert [(p.t, p.lag, p.ack_floor) for p in groups.points] == [(t, 2, 2), (t + 1000, 2, 2)]
+        history.sample()
+        assert history.floor_moved_at("q", "g") == t  # the floor has not moved since before the restart
+        coarse = await history.queue_series(broker.queue("q"), t - 1, 60)
+        assert coarse.step_ms == 60_000 and coarse.points[0].messages == 4
+
+    with_broker(tmp_path, before)
+    with_broker(tmp_path, after)
+
+
+def test_deleting_a_queue_or_group_deletes_its_history(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        history = broker.history
+        for name in ("keep", "gone"):
+            await broker.declare_queue(name, {})
+            await broker.declare_group(name, "g1", {})
+            await broker.declare_group(name, "g2", {})
+        history.sample(now_ms() - 1000)
+        await history.flush()
+        history.sample()  # pending, not written yet
+        await broker.delete_queue("gone", force=False)
+        await broker.delete_group("keep", "g2")
+        assert history.queue_points("gone") == [] and history.group_points("keep", "g2") == []
+        await history.flush()
+        # a point sampled before the deletion and written after it must not come back either
+        keep = broker.queue("keep")
+        history._pending.append((keep.id, "g2", history.step_ms, GroupPoint(now_ms(), 0, 0, 0, 0, 0, 0)))
+        await history.flush()
+        await broker.declare_queue("gone", {})  # a new queue of the same name starts empty
+        history.sample()
+        assert len(history.queue_points("gone")) == 1
+        series = await history.queue_series(broker.queue("gone"), 0, 60)
+        assert len(series.points) == 1
+
+    with_broker(tmp_path, work)
+    queue_ids = {row[1] for row in db_rows(tmp_path, "queue_history")}
+    groups = {(row[1], row[2]) for row in db_rows(tmp_path, "group_history")}
+    assert len(queue_ids) == 2  # "keep" and the new "gone"; the old "gone" has no rows left
+    assert {g for _, g in groups} == {"g1"}
+
+
+def test_old_points_are_pruned(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        history = broker.history
+        await broker.declare_queue("q", {})
+        now = now_ms()
+        history.sample(now - history.coarse_keep_ms - 5000)  # older than everything is kept
+        history.sample(now - history.fine_keep_ms - 5000)  # fine: too old; its coarse bucket stays
+        history.sample(now - 1000)
+        await history.flush()
+
+    with_broker(tmp_path, work)
+    rows = db_rows(tmp_path, "queue_history")
+    fine = [r for r in rows if r[2] == 250]
+    coarse = [r for r in rows if r[2] == 1000]
+    assert len(fine) == 1 and len(coarse) == 2  # the middle bucket, and the newest (written on close)
