@@ -1,11 +1,12 @@
-"""The `chunkmq` command: `chunkmq serve`, `chunkmq token create`, ..."""
+"""The `chunkmq` command: `chunkmq serve`, `chunkmq token create`, `chunkmq definitions export`, ..."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app.config import FsyncSetting, Settings
 
@@ -72,6 +73,8 @@ def _serve(args: argparse.Namespace) -> int:
 # --- chunkmq token ... (metadata / auth) --------------------------------------------------------
 
 if TYPE_CHECKING:  # imported lazily at run time: `chunkmq serve` need not load the metadata layer
+    import httpx
+
     from app.meta import MetaStore
 
 
@@ -154,6 +157,87 @@ def _add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     delete.set_defaults(func=_token_delete)
 
 
+# --- chunkmq definitions ... (over HTTP: the running server owns the data) ------------------------
+
+
+def _api(args: argparse.Namespace) -> httpx.Client:
+    import httpx
+
+    from app.config import ClientSettings
+
+    client = ClientSettings()
+    url = args.url or client.url
+    token = args.token or client.token
+    if not token:  # on the broker's own machine: the first admin token it wrote
+        path = Path(args.data_dir or Settings().data_dir) / "admin-token"
+        token = path.read_text().strip() if path.exists() else ""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=url, headers=headers, timeout=60)
+
+
+def _call(args: argparse.Namespace, method: str, path: str, body: bytes | None = None) -> Any:
+    """One API call; an error answer or an unreachable server is printed and ends the command."""
+    import httpx
+    import orjson
+
+    try:
+        with _api(args) as api:
+            response = api.request(method, path, content=body, headers={"content-type": "application/json"})
+    except httpx.HTTPError as e:
+        raise SystemExit(f"chunkmq: cannot reach the server: {e}") from None
+    if response.status_code >= 400:
+        try:
+            message = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = response.text
+        raise SystemExit(f"chunkmq: {response.status_code}: {message}")
+    return orjson.loads(response.content)
+
+
+def _definitions_export(args: argparse.Namespace) -> int:
+    import orjson
+
+    data = orjson.dumps(_call(args, "GET", "/api/v1/definitions"), option=orjson.OPT_INDENT_2) + b"\n"
+    if args.file:
+        Path(args.file).write_bytes(data)
+        print(f"definitions written to {args.file}", file=sys.stderr)
+    else:
+        sys.stdout.buffer.write(data)
+    return 0
+
+
+def _definitions_import(args: argparse.Namespace) -> int:
+    import orjson
+    from rich.console import Console
+    from rich.table import Table
+
+    raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    result = _call(args, "POST", "/api/v1/definitions", raw)
+    table = Table("section", "created", "unchanged")
+    for section, created in result["created"].items():
+        table.add_row(section, str(created), str(result["unchanged"].get(section, 0)))
+    Console(stderr=True).print(table)
+    if result["tokens"]:  # secrets of the tokens created: on stdout, like `chunkmq token create`
+        print(orjson.dumps(result["tokens"], option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
+def _add_definitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    server = argparse.ArgumentParser(add_help=False)
+    server.add_argument("--url", help="the server (default $CHUNKMQ_URL or http://127.0.0.1:8000)")
+    server.add_argument("--token", help="an admin token (default $CHUNKMQ_TOKEN, else <data-dir>/admin-token)")
+    server.add_argument("--data-dir", dest="data_dir")
+
+    definitions = sub.add_parser("definitions", help="export or import exchanges, queues, bindings, groups, permissions")
+    actions = definitions.add_subparsers(dest="action", required=True)
+    export = actions.add_parser("export", parents=[server], help="print the definitions as JSON")
+    export.add_argument("--file", help="write them to this file instead")
+    export.set_defaults(func=_definitions_export)
+    imp = actions.add_parser("import", parents=[server], help="import definitions (checked whole first)")
+    imp.add_argument("file", help="a JSON file, or - for standard input")
+    imp.set_defaults(func=_definitions_import)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chunkmq", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -166,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve)
 
     _add_token_parser(sub)
+    _add_definitions_parser(sub)
     return parser
 
 

@@ -59,3 +59,12 @@ class Settings(BaseSettings):
     @property
     def meta_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'meta.db').resolve()}"
+
+
+class ClientSettings(BaseSettings):
+    """What `chunkmq` commands that talk to a running server use (`chunkmq definitions ...`)."""
+
+    model_config = SettingsConfigDict(env_prefix="CHUNKMQ_", extra="ignore")
+
+    url: str = "http://127.0.0.1:8000"
+    token: str = ""  # a bearer token; with none, the one in <data_dir>/admin-token is tried

@@ -116,3 +116,18 @@ def install_openapi(app: FastAPI, plain_paths: dict[str, Any]) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+class Definitions(_Strict):
+    """GET/POST /api/v1/definitions (app/broker/definitions.py); every section is optional."""
+
+    chunkmq_version: str | None = None
+    exchanges: list[dict[str, Any]] = Field(default_factory=list, description='[{"name", "type", "alternate_exchange"}]')
+    queues: list[dict[str, Any]] = Field(default_factory=list, description='[{"name", ...queue settings}]')
+    bindings: list[dict[str, Any]] = Field(
+        default_factory=list, description='[{"exchange", "queue", "routing_key", "arguments"}]'
+    )
+    groups: list[dict[str, Any]] = Field(default_factory=list, description='[{"queue", "name", "tag_filter"}]')
+    permissions: list[dict[str, Any]] = Field(
+        default_factory=list, description='[{"token", "is_admin", "configure", "write", "read"}]'
+    )

@@ -37,7 +37,7 @@ from app.config import FsyncSetting, Settings
 from app.meta import GroupRow, MetaStore
 from app.storage import FsyncMode, Store, StoreOptions
 
-__all__ = ["Broker", "PublishOutcome"]
+__all__ = ["Broker", "PublishOutcome", "parse_binding", "parse_exchange"]
 
 GROUP_COMMIT_SECONDS = 1.0  # group state is written behind at most this often (and per ack with fsync=always)
 _DURABILITY = {FsyncSetting.ALWAYS: "fsync", FsyncSetting.INTERVAL: "interval", FsyncSetting.NEVER: "none"}
@@ -53,6 +53,47 @@ class DedupRecovery:
     records_scanned: int = 0
     scanned_keys: int = 0  # keys found by the scan
     seconds: float = 0.0
+
+
+def parse_exchange(name: str, body: Mapping[str, Any]) -> tuple[ExchangeType, str | None]:
+    """Validate an exchange declare (PUT /exchanges/{name}): its (type, alternate exchange)."""
+    check_name(name, "exchange name")
+    if name.startswith("amq."):
+        raise InvalidInput(f"exchange names starting with 'amq.' are reserved: {name!r}", code="invalid_name")
+    unknown = body.keys() - {"type", "alternate_exchange"}
+    if unknown:
+        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+    try:
+        kind = ExchangeType(body.get("type"))
+    except ValueError:
+        raise InvalidInput("type must be one of direct, fanout, topic, headers, hash") from None
+    alternate = body.get("alternate_exchange")
+    if alternate is not None:
+        check_name(alternate, "alternate_exchange")
+    return kind, alternate
+
+
+def parse_binding(body: Mapping[str, Any]) -> tuple[str, str, str, dict[str, str]]:
+    """Validate a binding (POST /bindings): its (exchange, queue, routing key, arguments)."""
+    unknown = body.keys() - {"exchange", "queue", "routing_key", "arguments"}
+    if unknown:
+        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+    exchange_name, queue_name = body.get("exchange"), body.get("queue")
+    if not isinstance(exchange_name, str) or not isinstance(queue_name, str):
+        raise InvalidInput("exchange and queue are required strings")
+    if exchange_name in (DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS):
+        raise InvalidInput("the default exchange routes by queue name and cannot be bound")
+    check_name(exchange_name, "exchange name")
+    check_name(queue_name, "queue name")
+    routing_key = body.get("routing_key", "")
+    if type(routing_key) is not str or len(routing_key) > 255:
+        raise InvalidInput("routing_key must be a string of at most 255 characters")
+    arguments = body.get("arguments") or {}
+    if type(arguments) is not dict or not all(type(v) is str for v in arguments.values()):
+        raise InvalidInput("arguments must be an object of strings")
+    if arguments.get("x-match", "all") not in ("all", "any"):
+        raise InvalidInput("x-match must be all or any")
+    return exchange_name, queue_name, routing_key, arguments
 
 
 class Broker(Publishing, Consuming):
@@ -210,19 +251,7 @@ class Broker(Publishing, Consuming):
 
     async def declare_exchange(self, name: str, body: Mapping[str, Any]) -> tuple[Exchange, bool]:
         """Create an exchange, or confirm an identical one. Returns (exchange, created)."""
-        check_name(name, "exchange name")
-        if name.startswith("amq."):
-            raise InvalidInput(f"exchange names starting with 'amq.' are reserved: {name!r}", code="invalid_name")
-        unknown = body.keys() - {"type", "alternate_exchange"}
-        if unknown:
-            raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
-        try:
-            kind = ExchangeType(body.get("type"))
-        except ValueError:
-            raise InvalidInput("type must be one of direct, fanout, topic, headers, hash") from None
-        alternate = body.get("alternate_exchange")
-        if alternate is not None:
-            check_name(alternate, "alternate_exchange")
+        kind, alternate = parse_exchange(name, body)
         existing = self.routing.exchanges.get(name)
         if existing is not None:
             if existing.type is kind and existing.alternate_exchange == alternate:
@@ -325,24 +354,7 @@ class Broker(Publishing, Consuming):
         return sorted(result, key=lambda b: b.id)
 
     async def bind(self, body: Mapping[str, Any]) -> tuple[Binding, bool]:
-        unknown = body.keys() - {"exchange", "queue", "routing_key", "arguments"}
-        if unknown:
-            raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
-        exchange_name, queue_name = body.get("exchange"), body.get("queue")
-        if not isinstance(exchange_name, str) or not isinstance(queue_name, str):
-            raise InvalidInput("exchange and queue are required strings")
-        if exchange_name in (DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS):
-            raise InvalidInput("the default exchange routes by queue name and cannot be bound")
-        check_name(exchange_name, "exchange name")
-        check_name(queue_name, "queue name")
-        routing_key = body.get("routing_key", "")
-        if type(routing_key) is not str or len(routing_key) > 255:
-            raise InvalidInput("routing_key must be a string of at most 255 characters")
-        arguments = body.get("arguments") or {}
-        if type(arguments) is not dict or not all(type(v) is str for v in arguments.values()):
-            raise InvalidInput("arguments must be an object of strings")
-        if arguments.get("x-match", "all") not in ("all", "any"):
-            raise InvalidInput("x-match must be all or any")
+        exchange_name, queue_name, routing_key, arguments = parse_binding(body)
         exchange = self.exchange(exchange_name)
         self.queue(queue_name)
         for b in exchange.bindings:

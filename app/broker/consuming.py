@@ -32,19 +32,7 @@ class Consuming(BrokerBase):
 
     async def declare_group(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> tuple[Group, bool]:
         queue = self.queue(queue_name)
-        check_name(group_name, "group name")
-        unknown = body.keys() - {"start", "tag_filter"}
-        if unknown:
-            raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
-        start = body.get("start", "earliest")
-        if start not in ("earliest", "latest"):
-            raise InvalidInput("start must be earliest or latest")
-        tags = body.get("tag_filter")
-        if tags is not None and (
-            type(tags) is not list or not all(type(t) is str and 0 < len(t) <= 255 for t in tags)
-        ):
-            raise InvalidInput("tag_filter must be a list of tags (strings of 1-255 characters) or null")
-        tag_filter = tuple(tags) if tags is not None else None
+        start, tag_filter = parse_group(group_name, body)
         existing = queue.groups.get(group_name)
         if existing is not None:
             if "tag_filter" in body and existing.tag_filter != tag_filter:
@@ -282,6 +270,23 @@ class Consuming(BrokerBase):
                 self.stats.dropped += messages
         if report.chunks_deleted:
             log.info("retention deleted chunks %s, freed %d bytes", report.chunks_deleted, report.bytes_freed)
+
+
+def parse_group(name: str, body: Mapping[str, Any]) -> tuple[str, tuple[str, ...] | None]:
+    """Validate a group declare (PUT /queues/{q}/groups/{name}): its (start, tag filter)."""
+    check_name(name, "group name")
+    unknown = body.keys() - {"start", "tag_filter"}
+    if unknown:
+        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+    start = body.get("start", "earliest")
+    if start not in ("earliest", "latest"):
+        raise InvalidInput("start must be earliest or latest")
+    tags = body.get("tag_filter")
+    if tags is not None and (
+        type(tags) is not list or not all(type(t) is str and 0 < len(t) <= 255 for t in tags)
+    ):
+        raise InvalidInput("tag_filter must be a list of tags (strings of 1-255 characters) or null")
+    return start, tuple(tags) if tags is not None else None
 
 
 def _offsets(body: Mapping[str, Any]) -> list[int]:

@@ -4,9 +4,7 @@ the rates are exact."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,33 +13,7 @@ import orjson
 from app.broker.base import now_ms
 from app.broker.broker import Broker
 from app.broker.history import GroupPoint, QueuePoint, downsample
-from app.config import Settings
-from app.meta import MetaStore, upgrade
-
-
-def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", chunk_size=1 << 20, index_chunk_entries=1000,
-                    history_interval_seconds=0.25, history_coarse_step_seconds=1.0)
-
-
-def with_broker(tmp_path: Path, work: Callable[[Broker], Awaitable[Any]]) -> Any:
-    """Open a broker (as the server does), run `work` on an event loop, close it cleanly."""
-    s = settings(tmp_path)
-    s.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade(s.meta_url)
-
-    async def run() -> Any:
-        meta = MetaStore(s.meta_url)
-        broker = Broker.open(s, meta)
-        await broker.history.load()
-        try:
-            return await work(broker)
-        finally:
-            await broker.history.close()
-            broker.close()
-            meta.close()
-
-    return asyncio.run(run())
+from tests.broker.conftest import with_broker
 
 
 async def publish(broker: Broker, queue: str, n: int) -> None:

@@ -1,0 +1,30 @@
+"""/api/v1/definitions: export and import exchanges, queues, bindings, groups and token permissions
+(app/broker/definitions.py). Administrators only."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from app.api import schemas
+from app.api.auth import Principal, authenticate
+from app.api.body import json_object
+from app.api.deps import broker_of, json
+from app.broker.definitions import export_definitions, import_definitions
+
+router = APIRouter(prefix="/api/v1/definitions", tags=["definitions"])
+
+
+@router.get("")
+async def export(request: Request, who: Principal = Depends(authenticate)) -> Response:
+    who.check_admin()
+    return json(await export_definitions(broker_of(request)))
+
+
+@router.post("", openapi_extra=schemas.body(schemas.Definitions))
+async def import_(request: Request, who: Principal = Depends(authenticate)) -> Response:
+    """Checked whole first: 400 naming a bad entry, 409 naming a conflicting one, and then nothing is
+    applied. Answers what was created and what already existed, and the secrets of created tokens."""
+    who.check_admin()
+    body = await json_object(request)
+    return json(await import_definitions(broker_of(request), body))
