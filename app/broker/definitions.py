@@ -75,7 +75,7 @@ async def export_definitions(broker: Broker) -> dict[str, Any]:
             {"queue": q.name, "name": g.name, "tag_filter": list(g.tag_filter) if g.tag_filter is not None else None}
             for q in queues for g in sorted(q.groups.values(), key=lambda g: g.name)
         ],
-        "permissions": sorted(permissions.values(), key=canonical_json),
+        "permissions": sorted(permissions.values(), key=lambda p: (p["token"], canonical_json(p))),
     }
 
 
