@@ -132,7 +132,7 @@ def test_history_survives_a_restart_and_so_does_floor_moved_at(tmp_path: Path) -
         await broker.declare_group("q", "g", {})
         assert await pull(broker, "q", "g", 2) == [0, 1]
         broker.ack("q", "g", {"up_to": 2})
-        await broker.commit_floors()
+        await broker.commit_groups()
         broker.history.sample(t)
         broker.history.sample(t + 1000)
         # close() writes what is pending
