@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from app.broker.base import now_ms
-from app.broker.views import queue_views
+from app.broker.views import queue_view
 
 if TYPE_CHECKING:
     from app.broker.broker import Broker
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["GroupPoint", "History", "QueuePoint", "downsample"]
 
+_SLICE = 50  # queues sampled between two yields to the event loop
 _MAX_PENDING = 500_000  # points kept for the database while it cannot be written; older ones are dropped
 
 
@@ -151,12 +152,20 @@ class History:
         rows = await asyncio.to_thread(self.broker.meta.last_group_floors)
         self._restored = {(q, g): (floor, moved) for q, g, floor, moved in rows}
 
-    def sample(self, now: int | None = None) -> None:
-        """Take one point of every queue and group from the read model (background job)."""
+    async def sample(self, now: int | None = None) -> None:
+        """Take one point of every queue and group from the read model (background job). Yields to the
+        event loop every _SLICE queues: with many queues a sample takes tens of milliseconds, which
+        publishes and pulls must not wait for in one piece."""
         now = now_ms() if now is None else now
+        broker = self.broker
         queues: dict[int, _Series] = {}
         groups: dict[tuple[int, str], _Series] = {}
-        for qv in queue_views(self.broker):
+        for i, queue in enumerate(list(broker.queues.values())):
+            if i and i % _SLICE == 0:
+                await asyncio.sleep(0)
+                if broker.queues_by_id.get(queue.id) is not queue:
+                    continue  # deleted meanwhile
+            qv = queue_view(broker, queue, now)
             series = queues[qv.id] = self._queues.get(qv.id) or _Series(deque(maxlen=self._ring_len))
             publish, deliver = self._rates(series, now, (qv.messages_in, qv.delivered))
             self._add(series, qv.id, None, QueuePoint(now, qv.messages, qv.bytes, publish, deliver))
@@ -168,7 +177,10 @@ class History:
                 point = GroupPoint(now, gv.lag, round(gv.lag_seconds, 3), ack_rate, len(gv.consumers),
                                    gv.ack_floor, moved)
                 self._add(series, qv.id, gv.name, point)
-        self._queues, self._groups = queues, groups  # series of deleted queues and groups are gone
+        # Series of queues and groups deleted (and forgotten) before or during this sample are gone.
+        alive = broker.queues_by_id
+        self._queues = {k: s for k, s in queues.items() if k in alive}
+        self._groups = {k: s for k, s in groups.items() if k[0] in alive and k[1] in alive[k[0]].groups}
         self._restored.clear()
 
     @staticmethod

@@ -4,6 +4,7 @@ the rates are exact."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,11 @@ def test_samples_take_values_and_rates_from_real_publishes_pulls_and_acks(tmp_pa
         await publish(broker, "q", 10)
         await broker.declare_group("q", "g", {})
         t0 = now_ms()
-        broker.history.sample(t0)
+        await broker.history.sample(t0)
         await publish(broker, "q", 5)
         assert await pull(broker, "q", "g", 6) == [0, 1, 2, 3, 4, 5]
         broker.ack("q", "g", {"offsets": [0, 1, 2, 3]})
-        broker.history.sample(t0 + 2000)
+        await broker.history.sample(t0 + 2000)
 
         first, second = broker.history.queue_points("q")
         assert first == QueuePoint(t0, 10, first.bytes, 0.0, 0.0)  # no rate before a second sample
@@ -66,21 +67,21 @@ def test_floor_moved_at_moves_only_when_the_floor_moves(tmp_path: Path) -> None:
         await broker.declare_group("q", "g", {})
         assert history.floor_moved_at("q", "g") is None  # not sampled yet
         t = now_ms()
-        history.sample(t)
+        await history.sample(t)
         assert history.floor_moved_at("q", "g") == t
         assert await pull(broker, "q", "g", 3) == [0, 1, 2]
-        history.sample(t + 1000)  # delivered, nothing acked: the floor stands
+        await history.sample(t + 1000)  # delivered, nothing acked: the floor stands
         broker.ack("q", "g", {"offsets": [1, 2]})
-        history.sample(t + 2000)  # acks above the floor: it still stands at 0
+        await history.sample(t + 2000)  # acks above the floor: it still stands at 0
         await publish(broker, "q", 3)
-        history.sample(t + 3000)  # more lag, same floor
+        await history.sample(t + 3000)  # more lag, same floor
         assert history.floor_moved_at("q", "g") == t
         assert [p.ack_floor for p in history.group_points("q", "g")] == [0, 0, 0, 0]
         broker.ack("q", "g", {"offsets": [0]})
-        history.sample(t + 4000)
+        await history.sample(t + 4000)
         assert history.floor_moved_at("q", "g") == t + 4000
         assert history.group_points("q", "g")[-1].ack_floor == 3
-        history.sample(t + 5000)
+        await history.sample(t + 5000)
         assert history.floor_moved_at("q", "g") == t + 4000
         assert history.floor_moved_at("q", "nope") is None and history.floor_moved_at("nope", "g") is None
 
@@ -103,8 +104,8 @@ def test_coarse_points_are_written_per_bucket_and_served_from_the_database(tmp_p
         for i, t in enumerate(range(base, base + 2000, 250)):  # two coarse buckets of 4 fine points
             if i:
                 await publish(broker, "q", i)
-            history.sample(t)
-        history.sample(base + 2000)  # the first sample of the third bucket closes the second
+            await history.sample(t)
+        await history.sample(base + 2000)  # the first sample of the third bucket closes the second
         assert await history.flush() == 9 + 2
         series = await history.queue_series(broker.queue("q"), base, 1.0)
         assert series.step_ms == 1000
@@ -133,8 +134,8 @@ def test_history_survives_a_restart_and_so_does_floor_moved_at(tmp_path: Path) -
         assert await pull(broker, "q", "g", 2) == [0, 1]
         broker.ack("q", "g", {"up_to": 2})
         await broker.commit_groups()
-        broker.history.sample(t)
-        broker.history.sample(t + 1000)
+        await broker.history.sample(t)
+        await broker.history.sample(t + 1000)
         # close() writes what is pending
 
     async def after(broker: Broker) -> None:
@@ -143,7 +144,7 @@ def test_history_survives_a_restart_and_so_does_floor_moved_at(tmp_path: Path) -
         assert [(p.t, p.messages) for p in series.points] == [(t, 4), (t + 1000, 4)]
         groups = await history.group_series(broker.queue("q"), "g", t - 1, None)
         assert [(p.t, p.lag, p.ack_floor) for p in groups.points] == [(t, 2, 2), (t + 1000, 2, 2)]
-        history.sample()
+        await history.sample()
         assert history.floor_moved_at("q", "g") == t  # the floor has not moved since before the restart
         coarse = await history.queue_series(broker.queue("q"), t - 1, 60)
         assert coarse.step_ms == 60_000 and coarse.points[0].messages == 4
@@ -159,9 +160,9 @@ def test_deleting_a_queue_or_group_deletes_its_history(tmp_path: Path) -> None:
             await broker.declare_queue(name, {})
             await broker.declare_group(name, "g1", {})
             await broker.declare_group(name, "g2", {})
-        history.sample(now_ms() - 1000)
+        await history.sample(now_ms() - 1000)
         await history.flush()
-        history.sample()  # pending, not written yet
+        await history.sample()  # pending, not written yet
         await broker.delete_queue("gone", force=False)
         await broker.delete_group("keep", "g2")
         assert history.queue_points("gone") == [] and history.group_points("keep", "g2") == []
@@ -171,7 +172,7 @@ def test_deleting_a_queue_or_group_deletes_its_history(tmp_path: Path) -> None:
         history._pending.append((keep.id, "g2", history.step_ms, GroupPoint(now_ms(), 0, 0, 0, 0, 0, 0)))
         await history.flush()
         await broker.declare_queue("gone", {})  # a new queue of the same name starts empty
-        history.sample()
+        await history.sample()
         assert len(history.queue_points("gone")) == 1
         series = await history.queue_series(broker.queue("gone"), 0, 60)
         assert len(series.points) == 1
@@ -188,9 +189,9 @@ def test_old_points_are_pruned(tmp_path: Path) -> None:
         history = broker.history
         await broker.declare_queue("q", {})
         now = now_ms()
-        history.sample(now - history.coarse_keep_ms - 5000)  # older than everything is kept
-        history.sample(now - history.fine_keep_ms - 5000)  # fine: too old; its coarse bucket stays
-        history.sample(now - 1000)
+        await history.sample(now - history.coarse_keep_ms - 5000)  # older than everything is kept
+        await history.sample(now - history.fine_keep_ms - 5000)  # fine: too old; its coarse bucket stays
+        await history.sample(now - 1000)
         await history.flush()
 
     with_broker(tmp_path, work)
@@ -198,3 +199,21 @@ def test_old_points_are_pruned(tmp_path: Path) -> None:
     fine = [r for r in rows if r[2] == 250]
     coarse = [r for r in rows if r[2] == 1000]
     assert len(fine) == 1 and len(coarse) == 2  # the middle bucket, and the newest (written on close)
+
+
+def test_a_sample_of_many_queues_yields_and_drops_a_queue_deleted_meanwhile(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        history = broker.history
+        for i in range(250):
+            await broker.declare_queue(f"q{i}", {})
+        sampling = asyncio.create_task(history.sample())
+        await asyncio.sleep(0)  # the sample runs up to its first yield, after 50 queues
+        assert not sampling.done()
+        await broker.delete_queue("q150", force=False)
+        await broker.delete_queue("q20", force=False)  # sampled already
+        await sampling
+        assert history.queue_points("q150") == [] and history.queue_points("q20") == []
+        assert all(len(history.queue_points(f"q{i}")) == 1 for i in range(250) if i not in (20, 150))
+        assert len(history._queues) == 248
+
+    with_broker(tmp_path, work)
