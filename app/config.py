@@ -15,6 +15,11 @@ class FsyncSetting(StrEnum):
     NEVER = "never"
 
 
+class DiskBudgetPolicy(StrEnum):
+    REJECT = "reject"  # at the budget, publishes get 507 storage_full; nothing unconsumed is deleted
+    DROP_OLDEST = "drop_oldest"  # at the budget, retention deletes the oldest chunks, consumed or not
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CHUNKMQ_", extra="ignore")
 
@@ -38,7 +43,10 @@ class Settings(BaseSettings):
     dedup_snapshot_seconds: float = Field(1.0, gt=0)
     # Retention when a queue has no limits of its own, and the last safety net for the disk.
     default_max_age_seconds: int = Field(7 * 24 * 3600, ge=0)
-    disk_budget_bytes: int = Field(0, ge=0)  # 0 = no budget
+    # Cap on everything under data_dir (chunks, indexes, checkpoint, dedup snapshots, meta.db and its
+    # WAL), by allocated blocks; 0 = no budget. The policy says what happens at the cap.
+    disk_budget_bytes: int = Field(0, ge=0)
+    disk_budget_policy: DiskBudgetPolicy = DiskBudgetPolicy.REJECT
     retention_interval_seconds: float = Field(5.0, gt=0)
     # WebSocket heartbeat (uvicorn's protocol pings): a peer that does not answer a ping within the
     # timeout is dropped, so a dead consumer stops holding credit and its in-flight messages time out.

@@ -27,6 +27,7 @@ from app.storage.lock import DirectoryLock
 log = logging.getLogger("chunkmq")
 
 SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
+DISK_MEASURE_SECONDS = 1.0  # the data directory is walked this often for the disk budget (disk.py)
 
 
 class ConfigError(RuntimeError):
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_every(settings.dedup_snapshot_seconds, broker.snapshot_dedup, "dedup snapshot")),
             asyncio.create_task(_every(settings.history_interval_seconds, broker.history.sample, "history sample")),
             asyncio.create_task(_every(settings.history_flush_seconds, broker.history.flush, "history flush")),
+            asyncio.create_task(_every(DISK_MEASURE_SECONDS, broker.disk.measure, "disk measure")),
         ]
         try:
             yield

@@ -50,9 +50,9 @@ async def readyz(request: Request) -> Response:
     broker: Broker | None = getattr(request.app.state, "broker", None)
     if broker is None:
         return json({"status": "starting"}, 503)
-    budget = broker.settings.disk_budget_bytes
-    if budget and broker.store.disk_bytes() > budget:
-        return json({"status": "disk budget exhausted"}, 503)
+    reason = broker.disk.refusal()
+    if reason is not None:  # publishes are refused (507) or would be at the next chunk
+        return json({"status": "storage_full", "reason": reason}, 503)
     return json({"status": "ready"})
 
 
@@ -81,11 +81,27 @@ class BrokerCollector(Collector):
         depth = GaugeMetricFamily("chunkmq_queue_messages", "Messages held by a queue", labels=["queue"])
         size = GaugeMetricFamily("chunkmq_queue_bytes", "Bytes held by a queue", labels=["queue"])
         lag = GaugeMetricFamily("chunkmq_group_lag", "Messages a group has not finished", labels=["queue", "group"])
+        dropped = CounterMetricFamily(
+            "chunkmq_queue_messages_dropped",
+            "Messages deleted from a queue by its limits, age or the drop_oldest disk budget", labels=["queue"],
+        )
+        missed = CounterMetricFamily(
+            "chunkmq_group_messages_missed", "Messages deleted before a group consumed them", labels=["queue", "group"]
+        )
         for q in list(self.broker.queues.values()):
             depth.add_metric([q.name], store.next_offset(q.id) - store.first_offset(q.id))
             size.add_metric([q.name], store.queue_bytes(q.id))
+            dropped.add_metric([q.name], q.messages_dropped)
             for g in list(q.groups.values()):
                 lag.add_metric([q.name, g.name], g.lag_in(store))
+                missed.add_metric([q.name, g.name], g.missed)
         disk = GaugeMetricFamily("chunkmq_disk_bytes", "Bytes used by the store on disk")
         disk.add_metric([], store.disk_bytes())
-        yield from (depth, size, lag, disk)
+        guard = self.broker.disk
+        data_dir = GaugeMetricFamily(
+            "chunkmq_data_dir_bytes", "Bytes allocated under the data directory (what the disk budget counts)"
+        )
+        data_dir.add_metric([], guard.estimate())
+        refused = CounterMetricFamily("chunkmq_publishes_refused_by_budget", "Publishes refused by the disk budget")
+        refused.add_metric([], guard.refused)
+        yield from (depth, size, lag, dropped, missed, disk, data_dir, refused)

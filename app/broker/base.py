@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from app.broker.committer import Committer
 from app.broker.dedup import IdempotencyWindow
+from app.broker.disk import DiskGuard
 from app.broker.errors import NotFound
 from app.broker.group import Group
 from app.broker.message import FLAG_BINARY, decode_data, parse_message
@@ -46,8 +47,10 @@ class BrokerBase:
     dedup: IdempotencyWindow
     stats: BrokerStats
     history: History
+    disk: DiskGuard
     durability: str
     committer: Committer
+    _losses: dict[tuple[str, str], int]  # (queue, cause) -> messages deleted since the last warning
     _creating: dict[tuple[int, str], asyncio.Future[Group]]
 
     def exchange(self, name: str) -> Exchange:
@@ -61,6 +64,22 @@ class BrokerBase:
         if queue is None:
             raise NotFound(f"queue {name!r} not found", code="queue_not_found")
         return queue
+
+    def count_dropped(self, queue: Queue, count: int, cause: str) -> None:
+        """Messages deleted from a queue by a policy (limits, age, the drop_oldest disk budget): counted
+        on the queue, and at once on every group that had not consumed them (its `missed`), not only
+        when it next delivers. Warned about once per retention pass (`warn_losses`), not per publish."""
+        queue.messages_dropped += count
+        self.stats.dropped += count
+        for group in queue.groups.values():
+            group.catch_up(self.store)
+        key = (queue.name, cause)
+        self._losses[key] = self._losses.get(key, 0) + count
+
+    def warn_losses(self) -> None:
+        losses, self._losses = self._losses, {}
+        for (queue, cause), count in sorted(losses.items()):
+            log.warning("queue %r: %d messages deleted by %s", queue, count, cause)
 
     def dead_letter(
         self,

@@ -24,6 +24,7 @@ from app.broker.base import log, now_ms
 from app.broker.committer import Committer
 from app.broker.consuming import Consuming
 from app.broker.dedup import IdempotencyWindow, WindowSnapshots
+from app.broker.disk import DiskGuard
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
 from app.broker.history import History
@@ -108,6 +109,8 @@ class Broker(Publishing, Consuming):
         self.dedup_snapshots = WindowSnapshots(settings.data_dir / "dedup")
         self._dedup_written_to = -1  # the log position the newest snapshot segment covers
         self.stats = BrokerStats()
+        self.disk = DiskGuard(settings, store)
+        self._losses = {}
         self.durability = _DURABILITY[settings.fsync]
         self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
         self.committer = Committer(self.commit_groups, GROUP_COMMIT_SECONDS)
@@ -132,6 +135,7 @@ class Broker(Publishing, Consuming):
         )
         broker = cls(settings, store, meta)
         broker._load()
+        broker.disk.measure_now()  # the first publishes are checked against a real measurement
         return broker
 
     def _load(self) -> None:

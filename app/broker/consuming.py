@@ -256,20 +256,28 @@ class Consuming(BrokerBase):
         return len(states)
 
     async def run_retention(self) -> None:
+        """Apply limits, delete what no group needs (and, under the drop_oldest disk budget policy,
+        the oldest chunks until the data directory is under the budget); count and warn about every
+        message deleted before its groups consumed it."""
         for queue in list(self.queues.values()):
             self.enforce_limits(queue)
-        report = await asyncio.to_thread(
-            self.store.retain, self.retention_floors(), disk_budget_bytes=self.settings.disk_budget_bytes
-        )
+        report = await asyncio.to_thread(self.store.retain, self.retention_floors(), free_bytes=self.disk.excess())
         self.stats.retention_freed_bytes += report.bytes_freed
         self.stats.retention_deleted_chunks += len(report.chunks_deleted)
         for queue_id, (messages, _) in report.dropped.items():
             queue = self.queues_by_id.get(queue_id)
-            if queue is not None:
-                queue.messages_dropped += messages
-                self.stats.dropped += messages
+            if queue is not None and messages:
+                self.count_dropped(queue, messages, "the disk budget (drop_oldest)")
+        for queue_id in report.first_offsets.keys() - report.dropped.keys():
+            queue = self.queues_by_id.get(queue_id)
+            for group in queue.groups.values() if queue is not None else ():
+                group.catch_up(self.store)
+        self.warn_losses()
         if report.chunks_deleted:
             log.info("retention deleted chunks %s, freed %d bytes", report.chunks_deleted, report.bytes_freed)
+        if report.bytes_freed:
+            self.disk.freed()
+            await self.disk.measure()  # publishes refused by the budget may go again at once
 
 
 def parse_group(name: str, body: Mapping[str, Any]) -> tuple[str, tuple[str, ...] | None]:

@@ -143,6 +143,9 @@ class Publishing(BrokerBase):
         if not messages:  # every message was a duplicate of an earlier publish
             return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes)), None
         self._check_room(incoming)
+        disk = self.disk
+        if disk.limit:
+            disk.check(messages, incoming)  # the disk budget (reject policy): 507 before anything is written
         try:
             appended = self.store.append(messages)
         except MessageTooLarge as exc:
@@ -150,7 +153,9 @@ class Publishing(BrokerBase):
         except BatchTooLarge as exc:
             raise TooLarge(str(exc), code="batch_too_large") from exc
         except StoreFull as exc:
+            disk.failed(str(exc))
             raise StorageFull(f"the disk is full; nothing of this batch was stored ({exc})") from exc
+        disk.failure = None
 
         results = self._results(appended)
         for key, index in batch_keys.items():
@@ -231,11 +236,14 @@ class Publishing(BrokerBase):
         store = self.store
         first, end = store.first_offset(queue.id), store.next_offset(queue.id)
         new_first = first
+        cause = ""
         if s.max_messages is not None and end - new_first > s.max_messages:
-            new_first = end - s.max_messages
+            new_first, cause = end - s.max_messages, "max_messages"
         max_age = (s.max_age_seconds or self.settings.default_max_age_seconds) if by_age else 0
         if max_age and first < end:
-            new_first = max(new_first, store.offset_for_timestamp(queue.id, now_ms() - max_age * 1000))
+            aged = store.offset_for_timestamp(queue.id, now_ms() - max_age * 1000)
+            if aged > new_first:
+                new_first, cause = aged, "max_age_seconds"
         if s.max_bytes is not None and s.overflow is Overflow.DROP_HEAD:
             excess = store.queue_bytes(queue.id) - s.max_bytes
             if excess > 0:
@@ -248,13 +256,13 @@ class Publishing(BrokerBase):
                             break
                         excess -= entry.length
                         offset += 1
-                new_first = max(new_first, offset)
+                if offset > new_first:
+                    new_first, cause = offset, "max_bytes"
         if new_first <= first:
             return 0
         dropped_messages = store.read(queue.id, first, new_first - first) if s.dead_letter_exchange is not None else []
         dropped, _ = store.set_first_offset(queue.id, new_first)
-        queue.messages_dropped += dropped
-        self.stats.dropped += dropped
+        self.count_dropped(queue, dropped, cause)
         if dropped_messages:
             self.dead_letter(queue, dropped_messages, reason="maxlen", group=None, delivery_counts=None)
         return dropped

@@ -108,7 +108,7 @@ class RetentionReport:
     index_files_deleted: int = 0
     bytes_freed: int = 0
     first_offsets: dict[int, int] = field(default_factory=dict)  # queues whose floor moved: new first offset
-    dropped: dict[int, tuple[int, int]] = field(default_factory=dict)  # by the disk budget: (messages, bytes)
+    dropped: dict[int, tuple[int, int]] = field(default_factory=dict)  # by free_bytes (drop_oldest): (messages, bytes)
 
 
 @dataclass(slots=True)

@@ -2,8 +2,9 @@
 
 A sealed chunk is needed while some queue has an index entry at or above its floor pointing into
 it. Positions grow with offsets inside a queue, so "does queue q point into chunk c" is a binary
-search over q's entries in [floor, next). Then, optionally, a disk budget deletes the oldest sealed
-chunks regardless (the queues that lose messages are reported). The active chunk is never deleted.
+search over q's entries in [floor, next). Then, optionally (the broker's ``drop_oldest`` disk budget
+policy), the oldest sealed chunks go regardless until ``free_bytes`` are freed (the queues that lose
+messages are reported). The active chunk is never deleted.
 
 Order of operations keeps a crash safe: new first offsets are made durable (checkpoint) before any
 file is deleted, so a restart never sees a floor below deleted data.
@@ -49,7 +50,7 @@ def _lowest_readable(store: Store, qi: QueueIndex, upto: int) -> int:
     return o
 
 
-def retain(store: Store, floors: Mapping[int, int], disk_budget_bytes: int) -> RetentionReport:
+def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> RetentionReport:
     report = RetentionReport()
     size = store._size
     doomed: list[Chunk] = []
@@ -64,27 +65,27 @@ def retain(store: Store, floors: Mapping[int, int], disk_budget_bytes: int) -> R
                 continue
             if not any(_points_into(qi, f, c.base, c.base + size) for qi, f in live):
                 doomed.append(c)
-        if disk_budget_bytes > 0:
+        if free_bytes > 0:  # the drop_oldest policy: free this much, needed or not, oldest first
             gone = {c.number for c in doomed}
-            used = sum(_allocated(c) for c in store._chunks.values() if c.number not in gone)
+            freed = sum(_allocated(c) for c in doomed)
             for number in sorted(store._chunks):
                 c = store._chunks[number]
-                if used <= disk_budget_bytes or c is store._active:
+                if freed >= free_bytes or c is store._active:
                     break
                 if number not in gone:
                     doomed.append(c)
                     gone.add(number)
-                    used -= _allocated(c)
+                    freed += _allocated(c)
         for c in doomed:
             del store._chunks[c.number]
             store._dirty.discard(c)
         # new floors: up to the lowest readable offset, never above the requested floor except
-        # where the disk budget took data away
+        # where drop_oldest took data away
         for q, qi in queues.items():
             old = qi.first
             floor = floor_of[q]
             target = max(old, _lowest_readable(store, qi, floor)) if floor > old else old
-            if not _exists(store, qi, target):  # the disk budget took data at or above the floor
+            if not _exists(store, qi, target):  # drop_oldest took data at or above the floor
                 target = _first_existing(store, qi, target)
             if target > old:
                 freed = qi.bytes_between(old, target)

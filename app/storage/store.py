@@ -20,6 +20,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from . import checkpoint, files
+from .chunk import FOOTER_SIZE as CHUNK_FOOTER
 from .chunk import HEADER_SIZE as CHUNK_HEADER
 from .chunk import Chunk, _fail
 from .errors import BatchTooLarge, CorruptChunk, StorageError, StoreClosed, UnknownQueue
@@ -616,11 +617,24 @@ class Store:
                 yield r
 
     # ------------------------------------------------------------------ retention and statistics
-    def retain(self, floors: Mapping[int, int], *, disk_budget_bytes: int = 0) -> RetentionReport:
-        """Delete what no queue needs any more (see retention.py)."""
+    def retain(self, floors: Mapping[int, int], *, free_bytes: int = 0) -> RetentionReport:
+        """Delete what no queue needs any more; with ``free_bytes``, also the oldest sealed chunks
+        that queues still need, until that many bytes are freed (see retention.py)."""
         from .retention import retain
 
-        return retain(self, floors, disk_budget_bytes)
+        return retain(self, floors, free_bytes)
+
+    def active_room(self) -> int:
+        """Bytes of records the active chunk can still take; 0 when the next append creates a chunk."""
+        active = self._active
+        if active is None or active.sealed:
+            return 0
+        return self._size - active.data_bytes
+
+    @property
+    def chunk_file_bytes(self) -> int:
+        """Size of one chunk file (allocated whole when it is created)."""
+        return CHUNK_HEADER + self._size + CHUNK_FOOTER
 
     def chunks(self) -> list[ChunkInfo]:
         return [

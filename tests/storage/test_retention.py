@@ -72,14 +72,15 @@ def test_index_files_below_the_floor_are_deleted(open_store: Opener, tmp_path: P
     assert len(r.read(1, 0, 1000)) == 160 - r.first_offset(1)
 
 
-def test_disk_budget_deletes_oldest_chunks_and_reports_lost_messages(open_store: Opener) -> None:
+def test_free_bytes_deletes_oldest_needed_chunks_and_reports_lost_messages(open_store: Opener) -> None:
     s = open_store()
     s.create_queue(1)
     for i in range(60):
         s.append(msgs(1, 5, prefix=f"m{i}" + PAD))
     n_chunks = len(s.chunks())
     per_chunk = os.stat(s.chunks()[0].path).st_blocks * 512
-    report = s.retain({}, disk_budget_bytes=2 * per_chunk)
+    assert s.retain({}).chunks_deleted == []  # every chunk is needed: nothing goes without free_bytes
+    report = s.retain({}, free_bytes=(n_chunks - 2) * per_chunk)
     assert len(report.chunks_deleted) == n_chunks - 2
     dropped, dropped_bytes = report.dropped[1]
     assert dropped == s.first_offset(1) > 0 and dropped_bytes > 0

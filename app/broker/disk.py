@@ -1,0 +1,169 @@
+"""The disk budget and disk-full state: what the data directory takes, and whether a publish may add.
+
+The budget (CHUNKMQ_DISK_BUDGET_BYTES) counts every file under the data directory by allocated
+blocks: chunks (allocated whole when created), queue indexes (sparse, growing by 16 bytes per
+placement), the checkpoint, dedup snapshots, meta.db and its WAL. Walking the tree is far too slow
+for every publish, so a background job measures it every second in a worker thread, and a publish
+checks a conservative estimate instead: the last measurement, plus what appends allocated since
+(whole chunk files, index entries), plus what this batch may allocate (a new chunk when it may not
+fit in the active one, its index entries). Files grown while the walk runs are counted twice at
+worst, never missed.
+
+Policy `reject` (default): a publish that could take the directory past the budget is refused with
+507 storage_full, nothing of it stored. Policy `drop_oldest`: publishes are not checked; the
+retention pass deletes the oldest chunks, consumed or not, until the directory is under the budget
+(`excess`).
+
+Readiness: `refusal()` names why publishes are (or are about to be) refused for lack of space: the
+last append failed with ENOSPC, or the last publish was refused by the budget, and nothing was
+stored or freed since; the disk's free space is below one chunk file; or the budget has no room
+left for one.
+
+Owned by the event loop thread, like the rest of the broker; only the walk runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.broker.errors import StorageFull
+from app.config import DiskBudgetPolicy, Settings
+from app.storage import NewMessage, Store
+from app.storage.queue_index import ENTRY_SIZE
+from app.storage.record import FRAME, HEADER_SIZE, PLACEMENT
+
+_BLOCK = 4096  # allocation granularity assumed for a new chunk file
+
+
+def allocated_bytes(root: Path) -> int:
+    """Bytes allocated on disk by every file under ``root`` (st_blocks, so sparse files count only
+    what they hold and preallocated ones all they reserved)."""
+    total = 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass  # deleted by retention during the walk
+    return total
+
+
+def free_bytes(root: Path) -> int:
+    """Bytes an unprivileged process may still allocate on the file system holding ``root``."""
+    st = os.statvfs(root)
+    return st.f_bavail * st.f_frsize
+
+
+def batch_bytes_bound(messages: Sequence[NewMessage], placements: int) -> int:
+    """An upper bound of the bytes a batch takes in a chunk (its records)."""
+    fixed = FRAME + HEADER_SIZE
+    return (
+        sum(len(m.data) + len(m.tag) + len(m.idempotency_key) for m in messages)
+        + len(messages) * fixed
+        + placements * PLACEMENT.size
+    )
+
+
+class DiskGuard:
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.root = settings.data_dir
+        self.store = store
+        self.budget = settings.disk_budget_bytes
+        self.policy = settings.disk_budget_policy
+        # the budget publishes are checked against: only under the reject policy
+        self.limit = self.budget if self.policy is DiskBudgetPolicy.REJECT else 0
+        self.chunk_file = -(-store.chunk_file_bytes // _BLOCK) * _BLOCK
+        self._chunk_size = store.options.chunk_size
+        self.used = 0  # bytes under the data directory at the last measurement
+        self.free = 0  # free bytes on its file system then
+        self.placed = 0  # index entries written by checked publishes, ever
+        self.refused = 0  # publishes refused by the budget, ever
+        self.failure: str | None = None  # the last append's ENOSPC, until an append succeeds or space is freed
+        self.over: str | None = None  # the last checked publish was refused by the budget (same lifetime)
+        self._placed_at = 0
+        self._chunk_at = 0
+
+    # ------------------------------------------------------------------ measuring
+
+    def _chunk_number(self) -> int:
+        """The active chunk's number, give or take one: chunks created since a measurement."""
+        return self.store.end_position // self._chunk_size
+
+    def measure_now(self) -> None:
+        """Measure synchronously (on start, before the first publish)."""
+        chunk_at, placed_at = self._chunk_number(), self.placed
+        self._set(allocated_bytes(self.root), free_bytes(self.root), chunk_at, placed_at)
+
+    async def measure(self) -> None:
+        """Measure in a worker thread (the background job, and after retention freed space)."""
+        chunk_at, placed_at = self._chunk_number(), self.placed
+        used, free = await asyncio.to_thread(lambda: (allocated_bytes(self.root), free_bytes(self.root)))
+        self._set(used, free, chunk_at, placed_at)
+
+    def _set(self, used: int, free: int, chunk_at: int, placed_at: int) -> None:
+        if free > self.free:
+            self.failure = None  # space was freed since the failed append
+        if used < self.used:
+            self.over = None
+        self.used, self.free, self._chunk_at, self._placed_at = used, free, chunk_at, placed_at
+
+    def _new_chunks(self) -> int:
+        return max(0, self._chunk_number() - self._chunk_at)
+
+    def estimate(self) -> int:
+        """Conservative bytes under the data directory now."""
+        return self.used + self._new_chunks() * self.chunk_file + (self.placed - self._placed_at) * ENTRY_SIZE
+
+    # ------------------------------------------------------------------ the publish path
+
+    def check(self, messages: Sequence[NewMessage], incoming: dict[int, list[int]]) -> None:
+        """Refuse a batch that could take the data directory past the budget (call only when
+        `limit`). The batch's index entries are counted as written from here on."""
+        placements = 0
+        for count, _ in incoming.values():
+            placements += count
+        need = self.estimate() + placements * ENTRY_SIZE + len(incoming) * _BLOCK
+        if self.limit - need < self.chunk_file:  # not room for a whole new chunk: look closer
+            if self.store.active_room() < batch_bytes_bound(messages, placements):
+                need += self.chunk_file
+            if need > self.limit:
+                self.refused += 1
+                self.over = (f"the disk budget is reached: the data directory holds about {self.estimate()} of "
+                             f"{self.limit} bytes (CHUNKMQ_DISK_BUDGET_BYTES)")
+                raise StorageFull(f"{self.over} and this batch needs up to {need - self.estimate()} more; "
+                                  "nothing of it was stored")
+        self.over = None
+        self.placed += placements
+
+    def failed(self, reason: str) -> None:
+        """An append failed for lack of space (ENOSPC, EFBIG, EDQUOT)."""
+        self.failure = reason
+
+    def freed(self) -> None:
+        """Retention deleted files: a refused or failed append may succeed again."""
+        self.failure = self.over = None
+
+    # ------------------------------------------------------------------ policy and readiness
+
+    def excess(self) -> int:
+        """drop_oldest: bytes retention must free to bring the data directory under the budget."""
+        if self.policy is not DiskBudgetPolicy.DROP_OLDEST or not self.budget:
+            return 0
+        return max(0, self.estimate() - self.budget)
+
+    def refusal(self) -> str | None:
+        """Why publishes would be refused for lack of space now, or None."""
+        if self.failure is not None:
+            return f"the disk is full: the last append failed ({self.failure})"
+        free = self.free - self._new_chunks() * self.chunk_file
+        if free < self.chunk_file:
+            return f"{max(free, 0)} bytes free on the disk, the next chunk needs {self.chunk_file}"
+        if self.over is not None:
+            return self.over
+        if self.limit and self.limit - self.estimate() < self.chunk_file:
+            return (f"the disk budget is reached: the data directory holds about {self.estimate()} of "
+                    f"{self.limit} bytes, the next chunk needs {self.chunk_file}")
+        return None

@@ -1,0 +1,157 @@
+"""The disk budget (app/broker/disk.py) with real server processes: refuse by default, drop_oldest
+only when asked (and then counted, warned about and exported), everything in the data directory counted."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tests.api.client import bind, error, exchange, ok, queue
+from tests.server import ServerProcess
+
+SMALL = {
+    "CHUNKMQ_AUTH": "off",
+    "CHUNKMQ_CHUNK_SIZE": "65536",
+    "CHUNKMQ_INDEX_CHUNK_ENTRIES": "1024",
+    "CHUNKMQ_RETENTION_INTERVAL_SECONDS": "0.2",
+}
+
+
+def allocated(root: Path) -> int:
+    return sum(p.lstat().st_blocks * 512 for p in root.rglob("*") if p.is_file())
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def metric(api: httpx.Client, name: str, **labels: str) -> float | None:
+    text = api.get("/metrics").text
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))  # the exposition sorts labels
+    match = re.search(rf"^{name}{{{want}}} (\S+)$" if labels else rf"^{name} (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else None
+
+
+def batch(start: int, n: int = 100) -> dict[str, object]:
+    return {"messages": [{"body": f"m{i:06d}-" + "x" * 80} for i in range(start, start + n)]}
+
+
+def test_at_the_budget_publishes_get_507_and_nothing_unconsumed_is_deleted(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    server = ServerProcess(data, CHUNKMQ_DISK_BUDGET_BYTES="2000000", **SMALL).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "q")
+            ok(api.put("/api/v1/queues/q/groups/g", json={}), 201)
+            assert ok(api.get("/readyz")) == {"status": "ready"}
+            accepted = refused = 0
+            for start in range(0, 15_000, 100):
+                response = api.post("/api/v1/queues/q/publish", json=batch(start))
+                if response.status_code == 200:
+                    assert refused == 0, "a publish was accepted after the budget refused one"
+                    accepted += 100
+                else:
+                    assert "disk budget" in error(response, 507, "storage_full")
+                    refused += 1
+            assert 5_000 < accepted < 15_000 and refused
+            # every message that got 200 is there, in order; nothing was dropped or missed
+            got = [m["body"] for o in range(0, accepted, 1000) for m in ok(
+                api.get("/api/v1/queues/q/messages", params={"offset": o, "limit": 1000}))["messages"]]
+            assert got == [f"m{i:06d}-" + "x" * 80 for i in range(accepted)]
+            info = ok(api.get("/api/v1/queues/q"))
+            assert info["first_offset"] == 0 and info["messages_dropped"] == 0
+            assert ok(api.get("/api/v1/queues/q/groups/g"))["missed"] == 0
+            assert allocated(data) <= 2_000_000  # everything under the data directory, by blocks
+            ready = api.get("/readyz")
+            assert ready.status_code == 503 and "disk budget" in ready.json()["reason"]
+            # once the group is done and retention frees its chunks, publishing works again
+            ok(api.post("/api/v1/queues/q/groups/g/ack", json={"up_to": accepted}))
+            assert wait_until(lambda: api.get("/readyz").status_code == 200)
+            response = ok(api.post("/api/v1/queues/q/publish", json=batch(accepted)))
+            assert response["results"][0]["routed"] == [{"queue": "q", "offset": accepted}]
+    finally:
+        server.stop()
+
+
+def test_drop_oldest_deletes_and_counts_missed_at_once(tmp_path: Path) -> None:
+    server = ServerProcess(
+        tmp_path / "data", CHUNKMQ_DISK_BUDGET_BYTES="1000000", CHUNKMQ_DISK_BUDGET_POLICY="drop_oldest", **SMALL
+    ).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "q")
+            ok(api.put("/api/v1/queues/q/groups/g", json={}), 201)
+            for start in range(0, 10_000, 100):
+                ok(api.post("/api/v1/queues/q/publish", json=batch(start)))  # never refused
+            assert wait_until(lambda: ok(api.get("/api/v1/queues/q"))["first_offset"] > 0)
+            time.sleep(0.5)  # let a pass finish after the one that moved the floor
+            first = ok(api.get("/api/v1/queues/q"))["first_offset"]
+            info = ok(api.get("/api/v1/queues/q"))
+            # the group never pulled: its missed count was raised by retention, not by a delivery
+            group = ok(api.get("/api/v1/queues/q/groups/g"))
+            assert group["missed"] == info["messages_dropped"] == first
+            page = ok(api.get("/api/v1/queues/q/messages", params={"offset": 0, "limit": 1}))
+            assert page["messages"][0]["offset"] == first
+            assert metric(api, "chunkmq_queue_messages_dropped_total", queue="q") == first
+            assert metric(api, "chunkmq_group_messages_missed_total", queue="q", group="g") == first
+            assert ok(api.get("/readyz")) == {"status": "ready"}  # drop_oldest never refuses
+        warnings = [line for line in server.log().splitlines() if "WARNING" in line and "'q'" in line]
+        assert warnings and all("drop_oldest" in line for line in warnings)
+        assert sum(int(re.search(r": (\d+) messages deleted", line).group(1)) for line in warnings) == first  # type: ignore[union-attr]
+    finally:
+        server.stop()
+
+
+def test_limits_count_missed_at_once(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", **SMALL).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "ring", max_messages=50)
+            ok(api.put("/api/v1/queues/ring/groups/g", json={}), 201)
+            ok(api.post("/api/v1/queues/ring/publish", json=batch(0, 80)))
+            assert ok(api.get("/api/v1/queues/ring/groups/g"))["missed"] == 30
+            assert ok(api.get("/api/v1/queues/ring"))["messages_dropped"] == 30
+            assert metric(api, "chunkmq_group_messages_missed_total", queue="ring", group="g") == 30
+            assert wait_until(lambda: "max_messages" in server.log())
+        assert re.search(r"WARNING .*'ring': 30 messages deleted by max_messages", server.log())
+    finally:
+        server.stop()
+
+
+def test_the_budget_counts_index_files(tmp_path: Path) -> None:
+    """Tiny messages fanned out to 30 queues: the indexes take more than the log. The publish is
+    refused while the chunk files alone are far under the budget."""
+    data = tmp_path / "data"
+    budget = 1_200_000
+    server = ServerProcess(data, CHUNKMQ_DISK_BUDGET_BYTES=str(budget), **SMALL).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            exchange(api, "fan", "fanout")
+            for i in range(30):
+                queue(api, f"q{i}")
+                bind(api, "fan", f"q{i}")
+            status = 200
+            sent = 0
+            while status == 200 and sent < 100_000:
+                response = api.post("/api/v1/exchanges/fan/publish", json={"messages": [{"body": "x"}] * 100})
+                status = response.status_code
+                sent += 100
+            error(response, 507, "storage_full")
+            chunks = allocated(data / "store" / "log")
+            indexes = allocated(data / "store" / "queues")
+            assert indexes > chunks / 2
+            assert chunks + indexes <= budget
+            assert chunks < budget - indexes / 2  # counting chunk files only would have gone on
+            assert api.get("/readyz").status_code == 503
+    finally:
+        server.stop()
