@@ -1,8 +1,8 @@
 """The disk budget and disk-full state: what the data directory takes, and whether a publish may add.
 
 The budget (CHUNKMQ_DISK_BUDGET_BYTES) counts every file under the data directory by allocated
-blocks: chunks (allocated whole when created), queue indexes (sparse, growing by 16 bytes per
-placement), the checkpoint, dedup snapshots, meta.db and its WAL. Walking the tree is far too slow
+blocks: chunks (allocated whole when created), queue indexes (sparse, growing by a 16-byte entry
+per placement), the checkpoint, dedup snapshots, meta.db and its WAL. Walking the tree is far too slow
 for every publish, so a background job measures it every second in a worker thread, and a publish
 checks a conservative estimate instead: the last measurement, plus what appends allocated since
 (whole chunk files, index entries), plus what this batch may allocate (a new chunk when it may not
@@ -33,9 +33,14 @@ from app.broker.errors import StorageFull
 from app.config import DiskBudgetPolicy, Settings
 from app.storage import NewMessage, Store
 from app.storage.queue_index import ENTRY_SIZE
+from app.storage.queue_index import HEADER_SIZE as INDEX_HEADER_SIZE
 from app.storage.record import FRAME, HEADER_SIZE, PLACEMENT
 
 _BLOCK = 4096  # allocation granularity assumed for a new chunk file
+
+
+def _blocks(size: int) -> int:
+    return -(-size // _BLOCK) * _BLOCK
 
 
 def allocated_bytes(root: Path) -> int:
@@ -75,8 +80,11 @@ class DiskGuard:
         self.policy = settings.disk_budget_policy
         # the budget publishes are checked against: only under the reject policy
         self.limit = self.budget if self.policy is DiskBudgetPolicy.REJECT else 0
-        self.chunk_file = -(-store.chunk_file_bytes // _BLOCK) * _BLOCK
-        self._chunk_size = store.options.chunk_size
+        self.chunk_file = _blocks(store.chunk_file_bytes)
+        # an index file (header + entries) is allocated block by block as entries fill it: per entry,
+        # a full file's blocks over its entries (20 bytes with 1,024 entries, 16.003 with a million)
+        entries = store.options.index_chunk_entries
+        self.entry_bytes = _blocks(INDEX_HEADER_SIZE + ENTRY_SIZE * entries) / entries
         self.used = 0  # bytes under the data directory at the last measurement
         self.free = 0  # free bytes on its file system then
         self.placed = 0  # index entries written by checked publishes, ever
@@ -89,8 +97,7 @@ class DiskGuard:
     # ------------------------------------------------------------------ measuring
 
     def _chunk_number(self) -> int:
-        """The active chunk's number, give or take one: chunks created since a measurement."""
-        return self.store.end_position // self._chunk_size
+        return self.store.chunks_created
 
     def measure_now(self) -> None:
         """Measure synchronously (on start, before the first publish)."""
@@ -115,7 +122,7 @@ class DiskGuard:
 
     def estimate(self) -> int:
         """Conservative bytes under the data directory now."""
-        return self.used + self._new_chunks() * self.chunk_file + (self.placed - self._placed_at) * ENTRY_SIZE
+        return self.used + self._new_chunks() * self.chunk_file + int((self.placed - self._placed_at) * self.entry_bytes)
 
     # ------------------------------------------------------------------ the publish path
 
@@ -125,7 +132,7 @@ class DiskGuard:
         placements = 0
         for count, _ in incoming.values():
             placements += count
-        need = self.estimate() + placements * ENTRY_SIZE + len(incoming) * _BLOCK
+        need = self.estimate() + int(placements * self.entry_bytes) + len(incoming) * _BLOCK
         if self.limit - need < self.chunk_file:  # not room for a whole new chunk: look closer
             if self.store.active_room() < batch_bytes_bound(messages, placements):
                 need += self.chunk_file

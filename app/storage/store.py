@@ -85,6 +85,7 @@ class Store:
         self._chunks: dict[int, Chunk] = {}
         self._active: Chunk | None = None  # the chunk appends go to; None or sealed: roll first
         self._next_number = 0  # chunk number to create when there is no active chunk
+        self.chunks_created = 0  # chunk files created since open (the disk budget's estimate)
         self._queues: dict[int, QueueIndex] = {}
         self._end = 0
         self._last_ts = 0
@@ -295,6 +296,7 @@ class Store:
             self._dirty.add(old)
         number = self._next_number if old is None else old.number + 1
         new = Chunk.create(self.root, number, self._size, now)
+        self.chunks_created += 1
         self._chunks[new.number] = new
         self._active = new
         return new
