@@ -78,7 +78,7 @@ class Queue:
     producer_visible: bool = True
     consumer_visible: bool = True
     messages_in: int = 0
-    messages_dropped: int = 0  # by limits (drop_head, max_age) and retention's disk budget
+    messages_dropped: int = 0  # by limits (drop_head, max_age) and the drop_oldest disk budget
     committed_dropped: int = 0  # messages_dropped as last written to the database
     delivered: int = 0  # deliveries to any group, redeliveries included (the history's deliver rate)
     name_json: bytes = b""
