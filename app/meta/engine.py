@@ -18,6 +18,9 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
         # synchronous stays FULL: a declared queue must survive a power cut, or its id could be
         # handed out again while its storage files still exist.
         cursor.execute("PRAGMA journal_mode=WAL")
+        # After each checkpoint the WAL is cut back to 1 MiB instead of keeping its largest size:
+        # it counts against the disk budget like every other file in the data directory.
+        cursor.execute("PRAGMA journal_size_limit=1048576")
         # SQLite enforces foreign keys (and so ON DELETE CASCADE) only when asked, per connection.
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
