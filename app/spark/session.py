@@ -1,0 +1,39 @@
+"""The SparkSession the jobs (and the tests) run in."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def session(master: str | None = None, app_name: str = "chunkmq", **conf: str) -> SparkSession:
+    """A session with `format("chunkmq")` registered. Executors run this same Python (they import
+    app.spark), and a local master stays on the loopback interface."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from app.spark import register
+
+    master = master or "local[*]"
+    builder = SparkSession.builder.master(master).appName(app_name)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4",
+        **conf,
+    }
+    if master.startswith("local"):
+        settings.setdefault("spark.driver.host", "127.0.0.1")
+        settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
