@@ -29,6 +29,7 @@ def session(master: str | None = None, app_name: str = "chunkmq", **conf: str) -
         **conf,
     }
     if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # also for local-cluster's worker JVMs
         settings.setdefault("spark.driver.host", "127.0.0.1")
         settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
     for key, value in settings.items():
