@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import argparse
 
+import orjson
+
+from app.spark.http import connect
 from app.spark.jobs import source_options
 from app.spark.session import session
 
 
 def main(args: argparse.Namespace) -> int:
+    options = source_options(args)
     spark = session(args.master, "chunkmq-archive")
     from pyspark.sql import functions as F
 
-    reader = spark.readStream.format("chunkmq").options(**source_options(args))
+    reader = spark.readStream.format("chunkmq").options(**options)
     reader = reader.option("startingOffsets", args.starting_offsets).option("group", args.group)
     if args.max_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_per_trigger))
@@ -30,6 +34,13 @@ def main(args: argparse.Namespace) -> int:
     query = writer.start()
     query.awaitTermination()
     progress = query.recentProgress
-    rows = sum(p.get("numInputRows", 0) if isinstance(p, dict) else p.numInputRows for p in progress)
+    rows = sum(p.numInputRows for p in progress)
+    if progress and progress[-1].sources:
+        # Spark commits a batch's offsets to the source when it plans the next one: a run that ends
+        # commits its last batch here, so the group shows the whole archive.
+        end = orjson.loads(progress[-1].sources[0].endOffset or "{}")
+        with connect(args.url, args.token) as api:
+            for queue, offset in end.items():
+                api.move_group(queue, args.group, offset)
     print(f"archived {rows} messages to {args.output}")
     return 0

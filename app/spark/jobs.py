@@ -68,7 +68,11 @@ def _run(module: str):  # type: ignore[no-untyped-def]
 
 
 def source_options(args: argparse.Namespace) -> dict[str, str]:
-    """The `format("chunkmq")` options of a job's broker flags."""
+    """The `format("chunkmq")` options of a job's broker flags, checked against the broker first (a
+    missing queue is then one line, not an error wrapped by Spark)."""
+    from app.spark.http import connect
+    from app.spark.options import SourceOptions
+
     opts = {"url": args.url}
     if args.token:
         opts["token"] = args.token
@@ -76,4 +80,6 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         opts["subscribe"] = args.queues
     else:
         opts["subscribePattern"] = args.pattern
+    with connect(args.url, args.token) as api:
+        SourceOptions.parse(opts, streaming=False).queues(api)
     return opts

@@ -21,12 +21,13 @@ SOURCE_COLUMNS = ["queue", "offset", "timestamp", "routing_key", "tag", "body"]
 
 
 def main(args: argparse.Namespace) -> int:
+    options = source_options(args)
     spark = session(args.master, "chunkmq-report")
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     out = Path(args.output)
-    live = spark.read.format("chunkmq").options(**source_options(args)).option("includeHeaders", "false").load()
+    live = spark.read.format("chunkmq").options(**options).option("includeHeaders", "false").load()
     frame = live.select(*SOURCE_COLUMNS)
     if args.archive:
         archived = spark.read.parquet(args.archive).select(*SOURCE_COLUMNS)

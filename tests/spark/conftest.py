@@ -1,5 +1,5 @@
-"""One real Spark session for the whole test run (local[2], UI off, few shuffle partitions) and one
-real broker for the Spark tests; tests use unique queue names so they do not meet."""
+"""One real broker for the Spark tests (the Spark session is tests/conftest.py's); tests use unique
+queue names so they do not meet."""
 
 from __future__ import annotations
 
@@ -14,16 +14,6 @@ import pytest
 from tests.server import ServerProcess
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from app.spark.session import session
-
-    s = session("local[2]", "chunkmq-tests", **{"spark.sql.shuffle.partitions": "2",
-                                                 "spark.default.parallelism": "2"})
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="session")
