@@ -68,9 +68,6 @@ class Api:
             f"/api/v1/queues/{_q(name)}/messages", params={"offset": offset, "limit": limit, "format": "arrow"}))
         return response.content, int(response.headers["x-next-offset"])
 
-    def json_page(self, name: str, offset: int, limit: int) -> dict[str, Any]:
-        return dict(self.get(f"/api/v1/queues/{_q(name)}/messages", offset=offset, limit=limit, encoding="base64"))
-
     def publish(self, exchange: str, body: bytes) -> dict[str, Any]:
         """Publish a pre-rendered request body (`{"messages": [...]}`) to an exchange."""
         response = self.client.post(f"/api/v1/exchanges/{_q(exchange or 'amq.default')}/publish", content=body,

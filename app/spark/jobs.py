@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +46,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     inspect.set_defaults(func=_run("app.spark.inspect"))
 
 
-def _run(module: str):  # type: ignore[no-untyped-def]
+def _run(module: str) -> Callable[[argparse.Namespace], int]:
+    """The entry point of a job module, imported only when the job runs."""
+
     def run(args: argparse.Namespace) -> int:
         import importlib
         import os

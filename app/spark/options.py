@@ -64,16 +64,17 @@ class SourceOptions:
             group=o.get("group") or None,
         )
 
-    def queues(self, api: Api) -> dict[str, dict[str, Any]]:
-        """The subscribed queues that exist now, name -> queue object (first/next offset)."""
+    def queues(self, api: Api, strict: bool = True) -> dict[str, dict[str, Any]]:
+        """The subscribed queues that exist now, name -> queue object (first/next offset). ``strict``:
+        a subscribed queue that does not exist is an error (a running stream reports it as data loss)."""
         every = {q["name"]: q for q in api.queues()}
         if self.pattern is not None:
             rx = re.compile(self.pattern)
             return {name: q for name, q in sorted(every.items()) if rx.fullmatch(name)}
         missing = [name for name in self.subscribe if name not in every]
-        if missing:
+        if missing and strict:
             raise OptionError(f"no queue named {', '.join(map(repr, missing))}")
-        return {name: every[name] for name in self.subscribe}
+        return {name: every[name] for name in self.subscribe if name in every}
 
     def start_offsets(self, api: Api, queues: dict[str, dict[str, Any]]) -> dict[str, int]:
         if self.starting_timestamp is not None:

@@ -18,7 +18,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from app.spark.http import ARROW_PAGE, Api, ChunkmqError, connect
+from app.spark.http import ARROW_PAGE, ChunkmqError, connect
 from app.spark.options import SourceOptions
 
 log = logging.getLogger("chunkmq.spark")
@@ -58,7 +58,7 @@ def lost(message: str, fail: bool) -> None:
     log.warning("%s: skipped (failOnDataLoss=false)", message)
 
 
-def checked_ranges(opts: SourceOptions, api: Api, start: dict[str, int], end: dict[str, int],
+def checked_ranges(opts: SourceOptions, start: dict[str, int], end: dict[str, int],
                    queues: dict[str, dict[str, Any]]) -> dict[str, tuple[int, int]]:
     """[start, end) per queue, with offsets below a queue's floor reported as data loss."""
     ranges: dict[str, tuple[int, int]] = {}
@@ -120,7 +120,7 @@ class BatchReader(DataSourceReader):
             queues = self.opts.queues(api)
             start = self.opts.start_offsets(api, queues)
             end = self.opts.end_offsets(queues)
-            ranges = checked_ranges(self.opts, api, start, end, queues)
+            ranges = checked_ranges(self.opts, start, end, queues)
         return plan(ranges, self.opts.min_partitions, self.opts.max_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -137,7 +137,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _queues(self) -> dict[str, dict[str, Any]]:
         with connect(self.opts.url, self.opts.token) as api:
-            return self.opts.queues(api)
+            return self.opts.queues(api, strict=False)
 
     def initialOffset(self) -> dict[str, int]:
         with connect(self.opts.url, self.opts.token) as api:
@@ -169,8 +169,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[QueueRange]:  # type: ignore[override]
         with connect(self.opts.url, self.opts.token) as api:
             queues = {q["name"]: q for q in api.queues()}
-            wanted = {k: v for k, v in end.items() if v > start.get(k, -1) or k not in queues}
-            ranges = checked_ranges(self.opts, api, start, wanted, queues)
+        wanted = {k: v for k, v in end.items() if v > start.get(k, -1) or k not in queues}
+        ranges = checked_ranges(self.opts, start, wanted, queues)
         return plan(ranges, self.opts.min_partitions, self.opts.max_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
