@@ -19,7 +19,7 @@ import base64
 import datetime as dt
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,21 +83,28 @@ def json_source() -> type:
     return JsonSource
 
 
-def run(spark: Any, url: str, count: int) -> list[dict[str, Any]]:
+def run(spark: Any, url: str, count: int, server_cpu: Callable[[], float] = lambda: 0.0) -> list[dict[str, Any]]:
+    """Every measurement, with the server's CPU seconds (a figure that other load on the machine
+    does not inflate the way it inflates wall time)."""
     results: list[dict[str, Any]] = []
+    cpu_before = [0.0]
 
     def record(what: str, rows: int, seconds: float) -> None:
-        line = {"what": what, "rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
+        cpu = server_cpu() - cpu_before[0]
+        line = {"what": what, "rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
+                "server_cpu_s": round(cpu, 3), "rows_per_server_cpu_s": round(rows / cpu) if cpu > 0 else None}
         print(orjson.dumps(line).decode(), flush=True)
         results.append(line)
 
     fill(url, "bench", count)
+    cpu_before[0] = server_cpu()
     record("arrow_page", count, arrow_pages(url, "bench", count))
     spark.dataSource.register(json_source())
     parts = str(spark.sparkContext.defaultParallelism)
     for what, fmt in (("read_arrow", "chunkmq"), ("read_json", "bench_chunkmq_json")):
         df = spark.read.format(fmt).option("url", url).option("subscribe", "bench").option("minPartitions", parts).load()
         df.limit(1).collect()  # warm the Python workers
+        cpu_before[0] = server_cpu()
         started = time.perf_counter()
         df.write.format("noop").mode("overwrite").save()
         record(what, count, time.perf_counter() - started)
@@ -105,6 +112,7 @@ def run(spark: Any, url: str, count: int) -> list[dict[str, Any]]:
     httpx.put(f"{url}/api/v1/queues/sink", json={}).raise_for_status()
     df = spark.range(rows, numPartitions=int(parts)).selectExpr("repeat('y', 100) as body", "'sink' as routing_key").cache()
     df.count()
+    cpu_before[0] = server_cpu()
     started = time.perf_counter()
     df.write.format("chunkmq").option("url", url).option("exchange", "amq.default").mode("append").save()
     record("write", rows, time.perf_counter() - started)
@@ -126,7 +134,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         server = ChunkmqServer(Path(tmp))
         server.start()
         try:
-            return run(spark, f"http://127.0.0.1:{server.port}", 20_000 if args.smoke else args.count)
+            return run(spark, f"http://127.0.0.1:{server.port}", 20_000 if args.smoke else args.count, server.cpu_seconds)
         finally:
             server.stop()
 
