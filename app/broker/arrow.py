@@ -1,12 +1,12 @@
 """Browse pages as Apache Arrow IPC streams (`GET /api/v1/queues/{q}/messages?format=arrow`).
 
-The columns are the Spark source's schema (`SCHEMA`). They are built column by column, without a
+The columns are the Spark source's schema (`schema()`). They are built column by column, without a
 Python object per message: the stored blobs (message.py: JSON members without the braces) are
-joined into one buffer, and each text member is located with vectorised searches. For a blob with
-no backslash, a JSON string value holds no quote, so the value of `"body":"` runs to the next quote
-in the buffer (one `searchsorted` for all rows) and the marker cannot occur inside a value. Rows
-that do not fit that shape (escapes, headers, binary bodies) are decoded one by one with orjson and
-patched in; nearly every message of a bulk read takes the vector path.
+joined into one buffer and read with numpy. In a blob with no backslash every quote delimits a
+string, so the quotes pair up: a string followed by a colon is a key, the next string its value,
+and each column is a set of (start, length) views into the buffer that Arrow copies out in C++.
+Rows that do not fit that shape (escapes, headers, binary bodies) are decoded one by one with
+orjson and patched in; nearly every message of a bulk read takes the vector path.
 
 pyarrow and numpy are imported on the first Arrow request, so serving JSON never loads them.
 """
@@ -72,6 +72,7 @@ def ipc_stream(queue: str, stored: list[tuple[int, int, int, int, bytes, bytes]]
 
 
 def record_batch(queue: str, stored: list[tuple[int, int, int, int, bytes, bytes]], sch: pa.Schema) -> pa.RecordBatch:
+    """The columns of one page of stored tuples (tests/broker/test_arrow.py checks them against orjson)."""
     import numpy as np
     import pyarrow as pa
 
