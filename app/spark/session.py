@@ -11,8 +11,9 @@ if TYPE_CHECKING:
 
 
 def session(master: str | None = None, app_name: str = "chunkmq", **conf: str) -> SparkSession:
-    """A session with `format("chunkmq")` registered. Executors run this same Python (they import
-    app.spark), and a local master stays on the loopback interface."""
+    """A session with `format("chunkmq")` registered, on ``master`` (default `local[*]`; `sc://...`
+    for Spark Connect). Executors run this same Python (they import app.spark), and a local master
+    stays on the loopback interface."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -20,7 +21,9 @@ def session(master: str | None = None, app_name: str = "chunkmq", **conf: str) -
     from app.spark import register
 
     master = master or "local[*]"
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    # sc://host: a Spark Connect server (the data source is registered there through this session)
+    builder = builder.remote(master) if master.startswith("sc://") else builder.master(master)
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -35,6 +38,7 @@ def session(master: str | None = None, app_name: str = "chunkmq", **conf: str) -
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if not master.startswith("sc://"):
+        spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
