@@ -24,7 +24,7 @@ def test_archive_once_is_incremental(spark: Any, broker: ServerProcess, api: htt
     fill(api, f"{name}-b", 300)
     assert archive(broker, f"{name}-.*", tmp_path) == 0
     table = spark.read.parquet(str(tmp_path / "archive"))
-    assert {p.name for p in (tmp_path / "archive").iterdir() if p.name.startswith("date=")} == {f"date={dt.date.today()}"}
+    assert {p.name for p in (tmp_path / "archive").iterdir() if p.name.startswith("date=")} == {f"date={dt.datetime.now(dt.UTC).date()}"}
     rows = table.select("queue", "offset").collect()
     assert sorted((r.queue, r.offset) for r in rows) == sorted(
         [(f"{name}-a", i) for i in range(700)] + [(f"{name}-b", i) for i in range(300)])
