@@ -4,20 +4,24 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-smoke clean
+.PHONY: run test lint bench bench-smoke clean java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,bench,spark]'
 	touch $(STAMP)
+
+# PySpark runs on a JVM: Java 17 from Debian when none is installed (the Spark tests need it).
+java:
+	@command -v java >/dev/null || { apt-get update && apt-get install -y openjdk-17-jre-headless; }
 
 run: $(STAMP)
 	$(BIN)/chunkmq serve --host 127.0.0.1 --port 8000 --data-dir ./data
 
-test: $(STAMP)
+test: $(STAMP) java
 	$(BIN)/ruff check app tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 

@@ -251,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_token_parser(sub)
     _add_definitions_parser(sub)
+    from app.spark.jobs import add_parser as add_spark_parser  # argparse only: no PySpark import
+
+    add_spark_parser(sub)
     return parser
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,3 +15,14 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off").start()
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One real local Spark session for the whole test run (starting one takes seconds): UI off,
+    two cores, few shuffle partitions."""
+    from app.spark.session import session
+
+    s = session("local[2]", "chunkmq-tests", **{"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    yield s
+    s.stop()

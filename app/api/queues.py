@@ -9,6 +9,8 @@ from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json, raw_json
+from app.broker.arrow import MEDIA_TYPE as ARROW_STREAM
+from app.broker.arrow import browse_arrow
 from app.broker.errors import InvalidInput
 from app.broker.message import as_base64
 from app.broker.names import check_name
@@ -68,11 +70,15 @@ async def browse(
     timestamp: int | None = Query(None, ge=0, description="epoch ms: start at the first message at or after it"),
     limit: int = Query(100, ge=1, le=10_000),
     encoding: str = Query("auto", pattern="^(auto|base64)$"),
+    format: str = Query("json", pattern="^(json|arrow)$", description="arrow: an Apache Arrow IPC stream"),
     who: Principal = Depends(authenticate),
 ) -> Response:
     """Read by offset without a group (browsing, Spark)."""
     who.check("read", check_name(name, "queue name"))
     if offset is not None and timestamp is not None:
         raise InvalidInput("give offset or timestamp, not both")
+    if format == "arrow":
+        page, next_offset = browse_arrow(broker_of(request), name, offset, timestamp, limit)
+        return Response(page, media_type=ARROW_STREAM, headers={"X-Next-Offset": str(next_offset)})
     body = broker_of(request).browse(name, offset, timestamp, limit)
     return raw_json(as_base64(body) if encoding == "base64" else body)

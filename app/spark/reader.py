@@ -1,0 +1,205 @@
+"""Reading queues: offset ranges planned on the driver, read as Arrow pages in the executors."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from app.spark.http import ARROW_PAGE, ChunkmqError, connect
+from app.spark.options import SourceOptions
+
+log = logging.getLogger("chunkmq.spark")
+
+
+class DataLoss(RuntimeError):
+    """Offsets the query needs are gone (retention, purge, a deleted queue) and failOnDataLoss is true."""
+
+
+@dataclass(frozen=True)
+class QueueRange(InputPartition):
+    """Offsets [start, end) of one queue: one Spark task."""
+
+    queue: str
+    start: int
+    end: int
+
+
+def plan(ranges: dict[str, tuple[int, int]], min_partitions: int, max_per_partition: int) -> list[QueueRange]:
+    """Split each queue's range in pieces of at most ``max_per_partition`` offsets, and into at least
+    ``min_partitions`` pieces in all (shared in proportion to the ranges' sizes)."""
+    total = sum(max(0, e - s) for s, e in ranges.values())
+    parts: list[QueueRange] = []
+    for queue, (start, end) in ranges.items():
+        size = end - start
+        if size <= 0:
+            continue
+        pieces = max(math.ceil(size / max_per_partition), math.ceil(min_partitions * size / total))
+        step = math.ceil(size / pieces)
+        parts.extend(QueueRange(queue, s, min(s + step, end)) for s in range(start, end, step))
+    return parts
+
+
+def lost(message: str, fail: bool) -> None:
+    if fail:
+        raise DataLoss(f"{message}; set failOnDataLoss=false to skip lost messages")
+    log.warning("%s: skipped (failOnDataLoss=false)", message)
+
+
+def checked_ranges(opts: SourceOptions, start: dict[str, int], end: dict[str, int],
+                   queues: dict[str, dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """[start, end) per queue, with offsets below a queue's floor reported as data loss."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for name, stop in end.items():
+        begin = start.get(name)
+        info = queues.get(name)
+        if info is None:
+            lost(f"queue {name!r} no longer exists", opts.fail_on_data_loss)
+            continue
+        if begin is None:  # a queue that appeared after the query started (subscribePattern)
+            begin = info["first_offset"]
+        if begin < info["first_offset"] and begin < stop:
+            lost(f"queue {name!r}: offsets {begin}..{min(stop, info['first_offset']) - 1} are gone "
+                 f"(the queue now starts at {info['first_offset']})", opts.fail_on_data_loss)
+            begin = min(info["first_offset"], stop)
+        ranges[name] = (begin, stop)
+    return ranges
+
+
+def read_range(opts: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """The messages of one range as Arrow record batches (runs in an executor)."""
+    offset = part.start
+    with connect(opts.url, opts.token) as api:
+        while offset < part.end:
+            try:
+                page, next_offset = api.arrow_page(part.queue, offset, min(ARROW_PAGE, part.end - offset))
+            except ChunkmqError as e:
+                if e.code != "queue_not_found":
+                    raise
+                lost(f"queue {part.queue!r} no longer exists", opts.fail_on_data_loss)
+                return
+            rows = 0
+            for batch in pa.ipc.open_stream(page):
+                if not batch.num_rows:
+                    continue
+                offsets = batch.column(1).to_numpy()
+                if offsets[0] > offset:
+                    lost(f"queue {part.queue!r}: offsets {offset}..{offsets[0] - 1} are gone", opts.fail_on_data_loss)
+                keep = int(np.searchsorted(offsets, part.end))
+                rows += keep
+                if keep < batch.num_rows:
+                    batch = batch.slice(0, keep)
+                yield batch if opts.include_headers else batch.drop_columns(["headers"])
+                offset = int(offsets[-1]) + 1
+            if not rows:
+                if next_offset <= offset:
+                    return  # nothing at or after offset: the range ends past the queue's end
+                lost(f"queue {part.queue!r}: offsets {offset}..{min(next_offset, part.end) - 1} are gone",
+                     opts.fail_on_data_loss)
+                offset = next_offset
+
+
+class BatchReader(DataSourceReader):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[QueueRange]:  # type: ignore[override]
+        with connect(self.opts.url, self.opts.token) as api:
+            queues = self.opts.queues(api)
+            start = self.opts.start_offsets(api, queues)
+            end = self.opts.end_offsets(queues)
+            ranges = checked_ranges(self.opts, start, end, queues)
+        return plan(ranges, self.opts.min_partitions, self.opts.max_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, QueueRange)
+        return read_range(self.opts, partition)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are a JSON map queue -> next offset to read; Spark's checkpoint keeps them."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.target: dict[str, int] | None = None  # Trigger.AvailableNow's end
+
+    def _queues(self) -> dict[str, dict[str, Any]]:
+        with connect(self.opts.url, self.opts.token) as api:
+            return self.opts.queues(api, strict=False)
+
+    def initialOffset(self) -> dict[str, int]:
+        with connect(self.opts.url, self.opts.token) as api:
+            return self.opts.start_offsets(api, self.opts.queues(api))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = {name: q["next_offset"] for name, q in self._queues().items()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        mx = self.opts.max_per_trigger
+        return ReadMaxRows(mx) if mx else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # type: ignore[override]
+        queues = self._queues()
+        latest = {name: q["next_offset"] for name, q in queues.items()}
+        if self.target is not None:
+            latest = {name: min(v, self.target[name]) for name, v in latest.items() if name in self.target}
+        begin = {name: max(start.get(name, q["first_offset"]), q["first_offset"]) for name, q in queues.items()
+                 if name in latest}
+        end = {name: max(begin[name], latest[name]) for name in latest}
+        if isinstance(limit, ReadMaxRows):
+            end = _capped(begin, end, limit.max_rows)
+        # queues that went away keep their offset, so partitions() can report them
+        return {**{k: v for k, v in start.items() if k not in end}, **end}
+
+    def reportLatestOffset(self) -> dict[str, int]:
+        return {name: q["next_offset"] for name, q in self._queues().items()}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[QueueRange]:  # type: ignore[override]
+        with connect(self.opts.url, self.opts.token) as api:
+            queues = {q["name"]: q for q in api.queues()}
+        wanted = {k: v for k, v in end.items() if v > start.get(k, -1) or k not in queues}
+        ranges = checked_ranges(self.opts, start, wanted, queues)
+        return plan(ranges, self.opts.min_partitions, self.opts.max_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, QueueRange)
+        return read_range(self.opts, partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Move the `group` option's consumer group to what the query has processed (the console then
+        shows the job's progress and lag alerts cover it). Spark's checkpoint stays the truth."""
+        if not self.opts.group:
+            return
+        with connect(self.opts.url, self.opts.token) as api:
+            for queue, offset in end.items():
+                try:
+                    api.move_group(queue, self.opts.group, offset)
+                except ChunkmqError as e:
+                    log.warning("could not move group %r of queue %r to %d: %s", self.opts.group, queue, offset, e)
+
+
+def _capped(begin: dict[str, int], end: dict[str, int], max_rows: int) -> dict[str, int]:
+    """At most ``max_rows`` offsets in all, shared in proportion to each queue's backlog (as Kafka does)."""
+    backlog = {k: end[k] - begin[k] for k in end}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return end
+    capped = {k: begin[k] + backlog[k] * max_rows // total for k in end}
+    short = max_rows - sum(capped[k] - begin[k] for k in end)
+    for k in end:  # hand out what rounding down left, so every trigger makes progress
+        extra = min(short, end[k] - capped[k])
+        capped[k] += extra
+        short -= extra
+    return capped

@@ -1,0 +1,102 @@
+"""Read-only access to chunk files, for forensics and recovery (`chunkmq spark inspect`).
+
+Opening a chunk here never writes, truncates or renames anything: the file is opened O_RDONLY and
+read with pread, whatever state it is in (live, sealed, quarantined `.bad`, a store whose broker is
+down or broken). Every record's CRC is checked with the codec of record.py; a damaged stretch is
+reported and skipped by looking for the next valid record, so what follows it is still recovered.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import files
+from .chunk import CRC, FOOTER, FOOTER_MAGIC, FOOTER_SIZE, HEADER, HEADER_SIZE, MAGIC, VERSION
+from .model import Record
+from .record import PREFIX, decode, record_length
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """Bytes [start, end) of a chunk's data region that hold no valid record."""
+
+    position: int  # global position of the first damaged byte
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkHead:
+    number: int
+    data_size: int
+    created_ms: int
+    sealed_bytes: int | None  # data bytes named by a valid footer; None while the chunk is live
+
+
+def chunk_paths(store_dir: Path) -> list[Path]:
+    """Every chunk file of a store directory (live, sealed and quarantined), in log order."""
+    log = files.log_dir(store_dir)
+    if not log.is_dir():
+        return []
+    found = [p for p in log.iterdir()
+             if p.name.endswith((files.CHUNK_SUFFIX, files.CHUNK_SUFFIX + files.BAD_SUFFIX))]
+    return sorted(found, key=lambda p: p.name)
+
+
+def read_head(fd: int) -> ChunkHead:
+    raw = os.pread(fd, HEADER_SIZE, 0)
+    if len(raw) < HEADER_SIZE:
+        raise ValueError("shorter than a chunk header")
+    magic, version, hsize, _, number, data_size, created = HEADER.unpack_from(raw)
+    if (magic, version, hsize) != (MAGIC, VERSION, HEADER_SIZE):
+        raise ValueError("not a chunk file of format version 1")
+    if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
+        raise ValueError("chunk header CRC mismatch")
+    foot = os.pread(fd, FOOTER_SIZE, HEADER_SIZE + data_size)
+    sealed = None
+    if len(foot) == FOOTER_SIZE:
+        fmagic, data_bytes, *_ = FOOTER.unpack_from(foot)
+        if fmagic == FOOTER_MAGIC and CRC.unpack_from(foot, FOOTER.size)[0] == zlib.crc32(foot[: FOOTER.size]):
+            sealed = data_bytes
+    return ChunkHead(number, data_size, created, sealed)
+
+
+def read_chunk(path: Path) -> Iterator[Record | Damage]:
+    """The records of one chunk file in order, with every damaged stretch between them."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        head = read_head(fd)
+        region = os.pread(fd, head.data_size, HEADER_SIZE)
+    finally:
+        os.close(fd)
+    base = head.number * head.data_size
+    # A record ends with its non-zero length, so a live chunk's data ends before its trailing zeros
+    # (the preallocated rest): the search past damage stops there
+    # (the suffix's high bytes may be zero: 3 of them are given back).
+    if head.sealed_bytes is None:
+        limit = min(len(region), len(region.rstrip(b"\0")) + 3)
+    else:
+        limit = min(head.sealed_bytes, len(region))
+    p = 0
+    while p + PREFIX.size <= limit:
+        n = record_length(region, p, limit)
+        if n:
+            yield decode(region, p, base + p)
+            p += n
+            continue
+        if head.sealed_bytes is None and PREFIX.unpack_from(region, p)[0] == 0 and not region[p:limit].strip(b"\0"):
+            return  # nothing but zeros from here: the end of a live chunk's data
+        q = _next_valid(region, p + 1, limit)
+        yield Damage(base + p, q - p)
+        p = q
+
+
+def _next_valid(region: bytes, start: int, limit: int) -> int:
+    """The next offset holding a valid record (or the limit): a slow byte-by-byte search, for damage only."""
+    for q in range(start, limit):
+        if record_length(region, q, limit):
+            return q
+    return limit
