@@ -32,7 +32,11 @@ def parse(argv: list[str]) -> Config:
     p.add_argument("--batch", type=int, default=100, help="messages per confirmed produce call")
     p.add_argument("--pull", type=int, default=1000, help="messages per pull / prefetch window")
     p.add_argument("--fsync", choices=["interval", "always", "never"], default="interval",
-                   help="chunkmq durability mode (interval = fsync every 100 ms, closest to the peers)")
+                   help="durability class: chunkmq's fsync mode (interval = every 100 ms, closest to the "
+                        "peers' defaults); always = the fsync-before-ack class for every peer (see --durable)")
+    p.add_argument("--durable", action="store_true",
+                   help="the fsync-before-ack class (= --fsync always): chunkmq --fsync always, Redis "
+                        "appendfsync always, NATS sync_interval always, RabbitMQ quorum queues")
     p.add_argument("--timeout", type=float, default=1800.0, help="upper bound of one phase, seconds")
     p.add_argument("--out", type=Path, default=Path("bench/results"))
     p.add_argument("--profile", action="store_true", help="py-spy the chunkmq server during W1 and W2")
@@ -45,7 +49,7 @@ def parse(argv: list[str]) -> Config:
         p.error(f"unknown workloads {sorted(unknown)}")
     return Config(peers=a.peers, workloads=a.workloads, count=a.count, repeat=a.repeat,
                   latency_rate=a.latency_rate, latency_seconds=a.latency_seconds, batch=a.batch,
-                  pull=a.pull, fsync=a.fsync, timeout=a.timeout, out_dir=a.out, profile=a.profile)
+                  pull=a.pull, fsync="always" if a.durable else a.fsync, timeout=a.timeout, out_dir=a.out, profile=a.profile)
 
 
 def main(argv: list[str] | None = None) -> int:

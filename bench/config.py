@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
-ALL_PEERS = ("chunkmq-http", "chunkmq-ws", "rabbitmq", "redis", "nats", "rabbitmq-http")
+ALL_PEERS = ("chunkmq-http", "chunkmq-ws", "rabbitmq", "rabbitmq-stream", "redis", "nats", "rabbitmq-http")
 
 
 @dataclass
@@ -21,7 +21,9 @@ class Config:
     pull: int = 1000  # messages per pull / prefetch window
     latency_rate: int = 2000
     latency_seconds: float = 10.0
-    fsync: str = "interval"  # chunkmq's durability mode (the peers' are fixed, see peers/*.py)
+    # The durability class: chunkmq's --fsync mode, and the peers' equal of it ("always" = the
+    # fsync-before-ack class: Redis appendfsync always, NATS sync_interval always, RabbitMQ quorum queues).
+    fsync: str = "interval"
     timeout: float = 1800.0  # upper bound of any one phase
     out_dir: Path = Path("bench/results")
     profile: bool = False  # py-spy the chunkmq server during W1 and W2 (first repeat)

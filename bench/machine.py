@@ -10,7 +10,8 @@ from typing import Any
 
 import psutil
 
-CLIENT_LIBRARIES = ("pika", "aio-pika", "redis", "nats-py", "httpx", "websockets", "orjson", "chunkmq")
+CLIENT_LIBRARIES = ("pika", "aio-pika", "rstream", "redis", "hiredis", "nats-py", "httpx", "websockets",
+                    "orjson", "chunkmq")
 
 
 def _cpu_model() -> str:

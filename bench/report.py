@@ -117,7 +117,7 @@ def ratio_lines(records: Records) -> str:
 
 
 def header(records: Records) -> str:
-    lines = []
+    lines, clients = [], []
     for r in records:
         if r.get("type") == "meta":
             mach = r["machine"]
@@ -132,7 +132,11 @@ def header(records: Records) -> str:
             lines.append(f"- {r['package']}: {state}")
         elif r.get("type") == "server":
             lines.append(f"- {r['kind']} durability: {r['durability']}")
-    return "\n".join(lines)
+        elif r.get("type") == "client":
+            clients.append(f"  - {r['peer']}: {r['setup']}")
+    # Each peer's client setup (as verified at run time) sits under the clients line.
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("- clients: ")), len(lines))
+    return "\n".join(lines[:at] + clients + lines[at:])
 
 
 def render(records: Records) -> str:

@@ -98,6 +98,14 @@ def _run_adapter(cfg: Config, server: Server, adapter: str, rec: Recorder) -> No
         pool.join()
 
 
+def _describe(adapter: str, server: Server) -> str:
+    """The adapter's client setup as verified against the running server (the report header shows it)."""
+    try:
+        return ADAPTERS[adapter].describe(server.endpoint())
+    except Exception as e:  # the workloads will fail and say why; the header says it too
+        return f"{ADAPTERS[adapter].setup} (could not verify: {type(e).__name__}: {e})"
+
+
 def run(cfg: Config, out: IO[bytes], log: IO[str] = sys.stderr) -> Recorder:
     rec = Recorder(cfg, out, log)
     adapters = [a for a in cfg.peers if a in ADAPTERS]
@@ -131,6 +139,8 @@ def run(cfg: Config, out: IO[bytes], log: IO[str] = sys.stderr) -> Recorder:
                 continue
             rec.write({"type": "server", "kind": kind, "start_s": round(time.monotonic() - t0, 3),
                        "durability": server.durability(), "endpoint": server.endpoint().__dict__})
+            for a in mine:
+                rec.write({"type": "client", "peer": a, "setup": _describe(a, server)})
             for a in mine:
                 _run_adapter(cfg, server, a, rec)
         finally:

@@ -25,10 +25,17 @@ class Adapter(ABC):
     server: str = ""  # which Server kind it talks to
     #: messages per produce call the workloads use (confirms per 100, pipelines of 100, ...)
     produce_batch: int = 100
+    #: the client library and how it is driven, for the report header and docs/benchmarks.md
+    setup: str = ""
 
     def __init__(self, endpoint: Endpoint, pull: int = 1000) -> None:
         self.endpoint = endpoint
         self.pull = pull  # messages per pull / prefetch window on consume
+
+    @classmethod
+    def describe(cls, endpoint: Endpoint) -> str:
+        """The client setup as run against `endpoint`; adapters add what they verify at run time."""
+        return cls.setup
 
     @abstractmethod
     def open(self) -> None: ...

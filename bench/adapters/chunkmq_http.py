@@ -15,6 +15,8 @@ GROUP = "bench"
 class ChunkmqHttpAdapter(Adapter):
     name = "chunkmq-http"
     server = "chunkmq"
+    setup = ("http.client keep-alive, JSON: one publish request per batch; long-poll pull of up to the pull "
+             "window, each pull carrying the previous batch's cumulative ack")
 
     def open(self) -> None:
         self.http = HttpJson(self.endpoint.http_port, "/api/v1")

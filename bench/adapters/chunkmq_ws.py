@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from importlib.metadata import version
 
 import orjson
 from websockets.sync.client import ClientConnection, connect
@@ -16,6 +17,8 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
     """Declares and deletes over REST (there is no WebSocket for that); moves messages over WebSocket."""
 
     name = "chunkmq-ws"
+    setup = (f"websockets {version('websockets')} sync client, JSON frames: one publish frame per batch, its "
+             "confirm awaited; a consumer stream with credit = the pull window, one cumulative ack per batch")
 
     def open(self) -> None:
         super().open()

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine, Sequence
+from importlib.metadata import version
 from typing import Any, TypeVar
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 
 from bench.adapters.base import Adapter, ConsumeTimeout, OnBody
+from bench.adapters.rabbitmq_pika import queue_arguments
 
 T = TypeVar("T")
 ACK_EVERY = 100
@@ -22,6 +24,8 @@ class RabbitmqAioPikaAdapter(Adapter):
 
     name = "rabbitmq-aiopika"
     server = "rabbitmq"
+    setup = (f"aio-pika {version('aio-pika')}; persistent messages, publisher confirms pipelined (the batch's "
+             "publishes gathered); queue.consume with prefetch = the pull window, a multiple-ack every 100")
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coro)
@@ -40,7 +44,7 @@ class RabbitmqAioPikaAdapter(Adapter):
         self.loop.close()
 
     def declare(self, queue: str) -> None:
-        self._run(self.channel.declare_queue(queue, durable=True))
+        self._run(self.channel.declare_queue(queue, durable=True, arguments=queue_arguments(self.endpoint)))
 
     def delete(self, queue: str) -> None:
         self._run(self.channel.queue_delete(queue))

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from bench.adapters.base import Adapter, ConsumeTimeout, OnBody
 from bench.adapters.http import HttpJson
+from bench.adapters.rabbitmq_pika import queue_arguments
 
 VHOST = quote("/", safe="")
 
@@ -20,6 +21,8 @@ VHOST = quote("/", safe="")
 class RabbitmqHttpAdapter(Adapter):
     name = "rabbitmq-http"
     server = "rabbitmq"
+    setup = ("the management plugin's HTTP API over http.client keep-alive: one persistent message per "
+             "publish request, `get` of up to the pull window with ack_requeue_false")
 
     def open(self) -> None:
         self.http = HttpJson(self.endpoint.http_port, "/api", user="guest", password="guest")
@@ -31,7 +34,8 @@ class RabbitmqHttpAdapter(Adapter):
         return self.http.json(method, path, body, who="rabbitmq-http")
 
     def declare(self, queue: str) -> None:
-        self._call("PUT", f"/queues/{VHOST}/{quote(queue)}", {"durable": True})
+        self._call("PUT", f"/queues/{VHOST}/{quote(queue)}",
+                   {"durable": True, "arguments": queue_arguments(self.endpoint)})
 
     def delete(self, queue: str) -> None:
         self._call("DELETE", f"/queues/{VHOST}/{quote(queue)}")

@@ -9,12 +9,13 @@ from bench.adapters.nats_jetstream import NatsJetStreamAdapter
 from bench.adapters.rabbitmq_amqp import RabbitmqAioPikaAdapter
 from bench.adapters.rabbitmq_http import RabbitmqHttpAdapter
 from bench.adapters.rabbitmq_pika import RabbitmqPikaAdapter
+from bench.adapters.rabbitmq_stream import RabbitmqStreamAdapter
 from bench.adapters.redis_streams import RedisStreamsAdapter
 
 ADAPTERS: dict[str, type[Adapter]] = {
     cls.name: cls
     for cls in (ChunkmqHttpAdapter, ChunkmqWsAdapter, RabbitmqPikaAdapter, RedisStreamsAdapter,
-                NatsJetStreamAdapter, RabbitmqHttpAdapter, RabbitmqAioPikaAdapter)
+                NatsJetStreamAdapter, RabbitmqStreamAdapter, RabbitmqHttpAdapter, RabbitmqAioPikaAdapter)
 }
 CHUNKMQ = ("chunkmq-http", "chunkmq-ws")
 #: adapters that speak a peer's HTTP API: they only run the HTTP workload (W7)

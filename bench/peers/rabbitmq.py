@@ -1,4 +1,4 @@
-"""rabbitmq-server (with the management plugin) run as our own child, everything under a temp dir.
+"""rabbitmq-server (with the management and stream plugins) run as our own child, all under a temp dir.
 
 Run directly, not through Debian's wrapper (which `su`s to the rabbitmq user). Erlang's port mapper
 (epmd) gets a private port so it never collides with a system one, and we kill exactly that epmd at stop.
@@ -26,14 +26,19 @@ class RabbitmqServer(Server):
         self.http_port = free_port()
         self.dist_port = free_port()
         self.epmd_port = free_port()
+        self.stream_port = free_port()
         conf = workdir / "rabbitmq.conf"
         conf.write_text(
             f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
             f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {self.http_port}\n"
+            f"stream.listeners.tcp.default = 127.0.0.1:{self.stream_port}\n"
+            # The stream protocol tells clients where to connect: this node, not its host name.
+            "stream.advertised_host = 127.0.0.1\n"
+            f"stream.advertised_port = {self.stream_port}\n"
             # Stats collection costs CPU on every message; keep RabbitMQ's default interval.
             "log.console = true\nlog.console.level = warning\nlog.file = false\n"
         )
-        (workdir / "enabled_plugins").write_text("[rabbitmq_management].\n")
+        (workdir / "enabled_plugins").write_text("[rabbitmq_management,rabbitmq_stream].\n")
         (workdir / "rabbitmq-env.conf").write_text("")
 
     def _env(self) -> dict[str, str]:
@@ -61,7 +66,7 @@ class RabbitmqServer(Server):
         return ManagedProcess([BINARY], self._env(), self.workdir / "rabbitmq.log", cwd=self.workdir)
 
     def _ready(self) -> bool:
-        return port_open(self.port) and http_status(
+        return port_open(self.port) and port_open(self.stream_port) and http_status(
             f"http://127.0.0.1:{self.http_port}/api/overview", auth=("guest", "guest")) == 200
 
     def _after_stop(self) -> None:
@@ -69,8 +74,19 @@ class RabbitmqServer(Server):
         subprocess.run(["epmd", "-port", str(self.epmd_port), "-kill"], env=self._env(),
                        capture_output=True, check=False, timeout=10)
 
+    @property
+    def queue_type(self) -> str:
+        # Quorum queues fsync their log before they confirm; classic queues batch their fsyncs.
+        return "quorum" if self.fsync == "always" else "classic"
+
     def endpoint(self) -> Endpoint:
-        return Endpoint(self.kind, self.port, self.http_port)
+        return Endpoint(self.kind, self.port, self.http_port,
+                        {"stream_port": str(self.stream_port), "queue_type": self.queue_type})
 
     def durability(self) -> str:
-        return "durable classic queue, persistent messages, publisher confirms (sent after fsync)"
+        if self.queue_type == "quorum":
+            queues = "quorum queues (confirm after the Raft log is fsynced)"
+        else:
+            queues = "durable classic queues, persistent messages (confirms after the message store's fsync, batched)"
+        return (f"{queues}, publisher confirms; streams (rabbitmq-stream): confirm once written, "
+                "no fsync (streams rely on replication)")

@@ -1,4 +1,5 @@
-"""redis-server with an append-only file fsynced every second; Streams are the queue."""
+"""redis-server with an append-only file (fsynced every second, or before every reply in the
+fsync-before-ack class); Streams are the queue."""
 
 from __future__ import annotations
 
@@ -19,9 +20,14 @@ class RedisServer(Server):
 
     def _process(self) -> ManagedProcess:
         argv = ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(self.data_dir),
+                "--appendonly", "yes", "--appendfsync", self.appendfsync, "--dir", str(self.data_dir),
                 "--save", "", "--daemonize", "no", "--protected-mode", "yes"]
         return ManagedProcess(argv, dict(os.environ), self.workdir / "redis.log")
+
+    @property
+    def appendfsync(self) -> str:
+        # The fsync-before-ack class fsyncs the AOF before replying; otherwise once a second.
+        return "always" if self.fsync == "always" else "everysec"
 
     def _ready(self) -> bool:
         # PING answers -LOADING while the AOF is replayed, so +PONG means the backlog is readable.
@@ -33,4 +39,4 @@ class RedisServer(Server):
         return Endpoint(self.kind, self.port)
 
     def durability(self) -> str:
-        return "appendonly yes, appendfsync everysec"
+        return f"appendonly yes, appendfsync {self.appendfsync}"
