@@ -134,6 +134,8 @@ def header(records: Records) -> str:
             lines.append(f"- {r['kind']} durability: {r['durability']}")
         elif r.get("type") == "client":
             clients.append(f"  - {r['peer']}: {r['setup']}")
+        elif r.get("type") == "excluded":
+            lines.append(f"- {r['peer']} not run: {r['reason']}")
     # Each peer's client setup (as verified at run time) sits under the clients line.
     at = next((i + 1 for i, line in enumerate(lines) if line.startswith("- clients: ")), len(lines))
     return "\n".join(lines[:at] + clients + lines[at:])

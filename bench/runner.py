@@ -108,9 +108,16 @@ def _describe(adapter: str, server: Server) -> str:
 
 def run(cfg: Config, out: IO[bytes], log: IO[str] = sys.stderr) -> Recorder:
     rec = Recorder(cfg, out, log)
-    adapters = [a for a in cfg.peers if a in ADAPTERS]
     for unknown in set(cfg.peers) - set(ADAPTERS):
         raise ValueError(f"unknown peer {unknown!r}; known: {', '.join(ADAPTERS)}")
+    adapters = []
+    for a in cfg.peers:
+        why = ADAPTERS[a].no_fsync_before_ack
+        if cfg.fsync == "always" and why:  # it would not be compared with its equal
+            print(f"{a}: not in the fsync-before-ack class: {why}", file=log, flush=True)
+            rec.write({"type": "excluded", "peer": a, "reason": f"not in the fsync-before-ack class: {why}"})
+        else:
+            adapters.append(a)
     kinds = list(dict.fromkeys(ADAPTERS[a].server for a in adapters))
     installed = install.ensure([k for k in kinds if k != "chunkmq"])
     for inst in installed.values():

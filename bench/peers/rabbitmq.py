@@ -85,8 +85,6 @@ class RabbitmqServer(Server):
 
     def durability(self) -> str:
         if self.queue_type == "quorum":
-            queues = "quorum queues (confirm after the Raft log is fsynced)"
-        else:
-            queues = "durable classic queues, persistent messages (confirms after the message store's fsync, batched)"
-        return (f"{queues}, publisher confirms; streams (rabbitmq-stream): confirm once written, "
-                "no fsync (streams rely on replication)")
+            return "quorum queues, publisher confirms (sent once the Raft log is fsynced)"
+        return ("durable classic queues, persistent messages, publisher confirms (sent after the message "
+                "store's fsync, batched); streams (rabbitmq-stream): confirm once written, no fsync")
