@@ -23,6 +23,7 @@ from rstream import (
     OffsetType,
     Producer,
 )
+from rstream.exceptions import StreamNotAvailable
 
 from bench.adapters.base import Adapter, ConsumeTimeout, OnBody
 
@@ -79,13 +80,25 @@ class RabbitmqStreamAdapter(Adapter):
             await asyncio.wait_for(done, 60)
         self._run(go())
 
+    async def _start_offset(self, queue: str, deadline: float) -> ConsumerOffsetSpecification:
+        """Just after the stored offset (the group's position), or the first message if none is stored.
+
+        After a restart the node answers before its streams are back; until then the stream is
+        "not available", and that wait is part of the drain's time.
+        """
+        while True:
+            try:
+                return ConsumerOffsetSpecification(OffsetType.OFFSET, await self.consumer.query_offset(queue, GROUP) + 1)
+            except OffsetNotFound:
+                return ConsumerOffsetSpecification(OffsetType.FIRST, None)
+            except StreamNotAvailable:
+                if time.monotonic() > deadline:
+                    raise ConsumeTimeout(f"rabbitmq-stream: {queue} not available before the deadline") from None
+                await asyncio.sleep(0.05)
+
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
         async def go() -> int:
-            try:
-                start = ConsumerOffsetSpecification(OffsetType.OFFSET,
-                                                    await self.consumer.query_offset(queue, GROUP) + 1)
-            except OffsetNotFound:
-                start = ConsumerOffsetSpecification(OffsetType.FIRST, None)
+            start = await self._start_offset(queue, deadline)
             done: asyncio.Future[None] = self.loop.create_future()
             got = 0
 
