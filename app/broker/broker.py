@@ -28,7 +28,7 @@ from app.broker.disk import DiskGuard
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
 from app.broker.history import History
-from app.broker.message import position_of, render
+from app.broker.message import MessageLimits, position_of, render
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name
 from app.broker.publishing import Publishing, PublishOutcome
 from app.broker.queue import Queue, QueueSettings
@@ -112,6 +112,7 @@ class Broker(Publishing, Consuming):
         self.disk = DiskGuard(settings, store)
         self._losses = {}
         self.durability = _DURABILITY[settings.fsync]
+        self.message_limits = MessageLimits(settings.max_headers, settings.max_header_bytes)
         self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
         self.committer = Committer(self.commit_groups, GROUP_COMMIT_SECONDS)
         self.history = History(self)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from app.storage import MessageTooLarge, NewMessage, tag_hash
-from app.storage.record import END_OF_BATCH, FRAME, decode, encode_batch, record_length
+from app.storage.record import END_OF_BATCH, FLAGS_OFFSET, FLAGS_SIZE, FRAME, decode, encode_batch, record_length
 
 
 def _encode(batch: list[NewMessage], position: int = 0) -> tuple[bytes, list]:
@@ -36,10 +36,10 @@ def test_round_trip_all_fields() -> None:
 
 def test_end_of_batch_only_on_last_record() -> None:
     buf, _ = _encode([NewMessage(b"a", [1]), NewMessage(b"b", [1])])
-    first_flags = int.from_bytes(buf[16:18], "little")
+    first_flags = int.from_bytes(buf[FLAGS_OFFSET : FLAGS_OFFSET + FLAGS_SIZE], "little")
     assert not first_flags & END_OF_BATCH
     second = record_length(buf, 0, len(buf))
-    assert int.from_bytes(buf[second + 16 : second + 18], "little") & END_OF_BATCH
+    assert int.from_bytes(buf[second + FLAGS_OFFSET : second + FLAGS_OFFSET + FLAGS_SIZE], "little") & END_OF_BATCH
 
 
 def test_every_single_bit_flip_is_detected() -> None:
