@@ -37,6 +37,7 @@ from app.broker.stats import BrokerStats
 from app.config import FsyncSetting, Settings
 from app.meta import GroupRow, MetaStore
 from app.storage import FsyncMode, Store, StoreOptions
+from app.storage.files import private_dir, restrict_tree
 
 __all__ = ["Broker", "PublishOutcome", "parse_binding", "parse_exchange"]
 
@@ -122,7 +123,11 @@ class Broker(Publishing, Consuming):
     @classmethod
     def open(cls, settings: Settings, meta: MetaStore) -> Broker:
         """Open the store (running its recovery) and load the routing table from the database."""
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.data_dir)
+        changed = restrict_tree(settings.data_dir)
+        if changed:
+            log.warning("%d files and directories under %s were readable by others: now owner-only",
+                        changed, settings.data_dir)
         store = Store.open(
             settings.data_dir / "store",
             StoreOptions(

@@ -102,7 +102,7 @@ class Chunk:
         path = files.chunk_path(root, number)
         tmp = files.with_suffix(path, files.TMP_SUFFIX)
         head = HEADER.pack(MAGIC, VERSION, HEADER_SIZE, 0, number, data_size, created_ms)
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = files.create_file(tmp)
         try:
             os.pwrite(fd, head + CRC.pack(zlib.crc32(head)), 0)
             os.ftruncate(fd, HEADER_SIZE + data_size + FOOTER_SIZE)

@@ -9,6 +9,9 @@ Layout under the store directory::
     checkpoint                                   recovery point (checkpoint.tmp while written)
 
 Numbers are zero-padded so that ``ls`` sorts files numerically; names never come from user input.
+
+Every directory is created mode 0700 and every file 0600 (DIR_MODE, FILE_MODE): the data directory
+holds messages and tokens, which are nobody else's to read, whatever the process umask.
 """
 
 from __future__ import annotations
@@ -23,6 +26,38 @@ CHUNK_SUFFIX = ".chunk"
 INDEX_SUFFIX = ".idx"
 BAD_SUFFIX = ".bad"
 TMP_SUFFIX = ".tmp"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_GROUP_OTHER = 0o077
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) mode 0700; an existing one loses group and other access."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if path.stat().st_mode & _GROUP_OTHER:
+        os.chmod(path, DIR_MODE)
+
+
+def create_file(path: Path, flags: int = os.O_RDWR) -> int:
+    """Open ``path`` for writing, created (or truncated) mode 0600; returns the descriptor."""
+    return os.open(path, flags | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+
+
+def restrict_tree(root: Path) -> int:
+    """Take group and other access from every directory and file under ``root`` (left by a version
+    that created them with the umask's mode); returns how many were changed. Symlinks are left."""
+    changed = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name, mode in [(d, DIR_MODE) for d in dirnames] + [(f, FILE_MODE) for f in filenames]:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+                if not os.path.islink(path) and st.st_mode & _GROUP_OTHER:
+                    os.chmod(path, mode)
+                    changed += 1
+            except FileNotFoundError:
+                pass
+    return changed
 
 
 def log_dir(root: Path) -> Path:

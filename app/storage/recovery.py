@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import time
 from collections.abc import Iterable
@@ -226,7 +227,8 @@ def recover(store: Store) -> RecoveryReport:
                 report.batches_dropped += 1
             if c.valid_record_after(res.scan_end, size):
                 keep = files.tail_quarantine_path(root, n, res.batch_end)
-                keep.write_bytes(c.read(res.batch_end, extent - res.batch_end))
+                with os.fdopen(files.create_file(keep, os.O_WRONLY), "wb") as f:
+                    f.write(c.read(res.batch_end, extent - res.batch_end))
                 log.error("chunk %d: corrupt record at data offset %d followed by valid data; "
                           "the cut tail is kept in %s", n, res.scan_end, keep.name)
             report.bytes_truncated += extent - res.batch_end

@@ -122,8 +122,8 @@ class Store:
         if options.max_batch_bytes >= 1 << 32 or options.max_message_bytes >= (1 << 32) - 1024:
             raise ValueError("max_batch_bytes and max_message_bytes must stay below 4 GiB")
         root = Path(directory)
-        files.log_dir(root).mkdir(parents=True, exist_ok=True)
-        files.queues_dir(root).mkdir(parents=True, exist_ok=True)
+        for directory in (root, files.log_dir(root), files.queues_dir(root)):
+            files.private_dir(directory)
         store = cls(root, options)
         store.recovery = recover(store)
         log.info("storage recovery: %s", store.recovery)
@@ -168,7 +168,7 @@ class Store:
             if queue_id in self._queues:
                 return
             path = files.queue_dir(self.root, queue_id)
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
             files.fsync_dir(path.parent)
             self._queues[queue_id] = QueueIndex(self.root, queue_id, self.options.index_chunk_entries)
 
