@@ -17,6 +17,8 @@ holds messages and tokens, which are nobody else's to read, whatever the process
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 LOG_DIR = "log"
@@ -43,16 +45,23 @@ def create_file(path: Path, flags: int = os.O_RDWR) -> int:
     return os.open(path, flags | os.O_CREAT | os.O_TRUNC, FILE_MODE)
 
 
-def restrict_tree(root: Path) -> int:
-    """Take group and other access from every directory and file under ``root`` (left by a version
-    that created them with the umask's mode); returns how many were changed. Symlinks are left."""
+def restrict_tree(root: Path, names: Iterable[str]) -> int:
+    """Take group and other access from the entries ``names`` of ``root`` and everything under them
+    (left by a version that created them with the umask's mode); returns how many were changed.
+    Only these: a data directory may be shared with files that are not ours. Symlinks are left."""
     changed = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name, mode in [(d, DIR_MODE) for d in dirnames] + [(f, FILE_MODE) for f in filenames]:
-            path = os.path.join(dirpath, name)
+    for name in names:
+        top = root / name
+        if top.is_symlink() or not top.exists():
+            continue
+        found = [(str(top), DIR_MODE if top.is_dir() else FILE_MODE)]
+        for dirpath, dirnames, filenames in os.walk(top):
+            found += [(os.path.join(dirpath, d), DIR_MODE) for d in dirnames]
+            found += [(os.path.join(dirpath, f), FILE_MODE) for f in filenames]
+        for path, mode in found:
             try:
                 st = os.lstat(path)
-                if not os.path.islink(path) and st.st_mode & _GROUP_OTHER:
+                if not stat.S_ISLNK(st.st_mode) and st.st_mode & _GROUP_OTHER:
                     os.chmod(path, mode)
                     changed += 1
             except FileNotFoundError:

@@ -27,9 +27,10 @@ def _modes(root: Path) -> dict[str, int]:
 def test_data_directory_is_owner_only_and_chunks_are_listed_relative(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir(mode=0o755)
-    old = data / "left-by-an-older-version"
-    old.write_text("x")
-    old.chmod(0o644)
+    (data / "dedup").mkdir(mode=0o755)  # as an older version left it: tightened on start
+    foreign = data / "notes.txt"  # not ours: left alone
+    foreign.write_text("x")
+    foreign.chmod(0o644)
     server = ServerProcess(data, CHUNKMQ_CHUNK_SIZE="65536", CHUNKMQ_INDEX_CHUNK_ENTRIES="100",
                            CHUNKMQ_DEDUP_SNAPSHOT_SECONDS="0.1").start()
     try:
@@ -52,9 +53,10 @@ def test_data_directory_is_owner_only_and_chunks_are_listed_relative(tmp_path: P
         server.stop()
     modes = _modes(data)
     kinds = {name.split(os.sep)[0] for name in modes}
-    assert {"meta.db", "admin-token", "store", "dedup"} <= kinds, sorted(modes)
+    assert {"meta.db", "admin-token", "LOCK", "store", "dedup"} <= kinds, sorted(modes)
     assert any(name.endswith(".chunk") for name in modes) and any(name.endswith(".idx") for name in modes)
     assert os.path.join("store", "checkpoint") in modes
+    assert modes.pop("notes.txt") == 0o644
     wrong = {name: oct(mode) for name, mode in modes.items()
              if mode != (0o700 if (data / name).is_dir() else 0o600)}
     assert not wrong, wrong

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from app.broker.broker import Broker
 from app.broker.errors import QueueFull
+from app.broker.queue import Queue
+from app.broker.views import queue_json, queue_view
 from app.config import Settings
 from app.meta import MetaStore, upgrade
 
@@ -53,6 +55,11 @@ limits = st.fixed_dictionaries({
 })
 
 
+def info(broker: Broker, queue: Queue) -> dict[str, Any]:
+    """The queue as GET /api/v1/queues/{name} renders it."""
+    return queue_json(queue_view(broker, queue))
+
+
 def _keyed(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**m, "idempotency_key": f"k{next(_ids):012d}"} if "idempotency_key" in m else m for m in batch]
 
@@ -85,8 +92,8 @@ def test_random_batches_never_exceed_queue_limits(
             except QueueFull:
                 pass
             for queue in queues:
-                info = broker.queue_info(queue)
-                assert _within(info), info
+                shown = info(broker, queue)
+                assert _within(shown), shown
 
     asyncio.run(run())
 
@@ -104,18 +111,18 @@ def test_reject_publish_refuses_only_what_would_not_fit(
         queue, _ = await broker.declare_queue(f"rej-{n}", {**body, "overflow": "reject_publish"})
         scratch, _ = await broker.declare_queue(f"scratch-{n}", {})
         for batch in batches:
-            before = broker.queue_info(queue)
+            before = info(broker, queue)
             try:
                 await broker.publish("", _keyed(batch), queue_name=queue.name)
             except QueueFull:
-                size_before = broker.queue_info(scratch)["bytes"]
+                size_before = info(broker, scratch)["bytes"]
                 await broker.publish("", _keyed(batch), queue_name=scratch.name)
-                size = broker.queue_info(scratch)["bytes"] - size_before
+                size = info(broker, scratch)["bytes"] - size_before
                 too_many = body["max_messages"] is not None and before["messages"] + len(batch) > body["max_messages"]
                 assert too_many or before["bytes"] + size > body["max_bytes"], (before, size)
-                assert broker.queue_info(queue) == before
+                assert info(broker, queue) == before
             else:
-                after = broker.queue_info(queue)
+                after = info(broker, queue)
                 assert _within(after), after
                 assert after["messages"] == before["messages"] + len(batch)
 
@@ -128,12 +135,12 @@ def test_a_queue_fills_to_the_exact_byte(broker: Broker) -> None:
     async def run() -> None:
         probe, _ = await broker.declare_queue(f"probe-{next(_ids)}", {})
         await broker.publish("", [{"body": "x" * 100, "tag": "t"}], queue_name=probe.name)
-        one = broker.queue_info(probe)["bytes"]
+        one = info(broker, probe)["bytes"]
         queue, _ = await broker.declare_queue(f"exact-{next(_ids)}", {"max_bytes": 3 * one,
                                                                        "overflow": "reject_publish"})
         for _ in range(3):
             await broker.publish("", [{"body": "x" * 100, "tag": "t"}], queue_name=queue.name)
-        assert broker.queue_info(queue)["bytes"] == 3 * one
+        assert info(broker, queue)["bytes"] == 3 * one
         with pytest.raises(QueueFull):
             await broker.publish("", [{"body": "x", "tag": "t"}], queue_name=queue.name)
 

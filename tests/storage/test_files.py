@@ -54,17 +54,21 @@ def test_store_files_are_owner_only_under_an_open_umask(tmp_path: Path, open_uma
     assert owner_only(root) == {}
 
 
-def test_an_existing_tree_is_tightened(tmp_path: Path, open_umask: None) -> None:
+def test_our_entries_of_an_existing_directory_are_tightened(tmp_path: Path, open_umask: None) -> None:
     root = tmp_path / "data"
     (root / "sub").mkdir(parents=True, mode=0o755)
     (root / "sub" / "file").write_text("x")
     (root / "sub" / "file").chmod(0o644)
+    (root / "own-file").write_text("x")
+    (root / "foreign").write_text("not ours")
     (root / "link").symlink_to(tmp_path)  # a symlink is not followed (its target is not ours)
-    tmp_path.chmod(0o755)
+    for path in (root / "own-file", root / "foreign", tmp_path):
+        path.chmod(0o755)
     private_dir(root)
-    assert restrict_tree(root) == 2
-    assert restrict_tree(root) == 0
+    names = ["sub", "own-file", "link", "missing"]
+    assert restrict_tree(root, names) == 3
+    assert restrict_tree(root, names) == 0
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
-    assert {n: m for n, m in owner_only(root).items() if n != "link"} == {}
+    assert owner_only(root) == {"foreign": "0o755", "link": "0o777"}
     private_dir(root / "new" / "deeper")
     assert stat.S_IMODE((root / "new" / "deeper").stat().st_mode) == 0o700
