@@ -199,7 +199,7 @@ RecordHead = tuple[int, int, int, int, int, int, int, int]
 def iter_records(buf: bytes | memoryview, off: int, limit: int) -> Iterator[RecordHead]:
     """The valid records of ``buf[off:limit]``, in order, up to the first invalid or zero one.
 
-    The one validating loop of the log: recovery, chunk scans and Store.scan iterate with it; the
+    The one validating loop of the log: recovery, chunk scans, Store.scan and reader.py iterate with it; the
     indexed read paths (one record per index entry) check length and CRC inline instead.
     """
     unpack_head, unpack_suffix = HEAD.unpack_from, SUFFIX.unpack_from
