@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ def _serve(args: argparse.Namespace) -> int:
     from app.storage.lock import DirectoryLock, DirectoryLocked
 
     settings = _settings_from(args)
+    os.umask(0o077)  # whatever the server or a library creates (SQLite's journals too) is owner-only
     try:
         app = create_app(settings)
     except ConfigError as exc:

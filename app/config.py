@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1)
     max_batch_bytes: int = Field(64 * 1024 * 1024, ge=1)
     max_batch_messages: int = Field(10_000, ge=1)
+    # What one message's headers may hold: entries, and UTF-8 bytes of names and values together.
+    max_headers: int = Field(64, ge=0)
+    max_header_bytes: int = Field(64 * 1024, ge=0)
     # "on" (default) or "off"; off is refused unless the server binds to 127.0.0.1.
     auth: str = "on"
     dedup_window_seconds: int = Field(120, ge=0)

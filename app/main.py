@@ -22,6 +22,7 @@ from app.config import Settings
 from app.meta import MetaStore
 from app.meta.migrate import upgrade
 from app.metrics import registry
+from app.storage.files import private_dir
 from app.storage.lock import DirectoryLock
 
 log = logging.getLogger("chunkmq")
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         own_lock = getattr(app.state, "dir_lock", None) is None
         if own_lock:
             app.state.dir_lock = DirectoryLock.acquire(settings.data_dir)
+        private_dir(settings.data_dir)
         await asyncio.to_thread(upgrade, settings.meta_url)
         meta = MetaStore(settings.meta_url)
         broker = await asyncio.to_thread(Broker.open, settings, meta)

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from app.meta.repository import MetaStore
+from app.storage.files import DIR_MODE, FILE_MODE
 
 ADMIN_TOKEN_FILE = "admin-token"
 ADMIN_TOKEN_NAME = "admin (bootstrap)"
@@ -20,7 +21,7 @@ def _write_private(path: Path, text: str) -> None:
     then renamed into place, so a crash leaves the old file or the new one, not half of one."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         os.write(fd, text.encode())
         os.fsync(fd)
@@ -36,7 +37,7 @@ def bootstrap_admin_token(meta: MetaStore, data_dir: Path) -> str | None:
         return None
     row, plain = meta.create_token(ADMIN_TOKEN_NAME, is_admin=True)
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         _write_private(data_dir / ADMIN_TOKEN_FILE, plain + "\n")
     except BaseException:
         # A token nobody can read would stop the next start from bootstrapping: take it back.

@@ -18,7 +18,7 @@ from app.broker.dedup import IdempotencyWindow
 from app.broker.disk import DiskGuard
 from app.broker.errors import NotFound
 from app.broker.group import Group
-from app.broker.message import FLAG_BINARY, decode_data, parse_message
+from app.broker.message import FLAG_BINARY, UNBOUNDED, MessageLimits, decode_data, parse_message
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from app.broker.queue import Queue
 from app.broker.routing import Exchange, RoutingTable
@@ -50,6 +50,7 @@ class BrokerBase:
     disk: DiskGuard
     durability: str
     committer: Committer
+    message_limits: MessageLimits
     _losses: dict[tuple[str, str], int]  # (queue, cause) -> messages deleted since the last warning
     _creating: dict[tuple[int, str], asyncio.Future[Group]]
 
@@ -121,7 +122,8 @@ class BrokerBase:
             routing_key = s.dead_letter_routing_key if s.dead_letter_routing_key is not None else fields["routing_key"]
             body = {"body_base64": fields["body_base64"]} if flags & FLAG_BINARY else {"body": fields["body"]}
             out = parse_message(
-                {"routing_key": routing_key, "headers": headers, "tag": fields.get("tag"), **body}, exchange.name, 0
+                {"routing_key": routing_key, "headers": headers, "tag": fields.get("tag"), **body}, exchange.name, 0,
+                UNBOUNDED,
             )
             names = self.routing.route(exchange, out.routing_key, out.headers, self.queues)
             targets = [self.queues[n] for n in names if n in self.queues and n != queue.name]

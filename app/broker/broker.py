@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.auth.bootstrap import ADMIN_TOKEN_FILE
 from app.broker.base import log, now_ms
 from app.broker.committer import Committer
 from app.broker.consuming import Consuming
@@ -28,7 +29,7 @@ from app.broker.disk import DiskGuard
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
 from app.broker.history import History
-from app.broker.message import position_of, render
+from app.broker.message import MessageLimits, position_of, render
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name
 from app.broker.publishing import Publishing, PublishOutcome
 from app.broker.queue import Queue, QueueSettings
@@ -37,8 +38,15 @@ from app.broker.stats import BrokerStats
 from app.config import FsyncSetting, Settings
 from app.meta import GroupRow, MetaStore
 from app.storage import FsyncMode, Store, StoreOptions
+from app.storage.files import private_dir, restrict_tree
+from app.storage.lock import LOCK_FILE
 
 __all__ = ["Broker", "PublishOutcome", "parse_binding", "parse_exchange"]
+
+# What chunkmq keeps in its data directory, tightened to owner-only on start (an older version
+# created them with the umask's mode); anything else there is left alone.
+_OWN_ENTRIES = ("store", "dedup", "meta.db", "meta.db-journal", "meta.db-wal", "meta.db-shm", ADMIN_TOKEN_FILE,
+                LOCK_FILE)
 
 GROUP_COMMIT_SECONDS = 1.0  # group state is written behind at most this often (and per ack with fsync=always)
 _DURABILITY = {FsyncSetting.ALWAYS: "fsync", FsyncSetting.INTERVAL: "interval", FsyncSetting.NEVER: "none"}
@@ -112,6 +120,7 @@ class Broker(Publishing, Consuming):
         self.disk = DiskGuard(settings, store)
         self._losses = {}
         self.durability = _DURABILITY[settings.fsync]
+        self.message_limits = MessageLimits(settings.max_headers, settings.max_header_bytes)
         self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
         self.committer = Committer(self.commit_groups, GROUP_COMMIT_SECONDS)
         self.history = History(self)
@@ -121,7 +130,11 @@ class Broker(Publishing, Consuming):
     @classmethod
     def open(cls, settings: Settings, meta: MetaStore) -> Broker:
         """Open the store (running its recovery) and load the routing table from the database."""
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.data_dir)
+        changed = restrict_tree(settings.data_dir, _OWN_ENTRIES)
+        if changed:
+            log.warning("%d files and directories under %s were readable by others: now owner-only",
+                        changed, settings.data_dir)
         store = Store.open(
             settings.data_dir / "store",
             StoreOptions(

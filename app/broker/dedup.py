@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from app.storage.files import fsync_dir
+from app.storage.files import create_file, fsync_dir, private_dir
 
 log = logging.getLogger("chunkmq.broker.dedup")
 
@@ -150,7 +150,7 @@ class WindowSnapshots:
         from the newest one left. None when nothing usable is on disk: the caller scans the whole window
         (and any unreadable segment is deleted, since it may have held keys)."""
         with self._lock:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_dir(self.directory)
             for stale in self.directory.glob(f"*{_TMP_SUFFIX}"):
                 stale.unlink()  # a write interrupted by a crash
             paths = sorted(self.directory.glob(f"*{SUFFIX}"))
@@ -197,10 +197,10 @@ class WindowSnapshots:
             "timestamps": timestamps, "results": [r.decode() for r in map(_result, entries)],
         })
         with self._lock:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_dir(self.directory)
             path = self.directory / self.file_name(to)
             tmp = path.with_suffix(_TMP_SUFFIX)
-            with open(tmp, "wb") as f:
+            with os.fdopen(create_file(tmp, os.O_WRONLY), "wb") as f:
                 f.write(body)
                 f.flush()
                 os.fsync(f.fileno())

@@ -14,6 +14,7 @@ binary as stored"). The offline chunk reader decodes it with `decode_data`.
 from __future__ import annotations
 
 import binascii
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ from app.broker.names import MAX_ROUTING_KEY
 
 FLAG_BINARY = 1
 MAX_SHORT_TEXT = 255  # tags and idempotency keys
+NUL = "\0"  # refused in routing keys, header names and values, tags and idempotency keys
+_BACKSLASH = 0x5C  # starts every JSON escape, \u0000 among them
 NO_HEADERS: dict[str, str] = {}  # shared, never mutated: most messages carry no headers
 _FIELDS = frozenset({"body", "body_base64", "routing_key", "headers", "tag", "idempotency_key"})
 
@@ -40,6 +43,18 @@ class Outgoing:
     flags: int
 
 
+@dataclass(frozen=True, slots=True)
+class MessageLimits:
+    """What one message's headers may hold (settings max_headers and max_header_bytes)."""
+
+    max_headers: int
+    max_header_bytes: int  # UTF-8 bytes of every header name and value together
+
+
+# Dead-lettering re-publishes a message that was within the limits with its x-death-* headers added.
+UNBOUNDED = MessageLimits(sys.maxsize, sys.maxsize)
+
+
 @dataclass(slots=True)
 class ParsedBatch:
     """The messages of a publish body, validated. Nearly every message is plain (a text body and at
@@ -51,7 +66,7 @@ class ParsedBatch:
     full: dict[int, Outgoing]
 
 
-def parse_batch(raw: list[Any], exchange: str, first_index: int = 0) -> ParsedBatch:
+def parse_batch(raw: list[Any], exchange: str, limits: MessageLimits, first_index: int = 0) -> ParsedBatch:
     """Validate the message objects of a publish body and encode their stored blobs."""
     # The fast path: the blob of a plain message is the request's own JSON behind the defaults of the
     # members it lacks, and no object is built for it. This loop was a quarter of the server's CPU in
@@ -66,7 +81,7 @@ def parse_batch(raw: list[Any], exchange: str, first_index: int = 0) -> ParsedBa
             size = len(item)
             if size == 2:
                 routing_key = item.get("routing_key")
-                if type(routing_key) is str and len(routing_key) <= MAX_ROUTING_KEY:
+                if type(routing_key) is str and len(routing_key) <= MAX_ROUTING_KEY and NUL not in routing_key:
                     add_key(routing_key)
                     add_blob(keyed + dumps(item)[1:-1])
                     continue
@@ -74,16 +89,16 @@ def parse_batch(raw: list[Any], exchange: str, first_index: int = 0) -> ParsedBa
                 add_key("")
                 add_blob(bare + dumps(item)[1:-1])
                 continue
-        out = _parse_any(item, exchange, i)
+        out = _parse_any(item, exchange, i, limits)
         full[i - first_index] = out
         add_key(out.routing_key)
         add_blob(out.data)
     return ParsedBatch(routing_keys, blobs, full)
 
 
-def parse_message(raw: Any, exchange: str, index: int) -> Outgoing:
+def parse_message(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Outgoing:
     """Validate one message object (``index`` names it in errors) and encode its stored blob."""
-    batch = parse_batch([raw], exchange, index)
+    batch = parse_batch([raw], exchange, limits, index)
     return batch.full.get(0) or Outgoing(batch.routing_keys[0], NO_HEADERS, None, None, batch.blobs[0], 0)
 
 
@@ -101,7 +116,7 @@ def _defaults(exchange: str, without_routing_key: bool) -> bytes:
     return prefix
 
 
-def _parse_any(raw: Any, exchange: str, index: int) -> Outgoing:
+def _parse_any(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Outgoing:
     """Every other shape: full validation, then one dict encoded with orjson."""
     if type(raw) is not dict:
         raise InvalidInput(f"messages[{index}] must be an object")
@@ -112,12 +127,16 @@ def _parse_any(raw: Any, exchange: str, index: int) -> Outgoing:
     if type(routing_key) is not str or len(routing_key) > MAX_ROUTING_KEY:
         raise InvalidInput(f"messages[{index}].routing_key must be a string of at most {MAX_ROUTING_KEY} characters")
     headers = raw.get("headers") or NO_HEADERS
-    if headers is not NO_HEADERS and (
-        type(headers) is not dict or not all(type(v) is str for v in headers.values())
-    ):
-        raise InvalidInput(f"messages[{index}].headers must be an object of strings")
+    if headers is not NO_HEADERS:
+        if type(headers) is not dict or not all(type(v) is str for v in headers.values()):
+            raise InvalidInput(f"messages[{index}].headers must be an object of strings")
+        if len(headers) > limits.max_headers:
+            raise InvalidInput(
+                f"messages[{index}].headers has {len(headers)} entries; at most {limits.max_headers} are allowed")
     tag = _short_text(raw.get("tag"), index, "tag")
     key = _short_text(raw.get("idempotency_key"), index, "idempotency_key")
+    if key is not None and NUL in key:
+        raise InvalidInput(f"messages[{index}].idempotency_key must not contain NUL characters")
     if "body" in raw:
         if "body_base64" in raw:
             raise InvalidInput(f"messages[{index}] has both body and body_base64")
@@ -133,7 +152,28 @@ def _parse_any(raw: Any, exchange: str, index: int) -> Outgoing:
     data = orjson.dumps(
         {"exchange": exchange, "routing_key": routing_key, "headers": headers, "tag": tag, body_field: body}
     )[1:-1]
+    # The encoded members decide cheaply whether the exact checks are needed: JSON writes a NUL as
+    # \u0000 (a body may hold one), and names and values never take more UTF-8 bytes than the whole.
+    # An int membership test is a memchr; a bytes needle costs several times more.
+    if (_BACKSLASH in data and b"\\u0000" in data) or len(data) > limits.max_header_bytes:
+        _check_fields(routing_key, headers, tag, index, limits)
     return Outgoing(routing_key, headers, tag, key, data, flags)
+
+
+def _check_fields(routing_key: str, headers: dict[str, str], tag: str | None, index: int,
+                  limits: MessageLimits) -> None:
+    """The exact checks of what a message may carry besides its body: no NUL characters, and the
+    header bytes within the limit."""
+    if NUL in routing_key:
+        raise InvalidInput(f"messages[{index}].routing_key must not contain NUL characters")
+    if tag is not None and NUL in tag:
+        raise InvalidInput(f"messages[{index}].tag must not contain NUL characters")
+    text = "".join(headers) + "".join(headers.values())
+    if NUL in text:
+        raise InvalidInput(f"messages[{index}].headers: names and values must not contain NUL characters")
+    if len(text.encode()) > limits.max_header_bytes:
+        raise InvalidInput(
+            f"messages[{index}].headers hold more than {limits.max_header_bytes} bytes of names and values")
 
 
 def _short_text(value: Any, index: int, name: str) -> str | None:

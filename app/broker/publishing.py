@@ -15,10 +15,8 @@ from app.broker.message import NO_HEADERS, parse_batch
 from app.broker.names import DEFAULT_EXCHANGE
 from app.broker.queue import Overflow, Queue
 from app.broker.routing import Exchange
-from app.storage import AppendedBatch, BatchTooLarge, MessageTooLarge, NewMessage
+from app.storage import AppendedBatch, BatchTooLarge, MessageTooLarge, NewMessage, record_size
 from app.storage import StorageFull as StoreFull
-
-_RECORD_OVERHEAD = 40  # framing + fixed header of a record, for limit checks before a write
 
 
 @dataclass(slots=True)
@@ -78,7 +76,7 @@ class Publishing(BrokerBase):
             target = None
         max_bytes = self.settings.max_message_bytes
         now = now_ms()
-        batch = parse_batch(raw, exchange.name)
+        batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
         messages: list[NewMessage] = []
         add_message = messages.append
@@ -89,7 +87,7 @@ class Publishing(BrokerBase):
         # Plain messages route by routing key alone: once per distinct key, and their counts per key.
         routes: dict[str, tuple[int, ...]] = {}
         per_route: dict[str, list[int]] = {}  # routing key -> [messages, data bytes]
-        incoming: dict[int, list[int]] = {}  # queue id -> [messages, data bytes] this batch adds
+        incoming: dict[int, list[int]] = {}  # queue id -> [messages, bytes on disk] this batch adds
         unroutable = 0
         for i, (routing_key, data) in enumerate(zip(batch.routing_keys, batch.blobs, strict=True)):
             if len(data) > max_bytes:
@@ -120,17 +118,20 @@ class Publishing(BrokerBase):
             ids = self._targets(exchange, target, routing_key, out.headers)
             if not ids:
                 unroutable += 1
+            tag = out.tag.encode() if out.tag else b""
+            key_bytes = key.encode() if key else b""
+            size = record_size(len(data), len(ids), len(key_bytes), len(tag))
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += 1
-                added[1] += len(data)
+                added[1] += size
             slots.append(len(messages))
-            add_message(NewMessage(data, ids, out.tag.encode() if out.tag else b"",
-                                   key.encode() if key else b"", out.flags))
-        for routing_key, (count, size) in per_route.items():
+            add_message(NewMessage(data, ids, tag, key_bytes, out.flags))
+        for routing_key, (count, data_bytes) in per_route.items():
             ids = routes[routing_key]
             if not ids:
                 unroutable += count
+            size = data_bytes + count * record_size(0, len(ids))  # a plain message has no tag or key
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += count
@@ -212,13 +213,15 @@ class Publishing(BrokerBase):
         return b'{"id":"%016x","routed":[%b],"duplicate":false}' % (position, routed)
 
     def _check_room(self, incoming: dict[int, list[int]]) -> None:
-        """reject_publish: refuse the whole batch when any queue would go over its limits."""
-        for queue_id, (count, data_bytes) in incoming.items():
+        """reject_publish: refuse the whole batch when any queue would go over its limits.
+
+        ``incoming`` holds per queue the messages and the bytes the batch adds, counted as the queue's
+        ``bytes`` counts them: each record's whole size on disk (record_size)."""
+        for queue_id, (count, size) in incoming.items():
             q = self.queues_by_id[queue_id]
             s = q.settings
             if s.overflow is not Overflow.REJECT_PUBLISH:
                 continue
-            size = data_bytes + count * _RECORD_OVERHEAD
             held = self.store.next_offset(q.id) - self.store.first_offset(q.id)
             if s.max_messages is not None and held + count > s.max_messages:
                 raise QueueFull(f"queue {q.name!r} holds {held} of at most {s.max_messages} messages")

@@ -9,6 +9,8 @@ For developers, `python -m app.meta upgrade [URL]` and `python -m app.meta revis
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 import app
 from app.meta.engine import make_engine
+from app.storage.files import DIR_MODE, FILE_MODE
 
 SCRIPT_LOCATION = Path(app.__file__).resolve().parent.parent / "alembic"
 
@@ -32,10 +35,15 @@ def alembic_config(url: str) -> Config:
 
 
 def _ensure_sqlite_dir(url: str) -> None:
+    """Create a SQLite database's directory (0700) and the empty file (0600) when missing: SQLite would
+    create the file with the umask's mode, readable by everyone, and its journals copy that mode."""
     parsed = make_url(url)
     database = parsed.database or ""
     if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:"):
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        path = Path(database)
+        path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
 
 
 def upgrade(url: str, revision: str = "head") -> None:

@@ -27,6 +27,7 @@ from .model import (
     StoreOptions,
     tag_hash,
 )
+from .record import record_size
 from .store import Store
 
 __all__ = [
@@ -49,5 +50,6 @@ __all__ = [
     "StoreOptions",
     "StoredMessage",
     "UnknownQueue",
+    "record_size",
     "tag_hash",
 ]

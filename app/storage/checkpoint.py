@@ -64,7 +64,7 @@ def decode(raw: bytes) -> Checkpoint | None:
 def write(root: Path, cp: Checkpoint) -> None:
     path = files.checkpoint_path(root)
     tmp = files.with_suffix(path, files.TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = files.create_file(tmp, os.O_WRONLY)
     try:
         os.write(fd, encode(cp))
         os.fsync(fd)

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from . import files
 from .errors import CorruptChunk, StorageError, StorageFull
-from .record import is_end_of_batch, record_length, timestamp_at
+from .record import END_OF_BATCH, FRAME, PREFIX, iter_records, record_length
 
 MAGIC = b"CMQCHUNK"
 FOOTER_MAGIC = b"CMQSEALD"
@@ -102,7 +102,7 @@ class Chunk:
         path = files.chunk_path(root, number)
         tmp = files.with_suffix(path, files.TMP_SUFFIX)
         head = HEADER.pack(MAGIC, VERSION, HEADER_SIZE, 0, number, data_size, created_ms)
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = files.create_file(tmp)
         try:
             os.pwrite(fd, head + CRC.pack(zlib.crc32(head)), 0)
             os.ftruncate(fd, HEADER_SIZE + data_size + FOOTER_SIZE)
@@ -233,27 +233,22 @@ class Chunk:
         record that carries END_OF_BATCH, the number of records and timestamps up to it, and the
         offset where validation stopped (first invalid or zero record).
         """
-        mm = self.mm
         base = HEADER_SIZE
-        lim = base + limit
-        p = base + local
+        p = base + local  # where validation stopped: after the last valid record
         batch_end = local
+        batch_first_ts = first_ts = last_ts = 0
         records = pending = 0
-        first_ts = last_ts = 0
-        while True:
-            n = record_length(mm, p, lim)
-            if not n:
-                break
+        for off, n, ts, flags, *_ in iter_records(self.mm, p, base + limit):
+            if not pending:
+                batch_first_ts = ts
             pending += 1
-            if is_end_of_batch(mm, p):
+            p = off + n
+            if flags & END_OF_BATCH:
                 records += pending
                 pending = 0
-                ts = timestamp_at(mm, p)
-                if not first_ts:
-                    first_ts = timestamp_at(mm, base + batch_end)
+                first_ts = first_ts or batch_first_ts
                 last_ts = ts
-                batch_end = p + n - base
-            p += n
+                batch_end = p - base
         return batch_end, records, first_ts, last_ts, p - base
 
     def data_extent(self, local: int) -> int:
@@ -273,8 +268,8 @@ class Chunk:
         """Whether the invalid record at ``local`` is followed by a valid one (a flipped bit in the
         middle of good data, rather than a torn tail)."""
         off = HEADER_SIZE + local
-        if off + 8 > HEADER_SIZE + limit:
+        if off + PREFIX.size > HEADER_SIZE + limit:
             return False
-        plen = struct.unpack_from("<I", self.mm, off)[0]
-        nxt = off + plen + 12
+        plen = PREFIX.unpack_from(self.mm, off)[0]
+        nxt = off + plen + FRAME
         return plen > 0 and nxt < HEADER_SIZE + limit and record_length(self.mm, nxt, HEADER_SIZE + limit) > 0

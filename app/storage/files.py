@@ -9,11 +9,16 @@ Layout under the store directory::
     checkpoint                                   recovery point (checkpoint.tmp while written)
 
 Numbers are zero-padded so that ``ls`` sorts files numerically; names never come from user input.
+
+Every directory is created mode 0700 and every file 0600 (DIR_MODE, FILE_MODE): the data directory
+holds messages and tokens, which are nobody else's to read, whatever the process umask.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 LOG_DIR = "log"
@@ -23,6 +28,45 @@ CHUNK_SUFFIX = ".chunk"
 INDEX_SUFFIX = ".idx"
 BAD_SUFFIX = ".bad"
 TMP_SUFFIX = ".tmp"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_GROUP_OTHER = 0o077
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) mode 0700; an existing one loses group and other access."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if path.stat().st_mode & _GROUP_OTHER:
+        os.chmod(path, DIR_MODE)
+
+
+def create_file(path: Path, flags: int = os.O_RDWR) -> int:
+    """Open ``path`` for writing, created (or truncated) mode 0600; returns the descriptor."""
+    return os.open(path, flags | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+
+
+def restrict_tree(root: Path, names: Iterable[str]) -> int:
+    """Take group and other access from the entries ``names`` of ``root`` and everything under them
+    (left by a version that created them with the umask's mode); returns how many were changed.
+    Only these: a data directory may be shared with files that are not ours. Symlinks are left."""
+    changed = 0
+    for name in names:
+        top = root / name
+        if top.is_symlink() or not top.exists():
+            continue
+        found = [(str(top), DIR_MODE if top.is_dir() else FILE_MODE)]
+        for dirpath, dirnames, filenames in os.walk(top):
+            found += [(os.path.join(dirpath, d), DIR_MODE) for d in dirnames]
+            found += [(os.path.join(dirpath, f), FILE_MODE) for f in filenames]
+        for path, mode in found:
+            try:
+                st = os.lstat(path)
+                if not stat.S_ISLNK(st.st_mode) and st.st_mode & _GROUP_OTHER:
+                    os.chmod(path, mode)
+                    changed += 1
+            except FileNotFoundError:
+                pass
+    return changed
 
 
 def log_dir(root: Path) -> Path:

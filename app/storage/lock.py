@@ -15,6 +15,7 @@ import fcntl
 import os
 from pathlib import Path
 
+from . import files
 from .errors import StorageError
 
 LOCK_FILE = "LOCK"
@@ -41,8 +42,8 @@ class DirectoryLock:
     def acquire(cls, directory: Path) -> DirectoryLock:
         """Lock `directory` (created 0700 if missing) or raise DirectoryLocked at once (no waiting)."""
         directory = Path(directory).resolve()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        directory.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, files.FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

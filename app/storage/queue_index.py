@@ -74,7 +74,7 @@ class IndexFile:
     def create(cls, root: Path, queue_id: int, base: int, capacity: int) -> IndexFile:
         path = files.index_path(root, queue_id, base)
         head = HEADER.pack(MAGIC, VERSION, 0, queue_id, base, capacity)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = files.create_file(path)
         try:
             os.pwrite(fd, head + CRC.pack(zlib.crc32(head)), 0)
             os.ftruncate(fd, HEADER_SIZE + capacity * ENTRY_SIZE)
@@ -196,7 +196,7 @@ class QueueIndex:
         base = offset - offset % self.capacity
         f = self.files.get(base)
         if f is None:
-            files.queue_dir(self.root, self.queue_id).mkdir(parents=True, exist_ok=True)
+            files.queue_dir(self.root, self.queue_id).mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
             f = IndexFile.create(self.root, self.queue_id, base, self.capacity)
             self.files[base] = f
         return f

@@ -17,7 +17,7 @@ from pathlib import Path
 from . import files
 from .chunk import CRC, FOOTER, FOOTER_MAGIC, FOOTER_SIZE, HEADER, HEADER_SIZE, MAGIC, VERSION
 from .model import Record
-from .record import PREFIX, decode, record_length
+from .record import PREFIX, decode, iter_records, record_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +82,11 @@ def read_chunk(path: Path) -> Iterator[Record | Damage]:
         limit = min(head.sealed_bytes, len(region))
     p = 0
     while p + PREFIX.size <= limit:
-        n = record_length(region, p, limit)
-        if n:
-            yield decode(region, p, base + p)
-            p += n
-            continue
+        for off, n, *_ in iter_records(region, p, limit):
+            yield decode(region, off, base + off)
+            p = off + n
+        if p + PREFIX.size > limit:
+            return
         if head.sealed_bytes is None and PREFIX.unpack_from(region, p)[0] == 0 and not region[p:limit].strip(b"\0"):
             return  # nothing but zeros from here: the end of a live chunk's data
         q = _next_valid(region, p + 1, limit)

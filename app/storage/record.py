@@ -1,23 +1,23 @@
-"""Record codec: the unit of the message log (format version 1).
+"""Record codec: the unit of the message log (format version 1), and the only owner of its layout.
 
-A record on disk, all integers little-endian::
+A record on disk, all integers little-endian (offsets from the record's start; each field's offset is
+the previous field's offset plus its size, as the constants below are derived)::
 
-    offset  size  field
-    0       4     payload_len  (u32, > 0)
-    4       4     crc32        (u32, zlib CRC-32 of the payload bytes only)
-    8       P     payload
-    8+P     4     payload_len  (u32, repeated so the log can be validated and read backwards)
+    offset      size  field
+    0           4     payload_len   u32, > 0: bytes from PAYLOAD_OFFSET up to the suffix
+    4           4     crc32         u32, zlib CRC-32 of the payload bytes only
+    8           8     timestamp     u64  UTC epoch milliseconds (assigned by the store)  -- payload starts
+    16          2     flags         u16  bits 0-7: caller's; bit 15: END_OF_BATCH (last record of one append)
+    18          2     n_placements  u16
+    20          2     idem_len      u16
+    22          2     tag_len       u16
+    24          4     data_len      u32
+    28          12n   placements    n x (queue id u32, queue offset u64)
+    28+12n      ..    idempotency key, tag, data (raw bytes, in this order)
+    8+P         4     payload_len   u32, repeated so the log can be validated and read backwards
 
-Payload::
-
-    0   8   timestamp     u64  UTC epoch milliseconds (assigned by the store)
-    8   2   flags         u16  bits 0-7: caller's; bit 15: END_OF_BATCH (last record of one append)
-    10  2   n_placements  u16
-    12  2   idem_len      u16
-    14  2   tag_len       u16
-    16  4   data_len      u32
-    20  12n placements    n x (queue id u32, queue offset u64)
-    ..      idempotency key, tag, data (raw bytes, in this order)
+So a record takes ``record_size(data_len, n, idem_len, tag_len)`` = 32 + 12n + idem_len + tag_len +
+data_len bytes on disk, which is also what a queue's byte count adds per record placed in it.
 
 A record is valid when payload_len > 0, the record fits the chunk's data region, the suffix equals
 the prefix, the CRC matches and the field lengths add up to payload_len. A zero length prefix marks
@@ -27,20 +27,49 @@ the end of the data. Records never span chunks.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from isal.isal_zlib import crc32  # zlib's CRC-32, 4x faster on 100-byte records (same values)
 
 from .errors import MessageTooLarge
 from .model import AppendedBatch, NewMessage, Record
 
-PREFIX = struct.Struct("<II")
+# Field offsets (from the record's start) and sizes, each offset derived from the one before it.
+PAYLOAD_LEN_OFFSET = 0
+PAYLOAD_LEN_SIZE = 4
+CRC_OFFSET = PAYLOAD_LEN_OFFSET + PAYLOAD_LEN_SIZE
+CRC_SIZE = 4
+PAYLOAD_OFFSET = CRC_OFFSET + CRC_SIZE  # the CRC covers the payload, from here up to the suffix
+TIMESTAMP_OFFSET = PAYLOAD_OFFSET
+TIMESTAMP_SIZE = 8
+FLAGS_OFFSET = TIMESTAMP_OFFSET + TIMESTAMP_SIZE
+FLAGS_SIZE = 2
+PLACEMENT_COUNT_OFFSET = FLAGS_OFFSET + FLAGS_SIZE
+PLACEMENT_COUNT_SIZE = 2
+IDEM_LEN_OFFSET = PLACEMENT_COUNT_OFFSET + PLACEMENT_COUNT_SIZE
+IDEM_LEN_SIZE = 2
+TAG_LEN_OFFSET = IDEM_LEN_OFFSET + IDEM_LEN_SIZE
+TAG_LEN_SIZE = 2
+DATA_LEN_OFFSET = TAG_LEN_OFFSET + TAG_LEN_SIZE
+DATA_LEN_SIZE = 4
+PLACEMENTS_OFFSET = DATA_LEN_OFFSET + DATA_LEN_SIZE  # n placements, then key, tag and data
+PLACEMENT_SIZE = 4 + 8  # queue id u32, queue offset u64
+SUFFIX_SIZE = PAYLOAD_LEN_SIZE  # payload_len again, after the payload
+
+HEADER_SIZE = PLACEMENTS_OFFSET - PAYLOAD_OFFSET  # the payload's fixed part (20)
+FRAME = PAYLOAD_OFFSET + SUFFIX_SIZE  # framing around the payload (12)
+RECORD_OVERHEAD = PLACEMENTS_OFFSET + SUFFIX_SIZE  # a record without placements and empty fields (32)
+
+PREFIX = struct.Struct("<II")  # payload_len, crc32
 SUFFIX = struct.Struct("<I")
-HEADER = struct.Struct("<QHHHHI")
+HEADER = struct.Struct("<QHHHHI")  # timestamp .. data_len
+HEAD = struct.Struct("<IIQHHHHI")  # prefix + header: one call per record on the read paths
 HEADER_ONE = struct.Struct("<QHHHHIIQ")  # header + one placement: the common case in one call
 PLACEMENT = struct.Struct("<IQ")
-FRAME = PREFIX.size + SUFFIX.size  # 12 bytes of framing around the payload
-HEADER_SIZE = HEADER.size  # 20
+assert PREFIX.size == PAYLOAD_OFFSET and SUFFIX.size == SUFFIX_SIZE and HEADER.size == HEADER_SIZE
+assert HEAD.size == PLACEMENTS_OFFSET and PLACEMENT.size == PLACEMENT_SIZE
+assert HEADER_ONE.size == HEADER_SIZE + PLACEMENT_SIZE
+
 END_OF_BATCH = 0x8000
 CALLER_FLAGS = 0x00FF
 MAX_U16 = 0xFFFF
@@ -50,6 +79,12 @@ _pack_suffix = SUFFIX.pack
 _pack_one = HEADER_ONE.pack
 _pack_header = HEADER.pack
 _pack_placement = PLACEMENT.pack
+
+
+def record_size(data_len: int, placements: int = 1, idem_len: int = 0, tag_len: int = 0) -> int:
+    """Bytes a record with these field lengths takes on disk, framing included: what the store writes
+    and what a queue's byte count adds for each record placed in it."""
+    return RECORD_OVERHEAD + PLACEMENT_SIZE * placements + idem_len + tag_len + data_len
 
 
 def _check_message(m: NewMessage, max_message_bytes: int) -> None:
@@ -86,6 +121,7 @@ def encode_batch(
     entries: dict[int, list[int]] = {}
     last = batch[-1]
     prev = 0  # the previous record's length suffix travels in the next record's prefix pack
+    frame = FRAME
     for m in batch:
         data = m.data
         queues = m.queues
@@ -130,7 +166,8 @@ def encode_batch(
         add(_pack_joint(prev, plen, crc32(payload)))
         add(payload)
         prev = plen
-        length = plen + 12
+        size = plen + frame
+        length = size
         if th:
             length |= th << 32  # the index entry's second u64: see queue_index.py
         if single:  # the common case without a loop (q is still the only queue id)
@@ -148,10 +185,34 @@ def encode_batch(
                     e += (position + 1, length)
         add_position(position)
         add_placements(placed)
-        position += plen + 12
+        position += size
     add(_pack_suffix(prev))
-    parts[0] = parts[0][4:]  # drop the suffix slot in front of the first record
+    parts[0] = parts[0][SUFFIX_SIZE:]  # drop the suffix slot in front of the first record
     return b"".join(parts), AppendedBatch(timestamp, positions, placements), entries
+
+
+# One record's fields as iter_records yields them: (offset, length, timestamp, flags, n_placements,
+# idem_len, tag_len, data_len); offset and length cover the whole record, framing included.
+RecordHead = tuple[int, int, int, int, int, int, int, int]
+
+
+def iter_records(buf: bytes | memoryview, off: int, limit: int) -> Iterator[RecordHead]:
+    """The valid records of ``buf[off:limit]``, in order, up to the first invalid or zero one.
+
+    The one validating loop of the log: recovery, chunk scans, Store.scan and reader.py iterate with it; the
+    indexed read paths (one record per index entry) check length and CRC inline instead.
+    """
+    unpack_head, unpack_suffix = HEAD.unpack_from, SUFFIX.unpack_from
+    head, frame, payload, per_placement = HEADER_SIZE, FRAME, PAYLOAD_OFFSET, PLACEMENT_SIZE
+    while off + frame + head <= limit:
+        plen, crc, ts, flags, n, il, tl, dl = unpack_head(buf, off)
+        end = off + payload + plen
+        if plen < head or end + SUFFIX_SIZE > limit or unpack_suffix(buf, end)[0] != plen:
+            return
+        if head + per_placement * n + il + tl + dl != plen or crc32(buf[off + payload : end]) != crc:
+            return
+        yield off, plen + frame, ts, flags, n, il, tl, dl
+        off += plen + frame
 
 
 def record_length(buf: bytes | memoryview, off: int, limit: int) -> int:
@@ -159,34 +220,21 @@ def record_length(buf: bytes | memoryview, off: int, limit: int) -> int:
 
     ``limit`` is the end of the readable region (the record must end at or before it).
     """
-    if off + FRAME + HEADER_SIZE > limit:
-        return 0
-    plen, crc = PREFIX.unpack_from(buf, off)
-    end = off + 8 + plen
-    if plen < HEADER_SIZE or end + 4 > limit or SUFFIX.unpack_from(buf, end)[0] != plen:
-        return 0
-    _, _, n, il, tl, dl = HEADER.unpack_from(buf, off + 8)
-    if HEADER_SIZE + 12 * n + il + tl + dl != plen:
-        return 0
-    if crc32(memoryview(buf)[off + 8 : end]) != crc:
-        return 0
-    return plen + FRAME
-
-
-def is_end_of_batch(buf: bytes | memoryview, off: int) -> bool:
-    return bool(HEADER.unpack_from(buf, off + 8)[1] & END_OF_BATCH)
+    for r in iter_records(buf, off, limit):
+        return r[1]
+    return 0
 
 
 def timestamp_at(buf: bytes | memoryview, off: int) -> int:
-    return HEADER.unpack_from(buf, off + 8)[0]
+    return HEADER.unpack_from(buf, off + TIMESTAMP_OFFSET)[0]
 
 
 def decode(buf: bytes | memoryview, off: int, position: int) -> Record:
     """Decode the (already validated) record at ``buf[off:]``."""
-    ts, flags, n, il, tl, dl = HEADER.unpack_from(buf, off + 8)
-    p = off + 8 + HEADER_SIZE
-    placements = [(q, o) for q, o in PLACEMENT.iter_unpack(buf[p : p + 12 * n])] if n else []
-    p += 12 * n
+    ts, flags, n, il, tl, dl = HEADER.unpack_from(buf, off + PAYLOAD_OFFSET)
+    p = off + PLACEMENTS_OFFSET
+    placements = [(q, o) for q, o in PLACEMENT.iter_unpack(buf[p : p + PLACEMENT_SIZE * n])] if n else []
+    p += PLACEMENT_SIZE * n
     idem = bytes(buf[p : p + il])
     p += il
     tag = bytes(buf[p : p + tl])

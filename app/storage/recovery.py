@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import time
 from collections.abc import Iterable
@@ -27,7 +28,18 @@ from .chunk import Chunk
 from .errors import CorruptChunk, StorageError
 from .model import RecoveryReport
 from .queue_index import QueueIndex
-from .record import END_OF_BATCH, FRAME, HEADER, PLACEMENT, PREFIX, SUFFIX, crc32
+from .record import (
+    END_OF_BATCH,
+    FRAME,
+    HEADER_SIZE,
+    PLACEMENT,
+    PLACEMENT_SIZE,
+    PLACEMENTS_OFFSET,
+    SUFFIX,
+    crc32,
+    iter_records,
+    record_length,
+)
 
 if TYPE_CHECKING:
     from .store import Store
@@ -52,37 +64,30 @@ class _Scan:
 def _scan(c: Chunk, local: int, limit: int, runs: Runs | None, only: set[int] | None = None) -> _Scan:
     """Validate records in [local, limit); collect (queue, offset) placements of complete batches."""
     mm = c.mm
-    unpack_prefix, unpack_suffix, unpack_head = PREFIX.unpack_from, SUFFIX.unpack_from, HEADER.unpack_from
-    p = H + local
-    lim = H + limit
+    p = H + local  # where validation stopped: after the last valid record
     base = c.base - H  # global position = base + p
     pending: list[tuple[int, int, int, int]] = []
     res = _Scan()
     res.batch_end = local
     batch_first_ts = 0
     tags: dict[bytes, int] = {}
-    while p + FRAME + 20 <= lim:
-        plen, crc = unpack_prefix(mm, p)
-        end = p + 8 + plen
-        if plen < 20 or end + 4 > lim or unpack_suffix(mm, end)[0] != plen:
-            break
-        ts, flags, n, il, tl, dl = unpack_head(mm, p + 8)
-        if 20 + 12 * n + il + tl + dl != plen or crc32(mm[p + 8 : end]) != crc:
-            break
+    placements_at, per_placement, iter_placements = PLACEMENTS_OFFSET, PLACEMENT_SIZE, PLACEMENT.iter_unpack
+    for off, length, ts, flags, n, il, tl, _ in iter_records(mm, p, H + limit):
         if not res.pending:
             batch_first_ts = ts
         res.pending += 1
         if n and runs is not None:
-            t = p + 28 + 12 * n + il
+            first = off + placements_at
+            t = first + per_placement * n + il
             tag = mm[t : t + tl] if tl else b""
             th = tags.get(tag)
             if th is None:
                 th = tags[tag] = (crc32(tag) or 1) if tag else 0
-            second = (plen + FRAME) | (th << 32)
-            for q, o in PLACEMENT.iter_unpack(mm[p + 28 : p + 28 + 12 * n]):
+            second = length | (th << 32)
+            for q, o in iter_placements(mm[first:t - il]):
                 if only is None or q in only:
-                    pending.append((q, o, base + p + 1, second))
-        p = end + 4
+                    pending.append((q, o, base + off + 1, second))
+        p = off + length
         if flags & END_OF_BATCH:
             res.records += res.pending
             res.pending = 0
@@ -135,14 +140,12 @@ def _checkpoint_tail_valid(c: Chunk, local: int) -> bool:
     """Whether a complete record ends exactly at data offset ``local`` (the checkpoint is sound)."""
     if local == 0:
         return True
-    if local < FRAME + 20:
+    if local < FRAME + HEADER_SIZE:
         return False
-    plen = SUFFIX.unpack_from(c.mm, H + local - 4)[0]
+    plen = SUFFIX.unpack_from(c.mm, H + local - SUFFIX.size)[0]
     start = local - plen - FRAME
     if start < 0:
         return False
-    from .record import record_length
-
     return record_length(c.mm, H + start, H + local) == plen + FRAME
 
 
@@ -224,7 +227,8 @@ def recover(store: Store) -> RecoveryReport:
                 report.batches_dropped += 1
             if c.valid_record_after(res.scan_end, size):
                 keep = files.tail_quarantine_path(root, n, res.batch_end)
-                keep.write_bytes(c.read(res.batch_end, extent - res.batch_end))
+                with os.fdopen(files.create_file(keep, os.O_WRONLY), "wb") as f:
+                    f.write(c.read(res.batch_end, extent - res.batch_end))
                 log.error("chunk %d: corrupt record at data offset %d followed by valid data; "
                           "the cut tail is kept in %s", n, res.scan_end, keep.name)
             report.bytes_truncated += extent - res.batch_end

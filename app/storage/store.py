@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
 import time
 from bisect import bisect_right
@@ -38,13 +37,24 @@ from .model import (
     StoreOptions,
 )
 from .queue_index import ENTRY, QueueIndex
-from .record import CALLER_FLAGS, crc32, decode, encode_batch, record_length, timestamp_at
+from .record import (
+    CALLER_FLAGS,
+    FRAME,
+    HEAD,
+    PAYLOAD_OFFSET,
+    PLACEMENT_SIZE,
+    PLACEMENTS_OFFSET,
+    crc32,
+    decode,
+    encode_batch,
+    iter_records,
+    record_length,
+    timestamp_at,
+)
 
 log = logging.getLogger("chunkmq.storage")
 
-_HEAD = struct.Struct("<IIQHHHHI")  # prefix + payload header: one call per record on read
-_head_from = _HEAD.unpack_from
-_SUFFIX = struct.Struct("<I").unpack_from
+_head_from = HEAD.unpack_from  # prefix + payload header: one call per record on read
 _iter_entries = ENTRY.iter_unpack
 _tail_start_key = itemgetter(0)
 
@@ -112,8 +122,8 @@ class Store:
         if options.max_batch_bytes >= 1 << 32 or options.max_message_bytes >= (1 << 32) - 1024:
             raise ValueError("max_batch_bytes and max_message_bytes must stay below 4 GiB")
         root = Path(directory)
-        files.log_dir(root).mkdir(parents=True, exist_ok=True)
-        files.queues_dir(root).mkdir(parents=True, exist_ok=True)
+        for directory in (root, files.log_dir(root), files.queues_dir(root)):
+            files.private_dir(directory)
         store = cls(root, options)
         store.recovery = recover(store)
         log.info("storage recovery: %s", store.recovery)
@@ -158,7 +168,7 @@ class Store:
             if queue_id in self._queues:
                 return
             path = files.queue_dir(self.root, queue_id)
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
             files.fsync_dir(path.parent)
             self._queues[queue_id] = QueueIndex(self.root, queue_id, self.options.index_chunk_entries)
 
@@ -452,6 +462,7 @@ class Store:
         cached = False
         check = verify
         mark = 0
+        frame, payload, placements_at, per_placement = FRAME, PAYLOAD_OFFSET, PLACEMENTS_OFFSET, PLACEMENT_SIZE
         try:
             for o, (p1, length, _th) in enumerate(_iter_entries(qi.raw(start, end - start)), start):
                 if not hi_lo < p1 <= hi:
@@ -469,10 +480,10 @@ class Store:
                     check = verify and not cached  # the tail cache holds the bytes we wrote
                 off = p1 + delta
                 plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
-                if plen + 12 != length or (check and crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
+                if plen + frame != length or (check and crc32(src[off + payload : off + payload + plen]) != crc):  # type: ignore[index]
                     raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
                                        position=p1 - 1)
-                d = off + 28 + 12 * n + il
+                d = off + placements_at + per_placement * n + il
                 add((o, p1 - 1, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"", src[d + tl : d + tl + dl]))  # type: ignore[index]
         except ValueError:
             pass  # a chunk closed under us by retention: what was read so far stands
@@ -511,13 +522,13 @@ class Store:
                     continue
                 off = pos + delta
                 plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
-                if plen + 12 != length or (verify and crc32(src[off + 8 : off + 8 + plen]) != crc):  # type: ignore[index]
+                if plen + FRAME != length or (verify and crc32(src[off + PAYLOAD_OFFSET : off + PAYLOAD_OFFSET + plen]) != crc):  # type: ignore[index]
                     raise CorruptChunk(f"record at {pos} fails validation", chunk=pos // self._size, position=pos)
                 if max_bytes is not None and out and used + dl > max_bytes:
                     o -= 1
                     break
                 used += dl
-                d = off + 28 + 12 * n + il
+                d = off + PLACEMENTS_OFFSET + PLACEMENT_SIZE * n + il
                 out.append((o, pos, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"", src[d + tl : d + tl + dl]))  # type: ignore[index]
                 if c is not None:
                     self._count(c, cached, 1)
@@ -593,14 +604,12 @@ class Store:
             p = CHUNK_HEADER + max(0, from_position - c.base)
             limit = CHUNK_HEADER + min(c.data_bytes, end - c.base)
             try:
-                while p < limit:
-                    n = record_length(c.mm, p, limit)
-                    if not n:
-                        log.error("chunk %d: invalid record at data offset %d; rest of the chunk skipped",
-                                  number, p - CHUNK_HEADER)
-                        break
-                    yield decode(c.mm, p, c.base + p - CHUNK_HEADER)
-                    p += n
+                for off, n, *_ in iter_records(c.mm, p, limit):
+                    yield decode(c.mm, off, c.base + off - CHUNK_HEADER)
+                    p = off + n
+                if p < limit:
+                    log.error("chunk %d: invalid record at data offset %d; rest of the chunk skipped",
+                              number, p - CHUNK_HEADER)
             except ValueError:
                 continue  # deleted by retention while scanning
 

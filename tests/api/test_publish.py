@@ -185,3 +185,27 @@ def test_batch_byte_limit_with_and_without_content_length(tmp_path: Path) -> Non
             assert bodies(api, "small") == ["fits"]
     finally:
         server.stop()
+
+
+def test_header_limits_and_nul_characters_get_400_naming_the_field(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    url = "/api/v1/exchanges/amq.default/publish"
+    many = {f"h{i}": "v" for i in range(100_000)}
+    message = error(api.post(url, json={"messages": [{"body": "x", "routing_key": name, "headers": many}]}),
+                    400, "invalid_body")
+    assert "messages[0].headers" in message and "100000" in message
+    big = {"k": "v" * (64 * 1024)}
+    message = error(api.post(url, json={"messages": [{"body": "x", "routing_key": name, "headers": big}]}),
+                    400, "invalid_body")
+    assert "messages[0].headers" in message and "bytes" in message
+    nul = "a\u0000b"
+    for field, member in [("routing_key", {"routing_key": nul}), ("headers", {"headers": {nul: "v"}}),
+                          ("headers", {"headers": {"k": nul}}), ("tag", {"tag": nul}),
+                          ("idempotency_key", {"idempotency_key": nul})]:
+        batch = [{"body": "fine", "routing_key": name}, {"body": "x", "routing_key": name, **member}]
+        message = error(api.post(url, json={"messages": batch}), 400, "invalid_body")
+        assert f"messages[1].{field}" in message and "NUL" in message
+    assert bodies(api, name) == []
+    at_limit = {f"h{i}": "v" for i in range(64)}
+    publish(api, "amq.default", {"body": "kept\u0000", "routing_key": name, "headers": at_limit})
+    assert bodies(api, name) == ["kept\u0000"]

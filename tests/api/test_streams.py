@@ -377,3 +377,30 @@ def test_publish_stream_bad_frames(srv: ServerProcess) -> None:
             assert await closed_with(ws) == 1007
 
     run(main())
+
+
+def test_publish_stream_refuses_header_limits_and_nul_like_http(srv: ServerProcess) -> None:
+    fill(srv, "bounded", 0)
+
+    async def main() -> None:
+        async with open_ws(publish_url(srv)) as ws:
+            frames = [
+                [{"body": "x", "routing_key": "bounded", "headers": {f"h{i}": "v" for i in range(65)}}],
+                [{"body": "x", "routing_key": "bounded\u0000"}],
+                [{"body": "x", "routing_key": "bounded", "headers": {"k": "\u0000"}}],
+                [{"body": "x", "routing_key": "bounded", "tag": "t\u0000"}],
+                [{"body": "x", "routing_key": "bounded", "idempotency_key": "\u0000"}],
+            ]
+            fields = ["headers", "routing_key", "headers", "tag", "idempotency_key"]
+            for seq, messages in enumerate(frames):
+                await send(ws, type="publish", seq=seq, messages=messages)
+                answer = await recv(ws)
+                assert (answer["seq"], answer["type"], answer["error"]["code"]) == (seq, "error", "invalid_body")
+                assert f"messages[0].{fields[seq]}" in answer["error"]["message"]
+            await send(ws, type="publish", seq=9, messages=[{"body": "ok", "routing_key": "bounded"}])
+            assert (await recv(ws))["type"] == "confirm"
+        with httpx.Client(base_url=srv.url) as api:
+            page = ok(api.get("/api/v1/queues/bounded/messages"))
+        assert [m["body"] for m in page["messages"]] == ["ok"]
+
+    run(main())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import orjson
@@ -104,3 +106,13 @@ def test_a_segment_is_plain_json_with_three_columns(tmp_path: Path) -> None:
     body = orjson.loads((tmp_path / "dedup" / "00000000000000000100.json").read_bytes())
     assert body == {"format": 1, "from": 7, "to": 100, "keys": ["k"], "timestamps": [10],
                     "results": [result(3).decode()]}
+
+
+def test_segments_are_owner_only_under_an_open_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        WindowSnapshots(tmp_path / "dedup").write(0, 500, entries(["a"], [10], [result(0)]), expired_before=0)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "dedup").stat().st_mode) == 0o700
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "dedup").iterdir()] == [0o600]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +92,15 @@ def test_upgrade_from_another_working_directory(tmp_path: Path) -> None:
     )
     assert current_revision(url) == _head()
 
+
+
+def test_a_new_sqlite_file_is_owner_only_under_an_open_umask(tmp_path: Path) -> None:
+    """SQLite creates its file with the umask's mode (and its journals copy it): the file is made
+    0600 before SQLite opens it, in a directory made 0700."""
+    old = os.umask(0)
+    try:
+        upgrade(f"sqlite:///{tmp_path / 'data' / 'meta.db'}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "data" / "meta.db").stat().st_mode) == 0o600

@@ -9,9 +9,12 @@ import pytest
 
 from app.storage import CorruptChunk, NewMessage, Store, StoredMessage, tag_hash
 from app.storage.chunk import HEADER_SIZE
+from app.storage.record import PLACEMENT_SIZE, PLACEMENTS_OFFSET
 from tests.storage.conftest import SMALL, crash_image, msgs
 
 Opener = Callable[..., Store]
+
+DATA_AT = PLACEMENTS_OFFSET + PLACEMENT_SIZE  # a record's data, with one placement, no tag, no key
 
 
 def chunk_file(root: Path, number: int) -> Path:
@@ -140,7 +143,7 @@ def test_flipped_bit_in_a_sealed_chunk(open_store: Opener, tmp_path: Path) -> No
     s.close()
     pos = batches[2][0]  # queue 1, chunk 0
     with open(chunk_file(tmp_path / "store", 0), "r+b") as f:
-        f.seek(HEADER_SIZE + pos + 40)
+        f.seek(HEADER_SIZE + pos + DATA_AT)
         byte = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([byte[0] ^ 0x10]))
@@ -217,7 +220,7 @@ def test_every_read_path_checks_the_crc(open_store: Opener, tmp_path: Path) -> N
     every = frozenset([tag_hash(b"")])
     for offset, pos in ((1, old), (4, new)):
         with open(chunk_file(tmp_path / "store", 0), "r+b") as f:
-            f.seek(HEADER_SIZE + pos + 40)  # the first byte of the data (no tag, no key, one placement)
+            f.seek(HEADER_SIZE + pos + DATA_AT)  # the first byte of the data (no tag, no key, one placement)
             byte = f.read(1)
             f.seek(-1, 1)
             f.write(bytes([byte[0] ^ 0x10]))

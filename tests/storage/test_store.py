@@ -20,6 +20,7 @@ from app.storage import (
     tag_hash,
 )
 from app.storage.chunk import HEADER_SIZE
+from app.storage.record import PLACEMENT_SIZE, PLACEMENTS_OFFSET
 from tests.storage.conftest import SMALL, msgs
 
 Opener = Callable[..., Store]
@@ -268,7 +269,7 @@ def test_corrupt_record_is_reported_on_read(open_store: Opener, tmp_path: Path) 
     s.close()
     path = tmp_path / "store" / "log" / f"{0:020d}.chunk"
     raw = bytearray(path.read_bytes())
-    raw[HEADER_SIZE + 40] ^= 0x01  # inside the first record's data
+    raw[HEADER_SIZE + PLACEMENTS_OFFSET + PLACEMENT_SIZE] ^= 0x01  # inside the first record's data
     path.write_bytes(bytes(raw))
     (tmp_path / "store" / "checkpoint").unlink()
     s2 = open_store()
