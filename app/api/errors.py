@@ -1,4 +1,11 @@
-"""One place that turns every error into API.md's shape: {"error": {"code", "message"}}."""
+"""One place that turns every error into API.md's shape: {"error": {"code", "message"}}.
+
+The error map, as httpx's `map_httpcore_exceptions`: an error of a lower layer (app/storage,
+app/meta, SQLAlchemy) is translated into a BrokerError with its API code and HTTP status by
+`api_error`, which picks the most specific entry of ERROR_MAP along the exception's MRO. Broker
+errors carry their own code and status. HTTP routes, plain ASGI routes and WebSocket streams all
+go through `api_error`; tests/api/test_errors.py fails for any exception class without an entry.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +14,75 @@ import logging
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from app.broker import codes
 from app.broker.errors import BrokerError
+from app.meta import errors as meta
+from app.storage import errors as storage
 
 log = logging.getLogger("chunkmq.api")
 
-_HTTP_CODES = {
-    400: "invalid_body", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-    413: "batch_too_large", 415: "unsupported_media_type", 422: "invalid_body",
+# Lower-layer exception class -> API error code (its status comes from app/broker/codes.py).
+ERROR_MAP: dict[type[BaseException], str] = {
+    storage.StorageError: codes.STORAGE_ERROR,
+    storage.MessageTooLarge: codes.MESSAGE_TOO_LARGE,
+    storage.BatchTooLarge: codes.BATCH_TOO_LARGE,
+    storage.StorageFull: codes.STORAGE_FULL,
+    storage.CorruptChunk: codes.CORRUPT_CHUNK,
+    storage.StoreClosed: codes.UNAVAILABLE,
+    storage.UnknownQueue: codes.QUEUE_NOT_FOUND,
+    meta.MetaError: codes.METADATA_ERROR,
+    meta.AlreadyExists: codes.ALREADY_EXISTS,
+    meta.NotFound: codes.NOT_FOUND,  # refined by the entity: queue_not_found, ...
+    meta.InvalidValue: codes.INVALID_BODY,
+    SQLAlchemyError: codes.METADATA_ERROR,
+    OperationalError: codes.UNAVAILABLE,  # database locked or gone: try again
 }
+
+_ENTITY_CODES = {
+    "exchange": codes.EXCHANGE_NOT_FOUND, "queue": codes.QUEUE_NOT_FOUND, "group": codes.GROUP_NOT_FOUND,
+    "binding": codes.BINDING_NOT_FOUND, "token": codes.TOKEN_NOT_FOUND,
+}
+
+_HTTP_CODES = {
+    400: codes.INVALID_BODY, 401: codes.UNAUTHORIZED, 403: codes.FORBIDDEN, 404: codes.NOT_FOUND,
+    405: codes.METHOD_NOT_ALLOWED, 413: codes.BODY_TOO_LARGE, 415: codes.UNSUPPORTED_MEDIA_TYPE,
+    422: codes.INVALID_BODY, 503: codes.UNAVAILABLE,
+}
+
+
+def api_error(exc: BaseException) -> BrokerError:
+    """The API error for any exception: itself for a BrokerError, else the most specific ERROR_MAP
+    entry along its MRO (internal_error when none). Server-side failures (5xx) are logged here with
+    their stack trace, and their message is not sent: it may name files and database details."""
+    if isinstance(exc, BrokerError):
+        return exc
+    code = next((ERROR_MAP[cls] for cls in type(exc).__mro__ if cls in ERROR_MAP), codes.INTERNAL_ERROR)
+    if isinstance(exc, meta.NotFound):
+        code = _ENTITY_CODES.get(exc.entity, codes.NOT_FOUND)
+    status = codes.STATUS[code]
+    if status >= 500 and status != 507:
+        log.error("request failed: %r", exc, exc_info=exc)
+        message = f"{code.replace('_', ' ')}; see the server log"
+    else:
+        message = getattr(exc, "message", None) or str(exc) or code.replace("_", " ")
+    error = BrokerError(message, code=code)
+    error.status = status
+    return error
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
     body = orjson.dumps({"error": {"code": code, "message": message}})
     return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def render(exc: BaseException) -> Response:
+    error = api_error(exc)
+    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    return error_response(error.status, error.code, error.message, headers)
 
 
 def _describe(exc: RequestValidationError) -> str:
@@ -35,21 +95,22 @@ def _describe(exc: RequestValidationError) -> str:
 
 
 def install(app: FastAPI) -> None:
-    @app.exception_handler(BrokerError)
-    async def broker_error(_: Request, exc: BrokerError) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return error_response(exc.status, exc.code, exc.message, headers)
+    async def mapped(_: Request, exc: Exception) -> Response:
+        return render(exc)
+
+    for cls in (BrokerError, *ERROR_MAP):
+        app.add_exception_handler(cls, mapped)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> Response:
-        return error_response(400, "invalid_request", _describe(exc))
+        return error_response(400, codes.INVALID_REQUEST, _describe(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
-        code = _HTTP_CODES.get(exc.status_code, "error")
+        code = _HTTP_CODES.get(exc.status_code, codes.INTERNAL_ERROR if exc.status_code >= 500 else codes.INVALID_BODY)
         return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal_error", "internal error; see the server log")
+        return error_response(500, codes.INTERNAL_ERROR, "internal error; see the server log")

@@ -48,6 +48,7 @@ import orjson
 from fastapi import APIRouter, WebSocket
 
 from app.api.auth import authenticate_ws
+from app.api.errors import api_error
 from app.api.publish import publish_args
 from app.broker.broker import Broker, PublishOutcome
 from app.broker.errors import BrokerError, InvalidInput, NotFound
@@ -69,6 +70,10 @@ MAX_PUBLISH_IN_FLIGHT = 1024  # publish frames awaiting their confirm; the reade
 _PONG = b'{"type":"pong"}'
 _ACK_FIELDS = frozenset({"offsets", "up_to"})  # what the broker reads of an ack frame
 _CLOSE = b""  # marker: the client asked to close
+
+
+class _Gone(Exception):
+    """The peer went away while a frame was being sent."""
 
 
 def error_frame(exc: BrokerError, seq: Any = ...) -> bytes:
@@ -123,8 +128,8 @@ async def consume_stream(websocket: WebSocket, queue: str, group: str) -> None:
         who.check("read", check_name(queue, "queue name"))
         consumer = check_name(params.get("consumer") or f"ws-{secrets.token_hex(6)}", "consumer id")
         q, g = await broker.consumer_group(queue, group)
-    except BrokerError as exc:
-        await _refuse(websocket, exc)
+    except Exception as exc:
+        await _refuse(websocket, api_error(exc))
         return
     if params.get("resume") in ("1", "true") and g.release_consumer(consumer, monotonic_ms()):
         q.notify()
@@ -166,33 +171,47 @@ class _ConsumeStream:
 
     async def _send(self, data: bytes) -> None:
         async with self.sending:
-            await self.ws.send_bytes(data)  # awaiting the write is the back-pressure on slow peers
+            try:
+                await self.ws.send_bytes(data)  # awaiting the write is the back-pressure on slow peers
+            except (OSError, RuntimeError):
+                raise _Gone from None
 
     async def _send_loop(self) -> None:
+        """Deliver while there is credit. An error here (a deleted queue, a corrupt chunk) ends the
+        stream: it is logged, sent as an error frame, and the socket closed with 4000 + its status,
+        so the client never waits on a sender that is gone."""
+        try:
+            await self._deliver_loop()
+        except _Gone:
+            return  # the socket went away mid-send: the reader sees the disconnect
+        except Exception as exc:
+            error = api_error(exc)
+            log.warning("consume stream %s/%s (consumer %s) ended: %s %s",
+                        self.queue.name, self.group.name, self.consumer, error.code, error.message)
+            async with self.sending:
+                await _refuse(self.ws, error)
+
+    async def _deliver_loop(self) -> None:
         broker, queue, group, consumer = self.broker, self.queue, self.group, self.consumer
         deliver = broker.deliver
-        try:
-            while True:
-                if self.credit <= 0:
-                    self.granted.clear()
-                    await self.granted.wait()
-                    continue
-                if group.closed or broker.queues.get(queue.name) is not queue:
-                    await _refuse(self.ws, NotFound(
-                        f"group {group.name!r} on queue {queue.name!r} was deleted", code="group_not_found"
-                    ))
-                    return
-                # Take the event before looking, so a publish between the look and the wait is not missed;
-                # the sweeper notifies it too when redeliveries fall due.
-                arrived = queue.arrived
-                parts = deliver(queue, group, consumer, min(self.credit, MAX_FRAME_MESSAGES))
-                if not parts:
-                    await arrived.wait()
-                    continue
-                self.credit -= len(parts)
-                await self._send(b'{"type":"messages","messages":[' + b",".join(parts) + b"]}")
-        except (OSError, RuntimeError):
-            return  # the socket went away mid-send: the reader sees the disconnect
+        while True:
+            if self.credit <= 0:
+                self.granted.clear()
+                await self.granted.wait()
+                continue
+            if broker.queues.get(queue.name) is not queue:
+                raise NotFound(f"queue {queue.name!r} was deleted", code="queue_not_found")
+            if group.closed:
+                raise NotFound(f"group {group.name!r} on queue {queue.name!r} was deleted", code="group_not_found")
+            # Take the event before looking, so a publish between the look and the wait is not missed;
+            # the sweeper notifies it too when redeliveries fall due.
+            arrived = queue.arrived
+            parts = deliver(queue, group, consumer, min(self.credit, MAX_FRAME_MESSAGES))
+            if not parts:
+                await arrived.wait()
+                continue
+            self.credit -= len(parts)
+            await self._send(b'{"type":"messages","messages":[' + b",".join(parts) + b"]}")
 
     def _confirm_ack(self, seq: Any) -> None:
         """Answer an ack frame that carries a `seq` once the ack survives a crash (fsync=always; at
@@ -219,14 +238,14 @@ class _ConsumeStream:
                 return False
             try:
                 answer = self._handle(frame)
-            except BrokerError as exc:
-                answer = error_frame(exc)
+            except Exception as exc:
+                answer = error_frame(api_error(exc))
             if answer is _CLOSE:
                 return True
             if answer is not None:
                 try:
                     await self._send(answer)
-                except (OSError, RuntimeError):
+                except _Gone:
                     return False
 
     def _handle(self, frame: Any) -> bytes | None:
@@ -270,8 +289,8 @@ async def publish_stream(websocket: WebSocket, name: str) -> None:
         who = await authenticate_ws(websocket)
         who.check("write", exchange or DEFAULT_EXCHANGE_ALIAS)
         broker.exchange(exchange)
-    except BrokerError as exc:
-        await _refuse(websocket, exc)
+    except Exception as exc:
+        await _refuse(websocket, api_error(exc))
         return
     await _PublishStream(websocket, broker, exchange).run()
 
@@ -330,8 +349,8 @@ class _PublishStream:
                 raise InvalidInput("seq must be a non-negative integer")
             body = {k: v for k, v in frame.items() if k != "type" and k != "seq"}
             messages, mandatory = publish_args(body)
-        except BrokerError as exc:
-            return seq, exc
+        except Exception as exc:
+            return seq, api_error(exc)
         # A task starts in creation order and runs the synchronous part of the publish (validate,
         # route, append) before its first await: frames are stored in the order they arrived.
         return seq, asyncio.ensure_future(self.broker.publish(self.exchange, messages, mandatory))
@@ -351,9 +370,6 @@ class _PublishStream:
                     outcome = await answer
                     frame = b'{"type":"confirm","seq":%b,"results":%b,"durability":"%b"}' % (
                         orjson.dumps(seq), outcome.results, outcome.durability.encode())
-                except BrokerError as exc:
-                    frame = error_frame(exc, seq)
-                except Exception:
-                    log.exception("publish on stream failed")
-                    frame = error_frame(BrokerError("internal error; see the server log"), seq)
+                except Exception as exc:
+                    frame = error_frame(api_error(exc), seq)  # logged there when it is a server error
             await self.ws.send_bytes(frame)

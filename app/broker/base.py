@@ -8,10 +8,11 @@ one writer of this state.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from app.broker.committer import Committer
 from app.broker.dedup import IdempotencyWindow
@@ -32,9 +33,29 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chunkmq.broker")
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_B = TypeVar("_B", bound="BrokerBase")
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def one_at_a_time(
+    method: Callable[Concatenate[_B, _P], Awaitable[_R]],
+) -> Callable[Concatenate[_B, _P], Awaitable[_R]]:
+    """Run an admin operation (declare, delete, bind, ...) alone: each checks the in-memory state,
+    writes the database in a worker thread, then updates the state, and two of them interleaved at
+    the await saw stale state (two identical declares answered 500 from the unique constraint).
+    Admin operations are rare and SQLite serializes writes anyway; publish and pull never wait here."""
+
+    @functools.wraps(method)
+    async def serialized(self: _B, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        async with self._admin:
+            return await method(self, *args, **kwargs)
+
+    return serialized
 
 
 class BrokerBase:
@@ -53,6 +74,7 @@ class BrokerBase:
     message_limits: MessageLimits
     _losses: dict[tuple[str, str], int]  # (queue, cause) -> messages deleted since the last warning
     _creating: dict[tuple[int, str], asyncio.Future[Group]]
+    _admin: asyncio.Lock
 
     def exchange(self, name: str) -> Exchange:
         exchange = self.routing.exchanges.get(name)

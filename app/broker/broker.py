@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.auth.bootstrap import ADMIN_TOKEN_FILE
-from app.broker.base import log, now_ms
+from app.broker.base import log, now_ms, one_at_a_time
 from app.broker.committer import Committer
 from app.broker.consuming import Consuming
 from app.broker.dedup import IdempotencyWindow, WindowSnapshots
@@ -124,6 +124,7 @@ class Broker(Publishing, Consuming):
         self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
         self.committer = Committer(self.commit_groups, GROUP_COMMIT_SECONDS)
         self.history = History(self)
+        self._admin = asyncio.Lock()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -266,6 +267,7 @@ class Broker(Publishing, Consuming):
 
     # ------------------------------------------------------------------ exchanges
 
+    @one_at_a_time
     async def declare_exchange(self, name: str, body: Mapping[str, Any]) -> tuple[Exchange, bool]:
         """Create an exchange, or confirm an identical one. Returns (exchange, created)."""
         kind, alternate = parse_exchange(name, body)
@@ -282,6 +284,7 @@ class Broker(Publishing, Consuming):
         self.routing.exchanges[name] = exchange
         return exchange, True
 
+    @one_at_a_time
     async def delete_exchange(self, name: str, if_unused: bool) -> None:
         exchange = self.exchange(name)
         if name == DEFAULT_EXCHANGE:
@@ -293,6 +296,7 @@ class Broker(Publishing, Consuming):
 
     # ------------------------------------------------------------------ queues
 
+    @one_at_a_time
     async def declare_queue(self, name: str, body: Mapping[str, Any]) -> tuple[Queue, bool]:
         check_name(name, "queue name")
         unknown = body.keys() - QueueSettings.names()
@@ -305,10 +309,9 @@ class Broker(Publishing, Consuming):
                 return existing, False
             raise PreconditionFailed(f"queue {name!r} exists with other settings: {existing.settings.as_dict()}")
         row = await asyncio.to_thread(self.meta.create_queue, name=name, **settings.as_dict())
-        if name in self.queues:  # declared concurrently while we were in the database
-            return self.queues[name], False
         return self._add_queue(row), True
 
+    @one_at_a_time
     async def update_queue(self, name: str, body: Mapping[str, Any]) -> Queue:
         queue = self.queue(name)
         allowed = QueueSettings.names() | {"producer_visible", "consumer_visible"}
@@ -337,6 +340,7 @@ class Broker(Publishing, Consuming):
             return max(group.lag_in(self.store) for group in queue.groups.values())
         return self.store.next_offset(queue.id) - self.store.first_offset(queue.id)
 
+    @one_at_a_time
     async def delete_queue(self, name: str, force: bool) -> None:
         queue = self.queue(name)
         pending = self.unconsumed(queue)
@@ -370,6 +374,7 @@ class Broker(Publishing, Consuming):
         ]
         return sorted(result, key=lambda b: b.id)
 
+    @one_at_a_time
     async def bind(self, body: Mapping[str, Any]) -> tuple[Binding, bool]:
         exchange_name, queue_name, routing_key, arguments = parse_binding(body)
         exchange = self.exchange(exchange_name)
@@ -392,6 +397,7 @@ class Broker(Publishing, Consuming):
                 return b
         raise NotFound(f"binding {binding_id} not found", code="binding_not_found")
 
+    @one_at_a_time
     async def unbind(self, binding_id: int) -> None:
         self.binding(binding_id)
         await asyncio.to_thread(self.meta.delete_binding, binding_id)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from app.broker.base import BrokerBase, log, now_ms
+from app.broker.base import BrokerBase, log, now_ms, one_at_a_time
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
 from app.broker.message import render
@@ -70,6 +70,7 @@ class Consuming(BrokerBase):
         finally:
             del self._creating[key]
 
+    @one_at_a_time
     async def delete_group(self, queue_name: str, group_name: str) -> None:
         queue = self.queue(queue_name)
         group = self.group(queue, group_name)
@@ -101,8 +102,12 @@ class Consuming(BrokerBase):
             arrived = queue.arrived
             delivered = self.deliver(queue, group, consumer, max_messages)
             remaining = deadline - time.monotonic()
-            if delivered or remaining <= 0 or group.closed or queue.name not in self.queues:
+            if delivered or remaining <= 0:
                 break
+            if self.queues.get(queue.name) is not queue:  # deleted while this pull waited
+                raise NotFound(f"queue {queue_name!r} was deleted", code="queue_not_found")
+            if group.closed:
+                raise NotFound(f"group {group_name!r} was deleted", code="group_not_found")
             try:
                 await asyncio.wait_for(arrived.wait(), remaining)
             except TimeoutError:

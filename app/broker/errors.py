@@ -10,17 +10,20 @@
     ├── StorageFull             507 storage_full
     └── Unavailable             503 unavailable
 
-One handler in app/api/errors.py renders them all as {"error": {"code", "message"}}.
+Every code is a constant of app/broker/codes.py. One handler in app/api/errors.py renders them all
+as {"error": {"code", "message"}}, together with the errors of app/storage and app/meta it maps.
 """
 
 from __future__ import annotations
+
+from app.broker import codes
 
 
 class BrokerError(Exception):
     """Base class: an error a client can act on."""
 
     status: int = 500
-    code: str = "internal_error"
+    code: str = codes.INTERNAL_ERROR
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -36,67 +39,67 @@ class InvalidInput(BrokerError):
     """Raised when a name, size or shape in a request is not acceptable."""
 
     status = 400
-    code = "invalid_body"
+    code = codes.INVALID_BODY
 
 
 class NotFound(BrokerError):
     """Raised when an exchange, queue, group, binding or message does not exist."""
 
     status = 404
-    code = "not_found"
+    code = codes.NOT_FOUND
 
 
 class PreconditionFailed(BrokerError):
     """Raised on a redeclare with other properties, or a delete that would lose messages."""
 
     status = 409
-    code = "precondition_failed"
+    code = codes.PRECONDITION_FAILED
 
 
 class TooLarge(BrokerError):
     """Raised when a message or a batch exceeds the configured limits."""
 
     status = 413
-    code = "message_too_large"
+    code = codes.MESSAGE_TOO_LARGE
 
 
 class Unroutable(BrokerError):
     """Raised when a mandatory publish contains a message no queue receives."""
 
     status = 422
-    code = "unroutable"
+    code = codes.UNROUTABLE
 
 
 class QueueFull(BrokerError):
     """Raised when a queue with overflow `reject_publish` has no room for a batch."""
 
     status = 429
-    code = "queue_full"
+    code = codes.QUEUE_FULL
 
 
 class StorageFull(BrokerError):
     """Raised when the disk is full; nothing of the request was stored."""
 
     status = 507
-    code = "storage_full"
+    code = codes.STORAGE_FULL
 
 
 class Unauthorized(BrokerError):
     """Raised when a request has no valid token."""
 
     status = 401
-    code = "unauthorized"
+    code = codes.UNAUTHORIZED
 
 
 class Forbidden(BrokerError):
     """Raised when a token lacks the permission a request needs."""
 
     status = 403
-    code = "forbidden"
+    code = codes.FORBIDDEN
 
 
 class Unavailable(BrokerError):
     """Raised when the broker cannot make a change durable right now (the metadata store failed)."""
 
     status = 503
-    code = "unavailable"
+    code = codes.UNAVAILABLE

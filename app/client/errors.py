@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.broker import codes
+
 
 class ChunkmqError(Exception):
     """Base class of every error this library raises."""
@@ -102,16 +104,13 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     for cls in (InvalidRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, TooLarge, Unroutable,
                 QueueFull, StorageFull)
 }
-_BY_CODE: dict[str, int] = {
-    "unauthorized": 401, "forbidden": 403, "precondition_failed": 409, "message_too_large": 413,
-    "batch_too_large": 413, "unroutable": 422, "queue_full": 429, "storage_full": 507,
-}
+_BY_CODE: dict[str, int] = codes.STATUS  # the server's own table: a stream error frame has no status
 
 
 def api_error(code: str, message: str, status: int | None = None) -> ApiError:
     """The typed error for an API error; the status comes from the code when not known (streams)."""
     if status is None:
-        status = _BY_CODE.get(code) or (404 if code.endswith("not_found") else 400 if code.startswith("invalid") else 0)
+        status = _BY_CODE.get(code, 0)
     return _BY_STATUS.get(status, ApiError)(code, message, status)
 
 

@@ -1,0 +1,114 @@
+"""The error map (app/api/errors.py): every exception class of app/storage, app/meta and app/broker
+has an entry, and each reaches a client as API.md's error shape with the status of its code."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import pkgutil
+import re
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+import app
+from app.api import errors
+from app.broker import codes
+from app.broker.errors import BrokerError
+
+LAYERS = ("app.storage", "app.meta", "app.broker")
+
+
+def _modules(package: str) -> list[ModuleType]:
+    root = importlib.import_module(package)
+    found = [root]
+    for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+        found.append(importlib.import_module(info.name))
+    return found
+
+
+def exception_classes() -> list[type[BaseException]]:
+    """Every exception class defined (not just imported) in the three layers."""
+    classes: dict[str, type[BaseException]] = {}
+    for package in LAYERS:
+        for module in _modules(package):
+            for _, cls in inspect.getmembers(module, inspect.isclass):
+                if issubclass(cls, BaseException) and cls.__module__.startswith(package):
+                    classes[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return list(classes.values())
+
+
+def test_the_walk_finds_the_known_classes() -> None:
+    names = {cls.__name__ for cls in exception_classes()}
+    assert {"CorruptChunk", "UnknownQueue", "AlreadyExists", "InvalidValue", "QueueFull", "Forbidden"} <= names
+
+
+@pytest.mark.parametrize("cls", exception_classes(), ids=lambda c: f"{c.__module__}.{c.__name__}")
+def test_every_exception_class_has_a_mapping(cls: type[BaseException]) -> None:
+    if issubclass(cls, BrokerError):  # broker errors carry their code; it must be in the table
+        assert cls.code in codes.STATUS, cls
+        if cls is not BrokerError:
+            assert codes.STATUS[cls.code] == cls.status, cls
+    else:
+        assert cls in errors.ERROR_MAP, f"{cls} has no entry in app/api/errors.py ERROR_MAP"
+
+
+def _instance(cls: type[BaseException]) -> BaseException:
+    for args in (("boom",), (7,)):
+        try:
+            return cls(*args)
+        except TypeError:
+            continue
+    raise AssertionError(f"cannot build {cls}")
+
+
+def test_each_class_is_answered_in_the_error_shape() -> None:
+    """A route raising each class, served by the app's own handlers (in process, over ASGI)."""
+    application = FastAPI()
+    errors.install(application)
+    classes = exception_classes()
+
+    @application.get("/raise/{i}")
+    async def raise_it(i: int) -> None:
+        raise _instance(classes[i])
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            for i, cls in enumerate(classes):
+                response = await client.get(f"/raise/{i}")
+                error = response.json()["error"]
+                assert set(error) == {"code", "message"}, (cls, error)
+                assert codes.STATUS[error["code"]] == response.status_code, (cls, error)
+                assert error["message"] and "Traceback" not in error["message"], (cls, error)
+
+    asyncio.run(main())
+
+
+def test_most_specific_entry_wins_and_entities_refine_not_found() -> None:
+    from app.meta import errors as meta
+    from app.storage import errors as storage
+
+    assert errors.api_error(storage.UnknownQueue(3)).code == codes.QUEUE_NOT_FOUND
+    assert errors.api_error(storage.StoreClosed("closed")).status == 503
+    assert errors.api_error(meta.AlreadyExists("x", entity="queue", key="q")).status == 409
+    assert errors.api_error(meta.NotFound("x", entity="exchange", key="e")).code == codes.EXCHANGE_NOT_FOUND
+    internal = errors.api_error(storage.CorruptChunk("chunk 3: record CRC mismatch at /secret/path", chunk=3))
+    assert internal.status == 500 and internal.code == codes.CORRUPT_CHUNK
+    assert "/secret/path" not in internal.message  # server details stay in the log
+
+
+def test_every_code_the_source_uses_is_in_the_table() -> None:
+    root = Path(app.__file__).parent
+    used: set[str] = set()
+    for path in root.rglob("*.py"):
+        used |= set(re.findall(r'\bcode="([a-z_]+)"', path.read_text()))
+    assert used, "the scan found nothing"
+    assert used <= codes.STATUS.keys(), used - codes.STATUS.keys()
+    for name in dir(codes):
+        if name.isupper() and name != "STATUS":
+            assert getattr(codes, name) in codes.STATUS, name

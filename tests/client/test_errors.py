@@ -1,0 +1,19 @@
+"""The client's error table is the server's (app/broker/codes.py): every code gets the right class."""
+
+from __future__ import annotations
+
+from app.broker import codes
+from app.client import errors
+
+
+def test_every_server_code_maps_to_its_status_and_class() -> None:
+    for code, status in codes.STATUS.items():
+        error = errors.api_error(code, "message")  # a stream error frame carries no status
+        assert error.status == status, code
+        expected = errors._BY_STATUS.get(status, errors.ApiError)
+        assert type(error) is expected, code
+
+
+def test_client_classes_cover_the_client_error_statuses() -> None:
+    client_statuses = {s for s in codes.STATUS.values() if 400 <= s < 500 and s not in (405, 415)}
+    assert client_statuses <= errors._BY_STATUS.keys() | {400}, client_statuses - errors._BY_STATUS.keys()
