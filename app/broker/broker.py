@@ -20,16 +20,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from app.auth.bootstrap import ADMIN_TOKEN_FILE
 from app.broker.base import log, now_ms, one_at_a_time
 from app.broker.committer import Committer
 from app.broker.consuming import Consuming
-from app.broker.dedup import IdempotencyWindow, WindowSnapshots
+from app.broker.dedup import IdempotencyWindow, WindowSnapshots, key_scope
 from app.broker.disk import DiskGuard
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
 from app.broker.history import History
-from app.broker.message import MessageLimits, position_of, render
+from app.broker.message import FLAG_SCOPED_KEY, MessageLimits, decode_data, position_of, render
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name
 from app.broker.publishing import Publishing, PublishOutcome
 from app.broker.queue import Queue, QueueSettings
@@ -37,7 +39,7 @@ from app.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
 from app.broker.stats import BrokerStats
 from app.config import FsyncSetting, Settings
 from app.meta import GroupRow, MetaStore
-from app.storage import FsyncMode, Store, StoreOptions
+from app.storage import FsyncMode, StorageError, Store, StoreOptions
 from app.storage.files import private_dir, restrict_tree
 from app.storage.lock import LOCK_FILE
 
@@ -206,7 +208,7 @@ class Broker(Publishing, Consuming):
         legacy = self.settings.data_dir / "dedup-window.json"  # written by clean shutdowns before segments
         legacy.unlink(missing_ok=True)
         since = now_ms() - self.dedup.window_ms
-        loaded = self.dedup_snapshots.load(self.store.end_position)
+        loaded = self.dedup_snapshots.load(self.store.end_position, self._rescope_legacy_key)
         stats = DedupRecovery()
         if loaded is None:
             records = self.store.scan_since(since)
@@ -219,12 +221,22 @@ class Broker(Publishing, Consuming):
             scanned += 1
             if record.idempotency_key and record.timestamp >= since:
                 keyed += 1
-                self.dedup.put(
-                    record.idempotency_key.decode(), record.timestamp, self._result(record.position, record.placements)
-                )
+                key = record.idempotency_key.decode()
+                if not record.flags & FLAG_SCOPED_KEY:  # written before keys were scoped
+                    key = key_scope("x", decode_data(record.data).get("exchange", "")) + key
+                self.dedup.put(key, record.timestamp, self._result(record.position, record.placements))
         stats.records_scanned, stats.scanned_keys, stats.seconds = scanned, keyed, round(time.perf_counter() - started, 3)
         self._dedup_written_to = loaded.position if loaded is not None else -1
         log.info("idempotency window rebuilt: %d keys; %s", len(self.dedup), stats)
+
+    def _rescope_legacy_key(self, key: str, result: bytes) -> str | None:
+        """The scoped key of a bare key from a format 1 snapshot: scoped to the exchange its message went
+        through, read from the log at the message's id; None when the record is gone."""
+        try:
+            record = self.store.read_at(position_of(orjson.loads(result)["id"]))
+        except (KeyError, ValueError, TypeError, NotFound, StorageError):
+            return None
+        return key_scope("x", decode_data(record.data).get("exchange", "")) + key
 
     async def snapshot_dedup(self) -> None:
         """Write the keys put since the last snapshot segment, with the log position they cover, when

@@ -1,11 +1,19 @@
 """The idempotent-publish window (producer keys seen recently and the result they received), and its
 snapshot on disk, which lets a restart, even after kill -9, rebuild the window without rescanning it.
 
+Keys are scoped to the target of the publish, as Kafka and RabbitMQ streams scope deduplication to a
+producer: the window holds `x/<exchange>/<key>` for a publish through an exchange (`x//<key>` for the
+default one) and `q/<queue>/<key>` for a publish to a queue, and so does a record's idempotency key
+field (its flag FLAG_SCOPED_KEY says so). Names hold no `/`, so the scope ends at the second one.
+
 Snapshot format: a directory of segment files `<data_dir>/dedup/<to>.json`, `<to>` zero-padded to 20
 digits so that names sort by position. One segment is one JSON object:
 
-    {"format": 1, "from": <int>, "to": <int>,
+    {"format": 2, "from": <int>, "to": <int>,
      "keys": [str, ...], "timestamps": [int, ...], "results": [str, ...]}
+
+Format 1 (before keys were scoped) has the same fields with bare keys; it is still read: each key
+gets the scope of the exchange its message was published through (`rescope`, from the log).
 
 It holds the keys put into the window since the previous segment, oldest first (three columns: no
 JSON object per key to build or parse), and `to` is the log's end
@@ -26,6 +34,7 @@ import os
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -37,14 +46,20 @@ from app.storage.files import create_file, fsync_dir, private_dir
 
 log = logging.getLogger("chunkmq.broker.dedup")
 
-FORMAT = 1
+FORMAT = 2
+READABLE_FORMATS = (1, 2)
 SUFFIX = ".json"
 _TMP_SUFFIX = ".tmp"
 _key, _timestamp, _result = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
+def key_scope(kind: str, name: str) -> str:
+    """The prefix that scopes a key: kind `x` (an exchange) or `q` (a queue), and the target's name."""
+    return f"{kind}/{name}/"
+
+
 class IdempotencyWindow:
-    """Keys are global to the broker. Entries expire `window_ms` after they were stored. Owned by the
+    """Keys are scoped by their caller (`key_scope`). Entries expire `window_ms` after they were stored. Owned by the
     event loop thread (no locks): publish puts and gets, the snapshot task takes the recent puts."""
 
     def __init__(self, window_ms: int) -> None:
@@ -144,11 +159,13 @@ class WindowSnapshots:
         """The newest segment's `to`: where a restart would start scanning the log."""
         return self._segments[-1].to if self._segments else None
 
-    def load(self, end_position: int) -> Loaded | None:
+    def load(self, end_position: int, rescope: Callable[[str, bytes], str | None] | None = None) -> Loaded | None:
         """Read every segment. Those reaching past the log's end describe records a crash of the machine
         took back (the log was fsynced less often than they were): they are deleted, and the scan starts
         from the newest one left. None when nothing usable is on disk: the caller scans the whole window
-        (and any unreadable segment is deleted, since it may have held keys)."""
+        (and any unreadable segment is deleted, since it may have held keys). Keys of a format 1 segment
+        go through `rescope(key, result)`: the scoped key, or None when it cannot be told (dropped; all
+        of them without `rescope`)."""
         with self._lock:
             private_dir(self.directory)
             for stale in self.directory.glob(f"*{_TMP_SUFFIX}"):
@@ -159,7 +176,7 @@ class WindowSnapshots:
             for path in paths:
                 try:
                     body = orjson.loads(path.read_bytes())
-                    if body["format"] != FORMAT or path.name != self.file_name(body["to"]):
+                    if body["format"] not in READABLE_FORMATS or path.name != self.file_name(body["to"]):
                         raise ValueError(f"format {body['format']}, to {body['to']}")
                     if not len(body["keys"]) == len(body["timestamps"]) == len(body["results"]):
                         raise ValueError("columns of different lengths")
@@ -183,6 +200,8 @@ class WindowSnapshots:
                 return None
             out = Loaded(position=loaded[-1][0].to, segments=len(loaded))
             for _, body in loaded:
+                if body["format"] == 1:
+                    _rescope(body, rescope or (lambda key, result: None))
                 out.keys += body["keys"]
                 out.timestamps += body["timestamps"]
                 out.results += map(str.encode, body["results"])
@@ -219,3 +238,15 @@ class WindowSnapshots:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         fsync_dir(self.directory)
+
+
+def _rescope(body: dict[str, Any], rescope: Callable[[str, bytes], str | None]) -> None:
+    """Scope the bare keys of a format 1 segment in place, dropping those that cannot be scoped."""
+    keys, timestamps, results = [], [], []
+    for key, ts, result in zip(body["keys"], body["timestamps"], body["results"], strict=True):
+        scoped = rescope(key, result.encode())
+        if scoped is not None:
+            keys.append(scoped)
+            timestamps.append(ts)
+            results.append(result)
+    body["keys"], body["timestamps"], body["results"] = keys, timestamps, results

@@ -24,6 +24,7 @@ from app.broker.errors import InvalidInput, NotFound
 from app.broker.names import MAX_ROUTING_KEY
 
 FLAG_BINARY = 1
+FLAG_SCOPED_KEY = 2  # the record's idempotency key is scoped to its publish target (app/broker/dedup.py)
 MAX_SHORT_TEXT = 255  # tags and idempotency keys
 NUL = "\0"  # refused in routing keys, header names and values, tags and idempotency keys
 _BACKSLASH = 0x5C  # starts every JSON escape, \u0000 among them

@@ -10,8 +10,9 @@ from typing import Any
 
 from app import metrics
 from app.broker.base import BrokerBase, now_ms
+from app.broker.dedup import key_scope
 from app.broker.errors import InvalidInput, PreconditionFailed, QueueFull, StorageFull, TooLarge, Unroutable
-from app.broker.message import NO_HEADERS, parse_batch
+from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch
 from app.broker.names import DEFAULT_EXCHANGE
 from app.broker.queue import Overflow, Queue
 from app.broker.routing import Exchange
@@ -76,6 +77,8 @@ class Publishing(BrokerBase):
             target = None
         max_bytes = self.settings.max_message_bytes
         now = now_ms()
+        # Keys are scoped to the target: the same key on another exchange or queue is another message.
+        scope = key_scope("q", queue_name) if queue_name is not None else key_scope("x", exchange.name)
         batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
         messages: list[NewMessage] = []
@@ -106,6 +109,7 @@ class Publishing(BrokerBase):
                 continue
             key = out.idempotency_key
             if key is not None:
+                key = scope + key
                 earlier = self.dedup.get(key, now)
                 if earlier is not None:
                     slots.append(as_duplicate(earlier))
@@ -126,7 +130,7 @@ class Publishing(BrokerBase):
                 added[0] += 1
                 added[1] += size
             slots.append(len(messages))
-            add_message(NewMessage(data, ids, tag, key_bytes, out.flags))
+            add_message(NewMessage(data, ids, tag, key_bytes, out.flags | FLAG_SCOPED_KEY if key else out.flags))
         for routing_key, (count, data_bytes) in per_route.items():
             ids = routes[routing_key]
             if not ids:

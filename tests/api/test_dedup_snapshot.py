@@ -154,3 +154,61 @@ def test_a_segment_past_the_end_of_the_log_is_not_trusted(tmp_path: Path) -> Non
             assert result["duplicate"] is False and result["routed"] == [{"queue": "q", "offset": 0}]
     finally:
         server.stop()
+
+
+def test_keys_are_scoped_to_the_publish_target_across_a_kill_9(tmp_path: Path) -> None:
+    """The same key on another exchange or queue is another message; within a target, a duplicate."""
+    data = tmp_path / "data"
+    server = start(data)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "q3")
+            queue(api, "q4")
+            ok(api.put("/api/v1/exchanges/x.fanout", json={"type": "fanout"}), 201)
+            ok(api.post("/api/v1/bindings", json={"exchange": "x.fanout", "queue": "q4"}), 201)
+            first = ok(api.post("/api/v1/queues/q3/publish", json={"messages": [{"body": "a", "idempotency_key": "k"}]}))
+            results = {}
+            for attempt in range(2):
+                if attempt:  # the second round runs after a crash: the window comes back scoped
+                    server.kill()
+                    server.start()
+                fanout = publish(api, "x.fanout", {"body": "b", "idempotency_key": "k"})["results"][0]
+                assert fanout["routed"] == [{"queue": "q4", "offset": 0}]
+                assert fanout["duplicate"] is bool(attempt)
+                again = ok(api.post("/api/v1/queues/q3/publish", json={"messages": [{"body": "a", "idempotency_key": "k"}]}))
+                assert again["results"][0] == {**first["results"][0], "duplicate": True}
+                default = publish(api, "amq.default", {"body": "c", "routing_key": "q3", "idempotency_key": "k"})
+                results[attempt] = default["results"][0]
+            assert results[0]["duplicate"] is False and results[0]["routed"] == [{"queue": "q3", "offset": 1}]
+            assert results[1] == {**results[0], "duplicate": True}
+    finally:
+        server.stop()
+
+
+def test_a_snapshot_in_the_old_format_is_read(tmp_path: Path) -> None:
+    """Format 1 segments hold bare keys; each is scoped to the exchange its message went through."""
+    data = tmp_path / "data"
+    server = start(data)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "q")
+            ok(api.put("/api/v1/exchanges/ex", json={"type": "fanout"}), 201)
+            ok(api.post("/api/v1/bindings", json={"exchange": "ex", "queue": "q"}), 201)
+            original = publish(api, "ex", {"body": "a", "idempotency_key": "old-1"})["results"][0]
+        server.stop()  # the clean shutdown writes the newest segment
+        segments = sorted((data / "dedup").glob("*.json"))
+        body = orjson.loads(segments[-1].read_bytes())
+        assert body["format"] == 2 and body["keys"] == ["x/ex/old-1"]
+        for path in segments:
+            path.unlink()
+        old = {**body, "format": 1, "keys": ["old-1"]}  # as the broker wrote it before keys were scoped
+        segments[-1].write_bytes(orjson.dumps(old))
+        server.start()
+        assert recovery(server)["snapshot_keys"] == 1
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            again = publish(api, "ex", {"body": "a", "idempotency_key": "old-1"})["results"][0]
+            assert again == {**original, "duplicate": True}
+            other = ok(api.post("/api/v1/queues/q/publish", json={"messages": [{"body": "a", "idempotency_key": "old-1"}]}))
+            assert other["results"][0]["duplicate"] is False
+    finally:
+        server.stop()

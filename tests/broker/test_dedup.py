@@ -104,7 +104,7 @@ def test_a_segment_is_plain_json_with_three_columns(tmp_path: Path) -> None:
     snaps = WindowSnapshots(tmp_path / "dedup")
     snaps.write(7, 100, entries(["k"], [10], [result(3)]), expired_before=0)
     body = orjson.loads((tmp_path / "dedup" / "00000000000000000100.json").read_bytes())
-    assert body == {"format": 1, "from": 7, "to": 100, "keys": ["k"], "timestamps": [10],
+    assert body == {"format": 2, "from": 7, "to": 100, "keys": ["k"], "timestamps": [10],
                     "results": [result(3).decode()]}
 
 
@@ -116,3 +116,16 @@ def test_segments_are_owner_only_under_an_open_umask(tmp_path: Path) -> None:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "dedup").stat().st_mode) == 0o700
     assert [stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "dedup").iterdir()] == [0o600]
+
+
+def test_a_format_1_segment_is_read_with_its_keys_scoped(tmp_path: Path) -> None:
+    directory = tmp_path / "dedup"
+    directory.mkdir()
+    old = {"format": 1, "from": 0, "to": 100, "keys": ["a", "b", "c"], "timestamps": [1, 2, 3],
+           "results": [result(1).decode(), result(2).decode(), result(3).decode()]}
+    (directory / WindowSnapshots.file_name(100)).write_bytes(orjson.dumps(old))
+    scopes = {"a": "x/ex/", "c": "x//"}  # b's message is gone from the log: it cannot be scoped
+
+    loaded = WindowSnapshots(directory).load(200, lambda key, _: scopes[key] + key if key in scopes else None)
+    assert loaded is not None
+    assert (loaded.keys, loaded.timestamps, loaded.results) == (["x/ex/a", "x//c"], [1, 3], [result(1), result(3)])
