@@ -8,14 +8,18 @@ import orjson
 from fastapi import Request
 from starlette.types import Receive
 
+from app.broker import codes
 from app.broker.errors import InvalidInput, TooLarge
 
 
-async def read_body(receive: Receive, content_length: str | None, max_bytes: int) -> bytes:
+async def read_body(
+    receive: Receive, content_length: str | None, max_bytes: int, code: str = codes.BATCH_TOO_LARGE
+) -> bytes:
     """The whole body of a plain ASGI request, refused with 413 as soon as it passes ``max_bytes``
-    (before reading anything when Content-Length already says so)."""
+    (before reading anything when Content-Length already says so). `code`: batch_too_large on the
+    publish routes, body_too_large on the others."""
     if content_length is not None and content_length.isdigit() and int(content_length) > max_bytes:
-        raise TooLarge(f"the request body is larger than {max_bytes} bytes", code="batch_too_large")
+        raise TooLarge(f"the request body is larger than {max_bytes} bytes", code=code)
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -25,7 +29,7 @@ async def read_body(receive: Receive, content_length: str | None, max_bytes: int
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > max_bytes:
-            raise TooLarge(f"the request body is larger than {max_bytes} bytes", code="batch_too_large")
+            raise TooLarge(f"the request body is larger than {max_bytes} bytes", code=code)
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
@@ -44,7 +48,7 @@ def parse_json(raw: bytes, *, required: bool = True) -> Any:
 
 
 async def json_body(request: Request, max_bytes: int, *, required: bool = True) -> Any:
-    raw = await read_body(request.receive, request.headers.get("content-length"), max_bytes)
+    raw = await read_body(request.receive, request.headers.get("content-length"), max_bytes, codes.BODY_TOO_LARGE)
     return parse_json(raw, required=required)
 
 

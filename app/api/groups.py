@@ -12,6 +12,7 @@ from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json, raw_json
 from app.broker.errors import InvalidInput
+from app.broker.fields import reject_unknown
 from app.broker.names import check_name
 from app.broker.views import group_json, group_view
 
@@ -47,9 +48,7 @@ async def declare_group(queue: str, group: str, request: Request, who: Principal
 async def pull(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     body = await json_object(request, required=False)
-    unknown = body.keys() - {"max_messages", "wait_ms", "consumer", "ack"}
-    if unknown:
-        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+    reject_unknown(body, ("max_messages", "wait_ms", "consumer", "ack"))
     max_messages = body.get("max_messages", 100)
     wait_ms = body.get("wait_ms", 0)
     consumer = body.get("consumer", "default")
@@ -63,7 +62,10 @@ async def pull(queue: str, group: str, request: Request, who: Principal = Depend
         # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
         if type(body["ack"]) is not dict:
             raise InvalidInput('ack must be an object: {"offsets": [...]} or {"up_to": n}')
-        broker.ack(queue, group, body["ack"])
+        try:
+            broker.ack(queue, group, body["ack"])
+        except InvalidInput as exc:
+            raise InvalidInput(f"ack: {exc.message}", code=exc.code) from None
         durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
         try:
             messages = await broker.pull(queue, group, max_messages, wait_ms, consumer)

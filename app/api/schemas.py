@@ -64,7 +64,7 @@ class PublishBody(_Strict):
 
 class GroupDeclare(_Strict):
     start: Literal["earliest", "latest"] = "earliest"
-    tag_filter: list[str] | None = None
+    tag_filter: list[str] | None = Field(None, min_length=1, description="tags to receive; null: every message")
 
 
 
@@ -83,6 +83,7 @@ class PullBody(_Strict):
 class NackBody(_Strict):
     offsets: list[int] = Field(min_length=1)
     delay_ms: int = Field(0, ge=0, le=86_400_000)
+    requeue: bool = Field(True, description="false: dead-letter (or drop) at once, as AMQP's reject")
 
 
 class SeekBody(_Strict):

@@ -52,6 +52,7 @@ from app.api.errors import api_error
 from app.api.publish import publish_args
 from app.broker.broker import Broker, PublishOutcome
 from app.broker.errors import BrokerError, InvalidInput, NotFound
+from app.broker.fields import boolean, reject_unknown
 from app.broker.group import Group, monotonic_ms
 from app.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
 from app.broker.queue import Queue
@@ -68,7 +69,6 @@ MAX_FRAME_MESSAGES = 1000  # one messages frame holds at most this many (more cr
 MAX_CREDIT = 1_000_000  # per credit frame
 MAX_PUBLISH_IN_FLIGHT = 1024  # publish frames awaiting their confirm; the reader stops beyond it
 _PONG = b'{"type":"pong"}'
-_ACK_FIELDS = frozenset({"offsets", "up_to"})  # what the broker reads of an ack frame
 _CLOSE = b""  # marker: the client asked to close
 
 
@@ -251,26 +251,27 @@ class _ConsumeStream:
     def _handle(self, frame: Any) -> bytes | None:
         """Apply one client frame; returns the frame to answer with, if any (_CLOSE: close the stream)."""
         kind = _frame_type(frame)
+        fields = {k: v for k, v in frame.items() if k != "type"}
         if kind == "ack":
-            seq = frame.get("seq")
-            self.broker.ack(self.queue.name, self.group.name, {k: v for k, v in frame.items() if k in _ACK_FIELDS})
+            seq = fields.pop("seq", None)
+            self.broker.ack(self.queue.name, self.group.name, fields)
             if seq is not None:
                 self._confirm_ack(seq)
         elif kind == "credit":
+            reject_unknown(fields, ("n",), "credit frame")
             n = frame.get("n")
             if type(n) is not int or not 1 <= n <= MAX_CREDIT:
                 raise InvalidInput(f"credit n must be an integer from 1 to {MAX_CREDIT}")
             self.credit += n
             self.granted.set()
         elif kind == "nack":
-            self.broker.nack(self.queue.name, self.group.name, frame)
+            self.broker.nack(self.queue.name, self.group.name, fields)
         elif kind == "close":
-            requeue = frame.get("requeue", False)
-            if type(requeue) is not bool:
-                raise InvalidInput("requeue must be true or false")
-            self.requeue = requeue
+            reject_unknown(fields, ("requeue",), "close frame")
+            self.requeue = boolean(fields, "requeue", False)
             return _CLOSE
         elif kind == "ping":
+            reject_unknown(fields, (), "ping frame")
             return _PONG
         else:
             raise InvalidInput(f"unknown frame type {kind!r}: expected credit, ack, nack, close or ping")

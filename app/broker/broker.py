@@ -32,7 +32,7 @@ from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
 from app.broker.history import History
 from app.broker.message import FLAG_SCOPED_KEY, MessageLimits, decode_data, position_of, render
-from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name
+from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
 from app.broker.publishing import Publishing, PublishOutcome
 from app.broker.queue import Queue, QueueSettings
 from app.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
@@ -54,6 +54,11 @@ GROUP_COMMIT_SECONDS = 1.0  # group state is written behind at most this often (
 _DURABILITY = {FsyncSetting.ALWAYS: "fsync", FsyncSetting.INTERVAL: "interval", FsyncSetting.NEVER: "none"}
 
 
+def _as_json(settings: Mapping[str, Any]) -> str:
+    """Settings in a message as the client wrote them: JSON, not Python's repr (None, True)."""
+    return orjson.dumps(settings, default=str).decode()
+
+
 @dataclass(slots=True)
 class DedupRecovery:
     """How the idempotency window was rebuilt on start (logged)."""
@@ -68,9 +73,7 @@ class DedupRecovery:
 
 def parse_exchange(name: str, body: Mapping[str, Any]) -> tuple[ExchangeType, str | None]:
     """Validate an exchange declare (PUT /exchanges/{name}): its (type, alternate exchange)."""
-    check_name(name, "exchange name")
-    if name.startswith("amq."):
-        raise InvalidInput(f"exchange names starting with 'amq.' are reserved: {name!r}", code="invalid_name")
+    check_new_name(name, "exchange name")
     unknown = body.keys() - {"type", "alternate_exchange"}
     if unknown:
         raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
@@ -287,10 +290,8 @@ class Broker(Publishing, Consuming):
         if existing is not None:
             if existing.type is kind and existing.alternate_exchange == alternate:
                 return existing, False
-            raise PreconditionFailed(
-                f"exchange {name!r} exists with type {existing.type.value!r} and alternate exchange "
-                f"{existing.alternate_exchange!r}"
-            )
+            current = {"type": existing.type.value, "alternate_exchange": existing.alternate_exchange}
+            raise PreconditionFailed(f"exchange {name!r} exists with other settings: {_as_json(current)}")
         await asyncio.to_thread(self.meta.create_exchange, name=name, type=kind.value, alternate_exchange=alternate)
         exchange = Exchange(name, kind, alternate)
         self.routing.exchanges[name] = exchange
@@ -310,7 +311,7 @@ class Broker(Publishing, Consuming):
 
     @one_at_a_time
     async def declare_queue(self, name: str, body: Mapping[str, Any]) -> tuple[Queue, bool]:
-        check_name(name, "queue name")
+        check_new_name(name, "queue name")
         unknown = body.keys() - QueueSettings.names()
         if unknown:
             raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
@@ -319,7 +320,8 @@ class Broker(Publishing, Consuming):
         if existing is not None:
             if existing.settings == settings:
                 return existing, False
-            raise PreconditionFailed(f"queue {name!r} exists with other settings: {existing.settings.as_dict()}")
+            raise PreconditionFailed(
+                f"queue {name!r} exists with other settings: {_as_json(existing.settings.as_dict())}")
         row = await asyncio.to_thread(self.meta.create_queue, name=name, **settings.as_dict())
         return self._add_queue(row), True
 

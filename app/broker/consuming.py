@@ -9,6 +9,7 @@ from typing import Any
 
 from app.broker.base import BrokerBase, log, now_ms, one_at_a_time
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
+from app.broker.fields import boolean, non_negative_int, reject_unknown
 from app.broker.group import Group, monotonic_ms
 from app.broker.message import render
 from app.broker.names import check_name
@@ -130,13 +131,15 @@ class Consuming(BrokerBase):
         if exhausted:
             self._dead_letter_offsets(queue, group, exhausted)
 
-    def _dead_letter_offsets(self, queue: Queue, group: Group, exhausted: list[tuple[int, int]]) -> None:
-        """Messages past max_deliveries: to the dead-letter exchange, or dropped and counted."""
+    def _dead_letter_offsets(
+        self, queue: Queue, group: Group, exhausted: list[tuple[int, int]], reason: str = "delivery_limit"
+    ) -> None:
+        """Messages past max_deliveries (or rejected): to the dead-letter exchange, or dropped and counted."""
         counts = dict(exhausted)
         # a read of one at `offset` gives the next message there or after: keep it only if it is that one
         stored = [m for offset in sorted(counts) for m in self.store.read(queue.id, offset, 1) if m[0] == offset]
         if queue.settings.dead_letter_exchange is not None:
-            self.dead_letter(queue, stored, reason="delivery_limit", group=group.name, delivery_counts=counts)
+            self.dead_letter(queue, stored, reason=reason, group=group.name, delivery_counts=counts)
         else:
             queue.messages_dropped += len(stored)
             self.stats.dropped += len(stored)
@@ -144,10 +147,15 @@ class Consuming(BrokerBase):
     def ack(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> dict[str, Any]:
         queue = self.queue(queue_name)
         group = self.group(queue, group_name)
+        reject_unknown(body, ("offsets", "up_to"))
         if "up_to" in body:
-            up_to = body["up_to"]
-            if type(up_to) is not int or up_to < 0 or "offsets" in body:
-                raise InvalidInput("give either offsets (a list of offsets) or up_to (an offset)")
+            if "offsets" in body:
+                raise InvalidInput("give offsets or up_to, not both")
+            up_to = non_negative_int(body, "up_to")
+            if up_to > group.next_offset:  # would skip messages never delivered: that is what seek is for
+                raise InvalidInput(
+                    f"up_to {up_to} is beyond what group {group.name!r} has delivered (up to offset "
+                    f"{group.next_offset}); use seek to skip messages", code="invalid_ack")
             acked = group.ack_up_to(up_to, self.store.next_offset(queue.id))
             unknown: list[int] = []
         else:
@@ -158,15 +166,21 @@ class Consuming(BrokerBase):
         return {"ack_floor": group.ack_floor, "acked": acked, "not_in_flight": unknown}
 
     def nack(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Give messages back: redelivered after `delay_ms`, or with `requeue: false` rejected at once
+        (AMQP's reject): dead-lettered, or dropped and counted without a dead-letter exchange."""
         queue = self.queue(queue_name)
         group = self.group(queue, group_name)
+        reject_unknown(body, ("offsets", "delay_ms", "requeue"))
         offsets = _offsets(body)
         delay = body.get("delay_ms", 0)
         if type(delay) is not int or not 0 <= delay <= 24 * 3600 * 1000:
             raise InvalidInput("delay_ms must be an integer from 0 to 86400000")
-        unknown, exhausted = group.nack(offsets, delay, monotonic_ms(), queue.settings.max_deliveries)
+        requeue = boolean(body, "requeue", True)
+        # Without requeue every message is "past its delivery limit" at once: max_deliveries 0.
+        limit = queue.settings.max_deliveries if requeue else 0
+        unknown, exhausted = group.nack(offsets, delay, monotonic_ms(), limit)
         if exhausted:
-            self._dead_letter_offsets(queue, group, exhausted)
+            self._dead_letter_offsets(queue, group, exhausted, "delivery_limit" if requeue else "rejected")
         if delay == 0:
             queue.notify()
         return {"ack_floor": group.ack_floor, "nacked": len(offsets) - len(unknown), "not_in_flight": unknown,
@@ -176,22 +190,17 @@ class Consuming(BrokerBase):
         queue = self.queue(queue_name)
         group = self.group(queue, group_name)
         first, end = self.store.first_offset(queue.id), self.store.next_offset(queue.id)
+        reject_unknown(body, ("to", "offset", "timestamp"))
         if len(body) != 1:
-            raise InvalidInput('give one of {"to": "earliest|latest"}, {"offset": n}, {"timestamp": ms}')
+            raise InvalidInput('give exactly one of to ("earliest" or "latest"), offset, timestamp')
         if "to" in body:
             if body["to"] not in ("earliest", "latest"):
                 raise InvalidInput("to must be earliest or latest")
             offset = first if body["to"] == "earliest" else end
         elif "offset" in body:
-            if type(body["offset"]) is not int or body["offset"] < 0:
-                raise InvalidInput("offset must be a non-negative integer")
-            offset = min(max(body["offset"], first), end)
-        elif "timestamp" in body:
-            if type(body["timestamp"]) is not int or body["timestamp"] < 0:
-                raise InvalidInput("timestamp must be epoch milliseconds")
-            offset = self.store.offset_for_timestamp(queue.id, body["timestamp"])
+            offset = min(max(non_negative_int(body, "offset"), first), end)
         else:
-            raise InvalidInput('give one of {"to": "earliest|latest"}, {"offset": n}, {"timestamp": ms}')
+            offset = self.store.offset_for_timestamp(queue.id, non_negative_int(body, "timestamp"))
         group.seek(offset)
         queue.notify()
         return group
@@ -288,9 +297,7 @@ class Consuming(BrokerBase):
 def parse_group(name: str, body: Mapping[str, Any]) -> tuple[str, tuple[str, ...] | None]:
     """Validate a group declare (PUT /queues/{q}/groups/{name}): its (start, tag filter)."""
     check_name(name, "group name")
-    unknown = body.keys() - {"start", "tag_filter"}
-    if unknown:
-        raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
+    reject_unknown(body, ("start", "tag_filter"))
     start = body.get("start", "earliest")
     if start not in ("earliest", "latest"):
         raise InvalidInput("start must be earliest or latest")
@@ -299,6 +306,8 @@ def parse_group(name: str, body: Mapping[str, Any]) -> tuple[str, tuple[str, ...
         type(tags) is not list or not all(type(t) is str and 0 < len(t) <= 255 for t in tags)
     ):
         raise InvalidInput("tag_filter must be a list of tags (strings of 1-255 characters) or null")
+    if tags == []:  # a group that matches nothing would never receive a message and report lag 0
+        raise InvalidInput("tag_filter must name at least one tag, or be null for every message")
     return start, tuple(tags) if tags is not None else None
 
 

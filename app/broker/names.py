@@ -13,11 +13,24 @@ DEFAULT_EXCHANGE_ALIAS = "amq.default"
 MAX_ROUTING_KEY = 255  # AMQP's short-string limit
 
 
+RESERVED_PREFIX = "amq."  # as in RabbitMQ: names the broker owns (amq.default)
+
+
 def check_name(name: str, kind: str = "name") -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidInput(
             f"invalid {kind} {name!r}: use 1-200 characters of A-Z a-z 0-9 . _ - :", code="invalid_name"
         )
+    if name in (".", ".."):  # a URL path cannot address them: clients normalise them away
+        raise InvalidInput(f"invalid {kind} {name!r}: . and .. are not names", code="invalid_name")
+    return name
+
+
+def check_new_name(name: str, kind: str) -> str:
+    """A name for a new exchange or queue: valid, and not in the reserved `amq.` namespace."""
+    check_name(name, kind)
+    if name.startswith(RESERVED_PREFIX):
+        raise InvalidInput(f"{kind}s starting with 'amq.' are reserved: {name!r}", code="invalid_name")
     return name
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chunkmq import AsyncClient, NotFound, OutgoingMessage, Unroutable
+from chunkmq import AsyncClient, InvalidRequest, NotFound, OutgoingMessage, Unroutable
 from tests.server import ServerProcess
 
 
@@ -36,7 +36,10 @@ def test_rest_calls(shared_server: ServerProcess, name: str) -> None:
             pulled = await mq.pull(name, "g", 2, consumer="c9")
             assert (await mq.ack(name, "g", [pulled[0].offset])).ack_floor == 1
             assert (await mq.nack(name, "g", [pulled[1].offset])).nacked == 1
-            assert (await mq.ack(name, "g", up_to=4)).ack_floor == 4
+            assert (await mq.ack(name, "g", up_to=2)).ack_floor == 2
+            with pytest.raises(InvalidRequest) as refused:  # 2 and 3 were never delivered: seek skips
+                await mq.ack(name, "g", up_to=4)
+            assert refused.value.code == "invalid_ack"
             assert (await mq.seek(name, "g", to="earliest")).ack_floor == 0
             assert (await mq.group(name, "g")).consumers == ["c9"]
             assert [g.name for g in await mq.groups(name)] == ["g"]
