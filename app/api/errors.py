@@ -22,6 +22,7 @@ from app.broker import codes
 from app.broker.errors import BrokerError
 from app.meta import errors as meta
 from app.storage import errors as storage
+from app.storage.lock import DirectoryLocked
 
 log = logging.getLogger("chunkmq.api")
 
@@ -34,6 +35,7 @@ ERROR_MAP: dict[type[BaseException], str] = {
     storage.CorruptChunk: codes.CORRUPT_CHUNK,
     storage.StoreClosed: codes.UNAVAILABLE,
     storage.UnknownQueue: codes.QUEUE_NOT_FOUND,
+    DirectoryLocked: codes.UNAVAILABLE,  # raised on start only; another server owns the data directory
     meta.MetaError: codes.METADATA_ERROR,
     meta.AlreadyExists: codes.ALREADY_EXISTS,
     meta.NotFound: codes.NOT_FOUND,  # refined by the entity: queue_not_found, ...
