@@ -7,6 +7,7 @@ two clients cannot drift apart.
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -75,8 +76,16 @@ def exchange_path(name: str) -> str:
     return name or "amq.default"
 
 
-def encode_messages(messages: Iterable[MessageLike], routing_key: str = "") -> list[dict[str, Any]]:
-    """Messages in the API's shape: str -> text body, bytes -> base64 body, mappings as they are."""
+def encode_messages(
+    messages: MessageLike | Iterable[MessageLike], routing_key: str = ""
+) -> list[dict[str, Any]]:
+    """Messages in the API's shape: str -> text body, bytes -> base64 body, mappings as they are.
+    One str, bytes, OutgoingMessage or mapping is one message (a str is not six one-letter
+    messages); a list or tuple is a batch; anything else is a TypeError."""
+    if isinstance(messages, str | bytes | bytearray | memoryview | OutgoingMessage | Mapping):
+        messages = [messages]
+    elif not isinstance(messages, list | tuple):
+        raise TypeError(f"cannot publish a {type(messages).__name__}: give one message or a list of them")
     out: list[dict[str, Any]] = []
     for m in messages:
         if isinstance(m, str):
@@ -231,3 +240,13 @@ def seek(queue: str, group: str, to: str | None, offset: int | None, timestamp: 
 
 def overview() -> Call[dict[str, Any]]:
     return Call("GET", "/api/v1/overview", dict)
+
+
+def default_url(url: str | None) -> str:
+    """The server's URL: as given, else CHUNKMQ_URL, else the local default."""
+    return (url or os.environ.get("CHUNKMQ_URL") or "http://127.0.0.1:8000").rstrip("/")
+
+
+def default_token(token: str | None) -> str | None:
+    """The token: as given, else CHUNKMQ_TOKEN (never logged or shown in a repr)."""
+    return token if token is not None else os.environ.get("CHUNKMQ_TOKEN") or None

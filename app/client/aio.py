@@ -40,10 +40,11 @@ class AsyncClient:
     """Non-blocking client for one event loop. Errors are `app.client.errors` exceptions carrying the
     API error code. Close it (or use `async with`) to release its connections."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8000", token: str | None = None, timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
-        self.http = httpx.AsyncClient(base_url=self.url, headers=auth_headers(token), timeout=timeout)
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:
+        """`url` defaults to CHUNKMQ_URL (else http://127.0.0.1:8000), `token` to CHUNKMQ_TOKEN."""
+        self.url = calls.default_url(url)
+        self.token = calls.default_token(token)
+        self.http = httpx.AsyncClient(base_url=self.url, headers=auth_headers(self.token), timeout=timeout)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -127,12 +128,12 @@ class AsyncClient:
         await self._run(calls.unbind(binding_id))
 
     # publish
-    async def publish(self, exchange: str, messages: Iterable[MessageLike], *, routing_key: str = "",
+    async def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike], *, routing_key: str = "",
                 mandatory: bool = False) -> Published:
         """One atomic batch through an exchange ("" is the default exchange)."""
         return await self._run(calls.publish(exchange, calls.encode_messages(messages, routing_key), mandatory))
 
-    async def publish_to_queue(self, queue: str, messages: Iterable[MessageLike], *, mandatory: bool = False) -> Published:
+    async def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike], *, mandatory: bool = False) -> Published:
         return await self._run(calls.publish_to_queue(queue, calls.encode_messages(messages), mandatory))
 
     # consumer groups

@@ -40,10 +40,11 @@ class Client:
     """Blocking client. Errors are `app.client.errors` exceptions carrying the API error code.
     Thread-safe as httpx.Client is; close it (or use `with`) to release its connections."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8000", token: str | None = None, timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
-        self.http = httpx.Client(base_url=self.url, headers=auth_headers(token), timeout=timeout)
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:
+        """`url` defaults to CHUNKMQ_URL (else http://127.0.0.1:8000), `token` to CHUNKMQ_TOKEN."""
+        self.url = calls.default_url(url)
+        self.token = calls.default_token(token)
+        self.http = httpx.Client(base_url=self.url, headers=auth_headers(self.token), timeout=timeout)
 
     def __enter__(self) -> Client:
         return self
@@ -112,12 +113,12 @@ class Client:
         self._run(calls.unbind(binding_id))
 
     # publish
-    def publish(self, exchange: str, messages: Iterable[MessageLike], *, routing_key: str = "",
+    def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike], *, routing_key: str = "",
                 mandatory: bool = False) -> Published:
         """One atomic batch through an exchange ("" is the default exchange)."""
         return self._run(calls.publish(exchange, calls.encode_messages(messages, routing_key), mandatory))
 
-    def publish_to_queue(self, queue: str, messages: Iterable[MessageLike], *, mandatory: bool = False) -> Published:
+    def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike], *, mandatory: bool = False) -> Published:
         return self._run(calls.publish_to_queue(queue, calls.encode_messages(messages), mandatory))
 
     # consumer groups

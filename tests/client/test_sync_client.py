@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from chunkmq import (
     NotFound,
     OutgoingMessage,
     PreconditionFailed,
+    Unauthorized,
     Unroutable,
 )
 from tests.server import ServerProcess, free_port
@@ -108,3 +110,33 @@ def test_errors_are_typed_and_carry_the_api_code(shared_server: ServerProcess, n
             mq.seek(name, "g", to="latest", offset=3)
     with Client(f"http://127.0.0.1:{free_port()}") as nowhere, pytest.raises(ConnectionFailed):
         nowhere.queues()
+
+
+def test_a_str_or_bytes_is_one_message_and_anything_else_not_a_batch_is_refused(
+    shared_server: ServerProcess, name: str
+) -> None:
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name)
+        assert len(mq.publish("", "single", routing_key=name).results) == 1
+        assert len(mq.publish_to_queue(name, b"\x00\x01").results) == 1
+        assert len(mq.publish_to_queue(name, ["a", "b"]).results) == 2
+        with pytest.raises(TypeError):
+            mq.publish_to_queue(name, 42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            mq.publish_to_queue(name, {"x"})  # type: ignore[arg-type]
+        assert [m.body for m in mq.browse(name).messages] == ["single", b"\x00\x01", "a", "b"]
+
+
+def test_url_and_token_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secured = ServerProcess(tmp_path / "data").start()
+    try:
+        monkeypatch.setenv("CHUNKMQ_URL", secured.url)
+        with Client() as anonymous, pytest.raises(Unauthorized):
+            anonymous.queues()
+        monkeypatch.setenv("CHUNKMQ_TOKEN", (secured.data_dir / "admin-token").read_text().strip())
+        with Client() as mq:
+            assert mq.url == secured.url
+            mq.declare_queue("from-env")
+            assert [q.name for q in mq.queues()] == ["from-env"]
+    finally:
+        secured.stop()
