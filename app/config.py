@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     max_header_bytes: int = Field(64 * 1024, ge=0)
     # "on" (default) or "off"; off is refused unless the server binds to 127.0.0.1.
     auth: str = "on"
+    # /metrics is open, as Prometheus expects; true: it needs a valid token like /api/v1 (auth on).
+    metrics_require_token: bool = False
     dedup_window_seconds: int = Field(120, ge=0)
     # How often the keys added to the idempotency window are written to disk (data/dedup/): after a
     # kill -9 the restart loads them and scans only the log written since (docs/decisions.md).

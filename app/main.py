@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import errors, publish, schemas
+from app.api import errors, logs, publish, schemas
 from app.api.auth import TokenAuth
+from app.api.guard import LocalOnly
 from app.api.operations import BrokerCollector
 from app.api.router import routers
 from app.auth.bootstrap import bootstrap_admin_token
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     file=sys.stderr, flush=True,
                 )
         await broker.history.load()
+        logs.install()  # uvicorn has configured its loggers by now
         tune_gc()
         tasks = [
             asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
@@ -136,6 +138,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="chunkmq", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
+    if settings.auth == "off":
+        app.add_middleware(LocalOnly, host=settings.host)
     app.router.routes.extend(publish.routes)  # plain ASGI, ahead of every FastAPI route
     for router in routers:
         app.include_router(router)

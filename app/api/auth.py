@@ -26,6 +26,11 @@ class Principal:
         if not self.permissions.allows(action, resource):
             raise Forbidden(f"{self.name!r} may not {action} {resource!r}")
 
+    def sees(self, resource: str) -> bool:
+        """Whether lists show `resource`: the token has some permission on it (admins see all)."""
+        p = self.permissions
+        return p.is_admin or any(p.allows(action, resource) for action in ("configure", "write", "read"))
+
     def check_admin(self) -> None:
         if not self.permissions.is_admin:
             raise Forbidden(f"{self.name!r} is not an administrator")

@@ -21,10 +21,10 @@ def binding_info(b: Binding) -> dict[str, object]:
 
 @router.get("")
 async def list_bindings(
-    request: Request, exchange: str | None = None, queue: str | None = None, _: Principal = Depends(authenticate)
+    request: Request, exchange: str | None = None, queue: str | None = None, who: Principal = Depends(authenticate)
 ) -> Response:
     bindings = broker_of(request).bindings(exchange or None, queue or None)
-    return json([binding_info(b) for b in bindings])
+    return json([binding_info(b) for b in bindings if who.sees(b.queue) or who.sees(b.exchange)])
 
 
 @router.post("", openapi_extra=schemas.body(schemas.BindingCreate))

@@ -9,15 +9,15 @@ from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json
-from app.broker.names import exchange_from_path
+from app.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
 from app.broker.views import as_json, exchange_view, exchange_views
 
 router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
 
 
 @router.get("")
-async def list_exchanges(request: Request, _: Principal = Depends(authenticate)) -> Response:
-    return json([as_json(e) for e in exchange_views(broker_of(request))])
+async def list_exchanges(request: Request, who: Principal = Depends(authenticate)) -> Response:
+    return json([as_json(e) for e in exchange_views(broker_of(request)) if who.sees(e.name or DEFAULT_EXCHANGE_ALIAS)])
 
 
 @router.get("/{name}")

@@ -26,6 +26,8 @@ MAX_WAIT_MS = 30_000
 async def list_groups(queue: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
     q = broker.queue(check_name(queue, "queue name"))
+    if not who.sees(queue):  # a queue's groups are listed to those who may see the queue
+        return json([])
     return json([group_json(group_view(broker, q, g)) for g in list(q.groups.values())])
 
 

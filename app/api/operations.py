@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from app import metrics
 from app.api.auth import Principal, authenticate
@@ -56,8 +56,12 @@ async def readyz(request: Request) -> Response:
     return json({"status": "ready"})
 
 
-@router.get("/metrics")
-async def prometheus_metrics() -> Response:
+@router.get("/metrics", response_class=PlainTextResponse)
+async def prometheus_metrics(request: Request) -> Response:
+    """Prometheus text format. Open by default; CHUNKMQ_METRICS_REQUIRE_TOKEN=true asks for a token
+    (it names every queue and group)."""
+    if request.app.state.settings.metrics_require_token:
+        await authenticate(request)
     return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 

@@ -20,9 +20,9 @@ router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 
 
 @router.get("")
-async def list_queues(request: Request, _: Principal = Depends(authenticate)) -> Response:
+async def list_queues(request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
-    return json([queue_json(q) for q in queue_views(broker)])
+    return json([queue_json(q) for q in queue_views(broker) if who.sees(q.name)])
 
 
 @router.get("/{name}")

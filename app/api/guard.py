@@ -1,0 +1,76 @@
+"""Browser protections for a server without tokens (CHUNKMQ_AUTH=off, bound to 127.0.0.1).
+
+Without tokens, the only thing between a web page on any site and the broker is the browser. Two
+checks close the doors a browser leaves open:
+
+- Host: a DNS-rebinding page reaches 127.0.0.1 under its own name (`Host: attacker.example`), so a
+  request whose Host is not the bound address (or localhost) is refused with 400 `invalid_host`.
+  Every route, the console's too.
+- Origin and content type on `/api/v1` state changes (POST, PUT, PATCH, DELETE, and WebSocket
+  handshakes): a foreign `Origin` is refused with 403 `cross_origin`, and a body that is not
+  `application/json` with 415 (the content types a page may send without a CORS preflight). The
+  console's forms post to its own pages, on the same origin, with CSRF tokens, outside `/api/v1`.
+
+With tokens on, neither applies: a page cannot read or guess a bearer token.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import orjson
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.broker import codes
+
+_CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class LocalOnly:
+    """ASGI middleware: the checks above, for a server bound to `host`."""
+
+    def __init__(self, app: ASGIApp, host: str) -> None:
+        self.app = app
+        self.hosts = {host, "127.0.0.1", "localhost", "[::1]"}
+
+    def _host_ok(self, value: str | None) -> bool:
+        if not value:
+            return False
+        name = value.rsplit(":", 1)[0] if not value.endswith("]") else value
+        return name.lower() in self.hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        problem = self._check(kind, scope, headers)
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        status, code, message = problem
+        if kind == "websocket":  # refuse the handshake: a 403 without a body
+            await send({"type": "websocket.close", "code": 4000 + status, "reason": code})
+            return
+        body = orjson.dumps({"error": {"code": code, "message": message}})
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+
+    def _check(self, kind: str, scope: Scope, headers: Headers) -> tuple[int, str, str] | None:
+        host = headers.get("host")
+        if not self._host_ok(host):
+            return 400, codes.INVALID_HOST, f"this server answers to {sorted(self.hosts)}, not Host {host!r}"
+        if not scope["path"].startswith("/api/v1/") and scope["path"] != "/api/v1":
+            return None
+        if kind == "http" and scope["method"] not in _CHANGES:
+            return None
+        origin = headers.get("origin")
+        if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != (host or "").lower()):
+            return 403, codes.CROSS_ORIGIN, f"requests from another site ({origin}) may not change the broker"
+        content_type = headers.get("content-type")
+        if kind == "http" and content_type is not None and content_type.split(";")[0].strip().lower() != "application/json":
+            return 415, codes.UNSUPPORTED_MEDIA_TYPE, f"bodies must be application/json, not {content_type}"
+        return None
