@@ -28,6 +28,7 @@ from app.storage.lock import DirectoryLock
 
 log = logging.getLogger("chunkmq")
 
+TOKEN_USE_SECONDS = 5.0  # tokens' last-used times are written behind at most this late
 SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
 DISK_MEASURE_SECONDS = 1.0  # the data directory is walked this often for the disk budget (disk.py)
 
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_every(settings.history_interval_seconds, broker.history.sample, "history sample")),
             asyncio.create_task(_every(settings.history_flush_seconds, broker.history.flush, "history flush")),
             asyncio.create_task(_every(DISK_MEASURE_SECONDS, broker.disk.measure, "disk measure")),
+            asyncio.create_task(_every(TOKEN_USE_SECONDS, app.state.auth.flush_last_used, "token last use")),
         ]
         try:
             yield
@@ -127,6 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             try:
                 await broker.committer.round()
                 await broker.history.close()
+                await app.state.auth.flush_last_used()
             finally:
                 registry.unregister(collector)
                 await asyncio.to_thread(broker.close)

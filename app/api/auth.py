@@ -21,6 +21,7 @@ _ALL = Permissions(is_admin=True)
 class Principal:
     name: str
     permissions: Permissions
+    token_id: int | None = None  # None: anonymous (auth off)
 
     def check(self, action: Action, resource: str) -> None:
         if not self.permissions.allows(action, resource):
@@ -44,6 +45,7 @@ class TokenAuth:
         self.meta = meta
         self.enabled = enabled
         self._cache: dict[str, tuple[float, Principal | None]] = {}
+        self._used: set[int] = set()  # token ids used since the last flush (`chunkmq token list`)
 
     async def principal(self, token: str | None) -> Principal:
         if not self.enabled:
@@ -55,14 +57,25 @@ class TokenAuth:
         cached = self._cache.get(key)
         if cached is None or cached[0] < now:
             row = await asyncio.to_thread(self.meta.find_token, token)
-            principal = Principal(row.name, Permissions.of(row)) if row is not None else None
+            principal = Principal(row.name, Permissions.of(row), row.id) if row is not None else None
             if len(self._cache) > 10_000:
                 self._cache.clear()
             self._cache[key] = (now + _CACHE_SECONDS, principal)
             cached = self._cache[key]
-        if cached[1] is None:
+        principal = cached[1]
+        if principal is None:
             raise Unauthorized("the token is not valid")
-        return cached[1]
+        if principal.token_id is not None:
+            self._used.add(principal.token_id)  # a set add: no SQL on the hot path
+        return principal
+
+    async def flush_last_used(self) -> int:
+        """Write the last-used time of the tokens used since the last call (a background job, every
+        few seconds, and on shutdown): the time is the flush's, at most that period late."""
+        used, self._used = self._used, set()
+        if used:
+            await asyncio.to_thread(lambda: [self.meta.touch_token(i) for i in sorted(used)])
+        return len(used)
 
 
 def bearer(header: str | None) -> str | None:

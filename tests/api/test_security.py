@@ -4,6 +4,7 @@ may touch, a tokenless server refuses other sites and other host names, /metrics
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import httpx
@@ -100,3 +101,30 @@ def test_without_auth_other_sites_and_host_names_are_refused(shared_server: Serv
                 pass
 
     asyncio.run(ws_refused())
+
+
+def test_token_list_shows_last_use_written_behind(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        token = create_token(server.data_dir, "--name", "used-one", "--read", ".*")
+        create_token(server.data_dir, "--name", "never-used")
+
+        def listed() -> dict[str, str]:
+            out = subprocess.run([sys.executable, "-m", "app.cli", "token", "list", "--data-dir", str(server.data_dir)],
+                                 capture_output=True, text=True, check=True).stdout
+            rows = [line for line in out.splitlines() if "used-one" in line or "never-used" in line]
+            return {("used-one" if "used-one" in r else "never-used"): r.split("│")[-2].strip()
+                    for r in rows}
+
+        with client(server, token) as api:
+            ok(api.get("/api/v1/queues"))
+        deadline = time.monotonic() + 15  # the write-behind job runs every 5 s
+        while not (seen := listed())["used-one"]:
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.5)
+        assert seen["used-one"].startswith("20") and seen["never-used"] == "", seen
+    finally:
+        server.stop()
