@@ -37,6 +37,52 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
     return WebSocketProtocol
 
 
+def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol, except that a connection must send a request's whole headers
+    within `header_timeout` seconds of connecting (or of its previous response), or it is closed.
+
+    uvicorn's `timeout_keep_alive` only runs between a response and the next request's first byte:
+    a client that sends half a request line or half the headers (slowloris) held its connection, and
+    a slot of `limit_concurrency`, for ever (50 such sockets were still open after 90 s).
+    """
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class HttpProtocol(HttpToolsProtocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(header_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _too_slow(self) -> None:
+            self._header_timer = None
+            if not self.transport.is_closing():
+                self.transport.abort()  # nothing was answered yet: there is nothing to flush
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HttpProtocol
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -60,7 +106,9 @@ def _serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         loop="uvloop",
-        http="httptools",
+        http=_http_protocol(settings.request_header_timeout_seconds),
+        # Past this many open connections (WebSockets included) a new request is answered 503.
+        limit_concurrency=settings.max_connections,
         ws=_websocket_protocol(),
         # A publish-stream frame may carry a whole batch; uvicorn's default would cap it at 16 MiB.
         ws_max_size=settings.max_batch_bytes + 1024 * 1024,

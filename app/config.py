@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     history_coarse_step_seconds: float = Field(60.0, gt=0)
     history_coarse_seconds: float = Field(7 * 24 * 3600.0, gt=0)
     history_flush_seconds: float = Field(10.0, gt=0)
+    # A connection must send a request's headers within this time (slowloris); see docs/api.md.
+    request_header_timeout_seconds: float = Field(10.0, gt=0)
+    # Open connections (HTTP and WebSocket) past which a request is answered 503.
+    max_connections: int = Field(4096, ge=1)
     log_level: str = "info"
 
     @property
