@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
 
 .PHONY: run test lint bench bench-smoke clean java
 
@@ -10,15 +11,20 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# The runtime alone (`make run`: a quick first start); tests and benchmarks add the extras.
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,bench,spark]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUNTIME)
 
 # PySpark runs on a JVM: Java 17 from Debian when none is installed (the Spark tests need it).
 java:
 	@command -v java >/dev/null || { apt-get update && apt-get install -y openjdk-17-jre-headless; }
 
-run: $(STAMP)
+run: $(RUNTIME)
 	$(BIN)/chunkmq serve --host 127.0.0.1 --port 8000 --data-dir ./data
 
 test: $(STAMP) java
