@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import errors, logs, publish, schemas
+from app.api import docs, errors, logs, publish, schemas
 from app.api.auth import TokenAuth
 from app.api.guard import LocalOnly
 from app.api.operations import BrokerCollector
@@ -138,9 +138,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     app.state.dir_lock.release()
                     app.state.dir_lock = None
 
-    app = FastAPI(title="chunkmq", version=__version__, lifespan=lifespan)
+    # /docs and /redoc come from app/api/docs.py, with their assets served locally (no CDN)
+    app = FastAPI(title="chunkmq", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     errors.install(app)
+    docs.install(app)
     if settings.auth == "off":
         app.add_middleware(LocalOnly, host=settings.host)
     app.router.routes.extend(publish.routes)  # plain ASGI, ahead of every FastAPI route

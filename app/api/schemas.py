@@ -12,6 +12,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.openapi import make_truthful
+
 _NAME = r"^[A-Za-z0-9._:\-]{1,200}$"
 _components: dict[str, Any] = {}
 
@@ -113,7 +115,7 @@ def install_openapi(app: FastAPI, plain_paths: dict[str, Any]) -> None:
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
             schema["paths"].update(plain_paths)
             schema.setdefault("components", {}).setdefault("schemas", {}).update(_components)
-            app.openapi_schema = schema
+            app.openapi_schema = make_truthful(schema)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

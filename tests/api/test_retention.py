@@ -48,12 +48,12 @@ def test_chunks_go_once_every_group_has_passed_them(fast_retention: ServerProces
         assert len(chunks) >= 3
         used = ok(api.get("/api/v1/overview"))["totals"]["disk_used_bytes"]
         # One group is done with everything, the other with nothing: nothing may go.
-        ok(api.post("/api/v1/queues/q/groups/fast/ack", json={"up_to": 200}))
+        ok(api.post("/api/v1/queues/q/groups/fast/seek", json={"offset": 200}))  # done without reading
         time.sleep(1.0)
         assert chunk_numbers(api) == chunks
         assert len(ok(api.get("/api/v1/queues/q/messages", params={"limit": 1000}))["messages"]) == 200
         # The slow group passes the first half: the chunks below it go, the rest stays readable.
-        ok(api.post("/api/v1/queues/q/groups/slow/ack", json={"up_to": 100}))
+        ok(api.post("/api/v1/queues/q/groups/slow/seek", json={"offset": 100}))
         assert wait_until(lambda: len(chunk_numbers(api)) < len(chunks))
         info = ok(api.get("/api/v1/queues/q"))
         assert 0 < info["first_offset"] <= 100

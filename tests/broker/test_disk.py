@@ -75,7 +75,7 @@ def test_at_the_budget_publishes_get_507_and_nothing_unconsumed_is_deleted(tmp_p
             ready = api.get("/readyz")
             assert ready.status_code == 503 and "disk budget" in ready.json()["reason"]
             # once the group is done and retention frees its chunks, publishing works again
-            ok(api.post("/api/v1/queues/q/groups/g/ack", json={"up_to": accepted}))
+            ok(api.post("/api/v1/queues/q/groups/g/seek", json={"offset": accepted}))  # the group is done
             assert wait_until(lambda: api.get("/readyz").status_code == 200)
             response = ok(api.post("/api/v1/queues/q/publish", json=batch(accepted)))
             assert response["results"][0]["routed"] == [{"queue": "q", "offset": accepted}]
@@ -175,7 +175,7 @@ def test_a_really_full_disk_makes_the_server_unready_until_space_is_freed(tmp_pa
             ready = api.get("/readyz")
             assert ready.status_code == 503 and ready.json()["status"] == "storage_full"
             assert ok(api.get("/api/v1/queues/q"))["messages"] == accepted
-            ok(api.post("/api/v1/queues/q/groups/g/ack", json={"up_to": accepted}))
+            ok(api.post("/api/v1/queues/q/groups/g/seek", json={"offset": accepted}))  # the group is done
             assert wait_until(lambda: api.get("/readyz").status_code == 200)
             ok(api.post("/api/v1/queues/q/publish", json=batch(accepted)))
     finally:
