@@ -66,6 +66,13 @@ class Settings(BaseSettings):
     history_coarse_seconds: float = Field(7 * 24 * 3600.0, gt=0)
     history_flush_seconds: float = Field(10.0, gt=0)
     log_level: str = "info"
+    # Console (app/web): idle sessions end after this; failed logins per client address and per user
+    # name are limited to `attempts` in a sliding window; the pages poll their numbers this often.
+    console_session_idle_seconds: int = Field(8 * 3600, ge=60)
+    console_login_attempts: int = Field(5, ge=1)
+    console_login_window_seconds: int = Field(300, ge=1)
+    console_refresh_seconds: float = Field(2.0, gt=0)
+    console_page_size: int = Field(50, ge=1, le=1000)
 
     @property
     def meta_url(self) -> str:

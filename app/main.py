@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
 
-from app import __version__
+from app import __version__, web
 from app.api import errors, publish, schemas
 from app.api.auth import TokenAuth
 from app.api.operations import BrokerCollector
 from app.api.router import routers
-from app.auth.bootstrap import bootstrap_admin_token
+from app.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from app.broker.broker import Broker
 from app.config import Settings
 from app.meta import MetaStore
@@ -105,6 +105,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     file=sys.stderr, flush=True,
                 )
         await broker.history.load()
+        password = await asyncio.to_thread(bootstrap_admin_user, meta, settings.data_dir)
+        if password:
+            print(
+                f"chunkmq: created the console user admin (password also in {settings.data_dir / 'admin-password'}):\n"
+                f"  {password}",
+                file=sys.stderr, flush=True,
+            )
         tune_gc()
         tasks = [
             asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
@@ -139,5 +146,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.routes.extend(publish.routes)  # plain ASGI, ahead of every FastAPI route
     for router in routers:
         app.include_router(router)
+    web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first
     schemas.install_openapi(app, publish.OPENAPI_PATHS)
     return app

@@ -40,6 +40,10 @@ class TokenAuth:
         self.enabled = enabled
         self._cache: dict[str, tuple[float, Principal | None]] = {}
 
+    def forget(self) -> None:
+        """Drop every cached token (one was revoked from the console: it stops working at once)."""
+        self._cache.clear()
+
     async def principal(self, token: str | None) -> Principal:
         if not self.enabled:
             return Principal("anonymous", _ALL)

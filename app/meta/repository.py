@@ -429,3 +429,20 @@ class MetaStore:
     def list_users(self) -> list[UserRow]:
         with self._sessions() as s:
             return [user_row(u) for u in s.scalars(select(m.User).order_by(m.User.id))]
+
+    def has_users(self) -> bool:
+        with self._sessions() as s:
+            return s.scalar(select(m.User.id).limit(1)) is not None
+
+    def set_password(self, name: str, password: str) -> None:
+        if not password:
+            raise InvalidValue(f"user {name!r}: the password is empty", entity="user", key=name)
+        with self._transaction("user", name) as s:
+            changed = s.execute(
+                update(m.User).where(m.User.name == name).values(password_hash=hash_password(password))
+            ).rowcount
+            if changed == 0:
+                raise NotFound(f"user {name!r} does not exist", entity="user", key=name)
+
+    def delete_user(self, name: str) -> None:
+        self._delete("user", name, delete(m.User).where(m.User.name == name))
