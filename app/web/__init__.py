@@ -18,6 +18,7 @@ from app.web import actions, login, pages
 from app.web.render import redirect
 from app.web.route import error_page
 from app.web.session import CsrfFailed, LoginLimiter, LoginRequired, SessionStore
+from app.web.snapshots import Snapshots
 
 STATIC = Path(__file__).resolve().parent.parent.parent / "static"
 
@@ -25,6 +26,8 @@ STATIC = Path(__file__).resolve().parent.parent.parent / "static"
 def install(app: FastAPI, settings: Settings) -> None:
     app.state.web_sessions = SessionStore(settings.console_session_idle_seconds)
     app.state.web_limiter = LoginLimiter(settings.console_login_attempts, settings.console_login_window_seconds)
+    # At most one build of the shared views per half refresh period, whatever the number of tabs.
+    app.state.web_snapshots = Snapshots(min(1.0, settings.console_refresh_seconds / 2))
     for router in (login.router, pages.router, actions.router):
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -44,7 +44,7 @@ async def posted(request: Request, *, admin: bool = True) -> tuple[Session, dict
     return session, form
 
 
-async def outcome(session: Session, back: str, work: Callable[[], Awaitable[str]]) -> Response:
+async def outcome(request: Request, session: Session, back: str, work: Callable[[], Awaitable[str]]) -> Response:
     """Run an action; flash its result or its error message; redirect to `back`."""
     try:
         session.flash("ok", await work())
@@ -52,6 +52,8 @@ async def outcome(session: Session, back: str, work: Callable[[], Awaitable[str]
         session.flash("error", e.message)
     except MetaError as e:
         session.flash("error", str(e))
+    finally:
+        request.app.state.web_snapshots.clear()  # the next page shows the action's effect
     return redirect(back)
 
 
@@ -76,7 +78,7 @@ async def declare_exchange(request: Request) -> Response:
         _, created = await broker_of(request).declare_exchange(name, body)
         return f"exchange {name!r} {'declared' if created else 'already exists with these properties'}"
 
-    return await outcome(session, "/exchanges", work)
+    return await outcome(request, session, "/exchanges", work)
 
 
 @router.post("/exchanges/{name}/delete")
@@ -91,7 +93,7 @@ async def delete_exchange(name: str, request: Request) -> Response:
         back = "/exchanges"
         return f"exchange {name!r} deleted"
 
-    await outcome(session, back, work)
+    await outcome(request, session, back, work)
     return redirect(back)
 
 
@@ -109,7 +111,7 @@ async def bind(request: Request) -> Response:
         verb = "bound" if created else "already bound"
         return f"{binding.exchange!r} → {binding.queue!r} with key {binding.routing_key!r} {verb}"
 
-    return await outcome(session, safe_next(form.get("back")), work)
+    return await outcome(request, session, safe_next(form.get("back")), work)
 
 
 @router.post("/bindings/{binding_id}/delete")
@@ -120,7 +122,7 @@ async def unbind(binding_id: int, request: Request) -> Response:
         await broker_of(request).unbind(binding_id)
         return f"binding {binding_id} removed"
 
-    return await outcome(session, safe_next(form.get("back")), work)
+    return await outcome(request, session, safe_next(form.get("back")), work)
 
 
 # ---------------------------------------------------------------------- queues
@@ -138,7 +140,7 @@ async def declare_queue(request: Request) -> Response:
         back = queue_url(name)
         return f"queue {name!r} {'declared' if created else 'already exists with these settings'}"
 
-    await outcome(session, back, work)
+    await outcome(request, session, back, work)
     return redirect(back)
 
 
@@ -150,7 +152,7 @@ async def update_settings(name: str, request: Request) -> Response:
         await broker_of(request).update_queue(name, queue_settings(form))
         return f"settings of queue {name!r} saved"
 
-    return await outcome(session, queue_url(name), work)
+    return await outcome(request, session, queue_url(name), work)
 
 
 @router.post("/queues/{name}/visibility")
@@ -163,7 +165,7 @@ async def retire(name: str, request: Request) -> Response:
         shown = ", ".join(f"{k.split('_')[0]}s {'see it' if v else 'do not see it'}" for k, v in flags.items())
         return f"queue {name!r}: {shown}"
 
-    return await outcome(session, queue_url(name), work)
+    return await outcome(request, session, queue_url(name), work)
 
 
 @router.post("/queues/{name}/publish")
@@ -188,7 +190,7 @@ async def publish(name: str, request: Request) -> Response:
         routed = ", ".join(f"{r['queue']!r} at offset {r['offset']}" for r in result["routed"]) or "no queue (unroutable)"
         return f"published message {result['id']} to {routed}"
 
-    return await outcome(session, queue_url(name), work)
+    return await outcome(request, session, queue_url(name), work)
 
 
 @router.post("/queues/{name}/purge")
@@ -199,7 +201,7 @@ async def purge(name: str, request: Request) -> Response:
         confirmed(form)
         return f"queue {name!r} purged: {broker_of(request).purge(name)} messages"
 
-    return await outcome(session, queue_url(name), work)
+    return await outcome(request, session, queue_url(name), work)
 
 
 @router.post("/queues/{name}/delete")
@@ -214,7 +216,7 @@ async def delete_queue(name: str, request: Request) -> Response:
         back = "/queues"
         return f"queue {name!r} deleted"
 
-    await outcome(session, back, work)
+    await outcome(request, session, back, work)
     return redirect(back)
 
 
@@ -230,7 +232,7 @@ async def redrive_dead_letters(name: str, request: Request) -> Response:
             text += f"; stopped at offset {result.stopped_at}: {result.reason}"
         return text
 
-    return await outcome(session, queue_url(name), work)
+    return await outcome(request, session, queue_url(name), work)
 
 
 @router.post("/queues/{name}/seek")
@@ -252,7 +254,7 @@ async def seek(name: str, request: Request) -> Response:
         g = broker_of(request).seek(name, group, body)
         return f"group {group!r} of {name!r} now at offset {g.next_offset} (ack floor {g.ack_floor})"
 
-    return await outcome(session, queue_url(name), work)
+    return await outcome(request, session, queue_url(name), work)
 
 
 @router.post("/queues/{name}/groups/{group}/delete")
@@ -264,7 +266,7 @@ async def delete_group(name: str, group: str, request: Request) -> Response:
         await broker_of(request).delete_group(name, group)
         return f"group {group!r} of {name!r} deleted"
 
-    return await outcome(session, queue_url(name), work)
+    return await outcome(request, session, queue_url(name), work)
 
 
 # ---------------------------------------------------------------------- access
@@ -285,7 +287,7 @@ async def create_token(request: Request) -> Response:
         )
         return f"token {row.id} {row.name!r} created; copy it now, it is not shown again: {plain}"
 
-    return await outcome(session, "/access", work)
+    return await outcome(request, session, "/access", work)
 
 
 @router.post("/access/tokens/{token_id}/delete")
@@ -298,7 +300,7 @@ async def revoke_token(token_id: int, request: Request) -> Response:
         request.app.state.auth.forget()
         return f"token {token_id} revoked"
 
-    return await outcome(session, "/access", work)
+    return await outcome(request, session, "/access", work)
 
 
 @router.post("/access/users")
@@ -312,7 +314,7 @@ async def create_user(request: Request) -> Response:
         )
         return f"console user {user.name!r} created"
 
-    return await outcome(session, "/access", work)
+    return await outcome(request, session, "/access", work)
 
 
 @router.post("/access/users/{name}/delete")
@@ -327,7 +329,7 @@ async def delete_user(name: str, request: Request) -> Response:
         sessions_of(request).drop_user(name)
         return f"console user {name!r} deleted"
 
-    return await outcome(session, "/access", work)
+    return await outcome(request, session, "/access", work)
 
 
 @router.post("/access/password")
@@ -343,4 +345,4 @@ async def change_password(request: Request) -> Response:
         await asyncio.to_thread(meta.set_password, session.user, form.get("new", ""))
         return "password changed"
 
-    return await outcome(session, "/access", work)
+    return await outcome(request, session, "/access", work)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from app.web.forms import utc_ms
 from app.web.render import render
 from app.web.route import ConsoleRoute
 from app.web.session import Session, current_session
+from app.web.snapshots import Snapshots
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
@@ -48,6 +50,11 @@ GROUP_SORTS = {
 
 def broker_of(request: Request) -> Broker:
     return request.app.state.broker  # type: ignore[no-any-return]
+
+
+def snapshot(request: Request, key: str, build: Callable[[], Any]) -> Any:
+    snapshots: Snapshots = request.app.state.web_snapshots
+    return snapshots.get(key, build)
 
 
 def live(request: Request) -> bool:
@@ -93,9 +100,9 @@ def all_groups(queues: list[QueueView]) -> list[GroupView]:
 @router.get("/")
 async def overview(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
     broker = broker_of(request)
-    queues = views.queue_views(broker)
+    queues = snapshot(request, "queues", lambda: views.queue_views(broker))
     top = sorted(all_groups(queues), key=lambda g: (g.lag, g.lag_seconds), reverse=True)[:TOP_LAGGING]
-    context = {"ov": views.overview(broker), "top": [g for g in top if g.lag > 0]}
+    context = {"ov": snapshot(request, "overview", lambda: views.overview(broker)), "top": [g for g in top if g.lag > 0]}
     if live(request):
         return render(request, "overview_live.html", session, **context)
     return render(request, "overview.html", session, **context)
@@ -220,7 +227,8 @@ async def groups(request: Request, session: Session = Depends(current_session)) 
     if sort not in GROUP_SORTS:
         sort = "lag"
     order = request.query_params.get("order", "asc" if sort in ("queue", "name") else "desc")
-    items = sorted(all_groups(views.queue_views(broker)), key=GROUP_SORTS[sort], reverse=order == "desc")
+    queues = snapshot(request, "queues", lambda: views.queue_views(broker))
+    items = sorted(all_groups(queues), key=GROUP_SORTS[sort], reverse=order == "desc")
     page = Page.of(items, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
     context = {"page": page, "groups": page.items, "sort": sort, "order": order, "stalled": stalled}
     if live(request):
