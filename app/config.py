@@ -73,6 +73,8 @@ class Settings(BaseSettings):
     console_login_window_seconds: int = Field(300, ge=1)
     console_refresh_seconds: float = Field(2.0, gt=0)
     console_page_size: int = Field(50, ge=1, le=1000)
+    # A group with lag whose ack floor has not moved for this long is flagged stalled.
+    console_stalled_seconds: float = Field(60.0, gt=0)
 
     @property
     def meta_url(self) -> str:

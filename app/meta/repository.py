@@ -336,6 +336,17 @@ class MetaStore:
         with self._sessions() as s:
             return [tuple(row) for row in s.execute(query)]
 
+    def queue_history_totals(self, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
+        """Points (t, *QUEUE_POINT_FIELDS[1:]) summed over every queue: the broker-wide series of the
+        console's overview (every queue is sampled at the same instants)."""
+        h = m.QueueHistory
+        columns = [func.sum(getattr(h, name)) for name in QUEUE_POINT_FIELDS[1:]]
+        query = (select(h.t, *columns)
+                 .where(h.step_ms == step_ms, h.t >= since, h.t < until)
+                 .group_by(h.t).order_by(h.t))
+        with self._sessions() as s:
+            return [tuple(row) for row in s.execute(query)]
+
     def group_history(self, queue_id: int, group: str, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
         """Points (t, *GROUP_POINT_FIELDS[1:]) of one group, as queue_history."""
         h = m.GroupHistory

@@ -11,6 +11,7 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from app.broker.definitions import import_definitions
 from app.broker.errors import BrokerError, Forbidden, InvalidInput
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from app.broker.redrive import redrive
@@ -346,3 +347,24 @@ async def change_password(request: Request) -> Response:
         return "password changed"
 
     return await outcome(request, session, "/access", work)
+
+
+# ---------------------------------------------------------------------- definitions
+
+
+@router.post("/definitions")
+async def import_(request: Request) -> Response:
+    session, form = await posted(request)
+
+    async def work() -> str:
+        text = form.get("document", "")
+        if not text.strip():
+            raise InvalidInput("paste a definitions document (JSON) to import")
+        result = await import_definitions(broker_of(request), json_object(text, "the document"))
+        created = ", ".join(f"{n} {section}" for section, n in result["created"].items() if n) or "nothing new"
+        message = f"imported: created {created}"
+        for token in result["tokens"]:
+            message += f"; token {token['token']!r}: {token['secret']} (copy it now, it is not shown again)"
+        return message
+
+    return await outcome(request, session, "/definitions", work)

@@ -15,15 +15,18 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 
 from app.broker import views
+from app.broker.base import now_ms
 from app.broker.broker import Broker
-from app.broker.errors import InvalidInput
+from app.broker.definitions import SECTIONS, export_definitions
+from app.broker.errors import Forbidden, InvalidInput
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from app.broker.views import GroupView, QueueView
+from app.web import charts
 from app.web.forms import utc_ms
-from app.web.render import render
+from app.web.render import SECURITY_HEADERS, render
 from app.web.route import ConsoleRoute
 from app.web.session import Session, current_session
 from app.web.snapshots import Snapshots
@@ -85,9 +88,22 @@ class Page:
         return cls(items[(number - 1) * size : number * size], number, pages, len(items))
 
 
-def stalled(g: GroupView) -> bool:
-    """Messages wait, nothing is in flight and no consumer is connected: the floor cannot move."""
-    return g.lag > 0 and g.in_flight == 0 and not g.consumers
+def stalled_check(request: Request) -> Callable[[GroupView], bool]:
+    """Stalled: messages wait and the ack floor has not moved for console_stalled_seconds (the history
+    knows when it last moved). Before a group's first sample: nothing in flight and no consumer."""
+    broker = broker_of(request)
+    limit_ms = request.app.state.settings.console_stalled_seconds * 1000
+    now = now_ms()
+
+    def stalled(g: GroupView) -> bool:
+        if g.lag == 0:
+            return False
+        moved = broker.history.floor_moved_at(g.queue, g.name)
+        if moved is None:
+            return g.in_flight == 0 and not g.consumers
+        return now - moved > limit_ms
+
+    return stalled
 
 
 def all_groups(queues: list[QueueView]) -> list[GroupView]:
@@ -106,6 +122,18 @@ async def overview(request: Request, session: Session = Depends(current_session)
     if live(request):
         return render(request, "overview_live.html", session, **context)
     return render(request, "overview.html", session, **context)
+
+
+@router.get("/charts/overview.json")
+async def overview_chart(request: Request, session: Session = Depends(current_session)) -> Response:
+    charts_ = await charts.overview_charts(broker_of(request))
+    return chart_response(charts_, request.query_params.get("chart", "rates"))
+
+
+def chart_response(charts_: dict[str, charts.Chart], name: str) -> Response:
+    if name not in charts_:
+        raise InvalidInput(f"chart must be one of {', '.join(charts_)}")
+    return Response(orjson.dumps(charts_[name]), media_type="application/json", headers=SECURITY_HEADERS)
 
 
 # ---------------------------------------------------------------------- exchanges
@@ -199,7 +227,7 @@ async def queue(name: str, request: Request, session: Session = Depends(current_
     broker = broker_of(request)
     view = views.queue_view(broker, broker.queue(name))
     if live(request):
-        return render(request, "queue_live.html", session, q=view, stalled=stalled)
+        return render(request, "queue_live.html", session, q=view, stalled=stalled_check(request))
     limit = int_param(request, "limit", 25, 1)
     limit = min(limit, max(BROWSE_LIMITS))
     at_time = request.query_params.get("time", "").strip()
@@ -208,13 +236,24 @@ async def queue(name: str, request: Request, session: Session = Depends(current_
     page = orjson.loads(broker.browse(name, offset, timestamp, limit))
     messages = [_display(m) for m in page["messages"]]
     start = messages[0]["offset"] if messages else page["next_offset"]
+    chart_range = request.query_params.get("range", "1h")
+    if chart_range not in charts.RANGES:
+        chart_range = "1h"
     return render(
-        request, "queue.html", session, q=view, stalled=stalled, messages=messages, start=start,
+        request, "queue.html", session, q=view, stalled=stalled_check(request), messages=messages, start=start,
+        chart_range=chart_range, chart_ranges=tuple(charts.RANGES),
         next_offset=page["next_offset"], prev_offset=max(view.first_offset, start - limit), limit=limit,
         limits=BROWSE_LIMITS, at_time=at_time, bindings=broker.bindings(queue=name),
         exchange_names=sorted(e or DEFAULT_EXCHANGE_ALIAS for e in broker.routing.exchanges),
         dead_lettered=any("x-death-queue" in (m.get("headers") or {}) for m in messages),
     )
+
+
+@router.get("/queues/{name}/charts.json")
+async def queue_chart(name: str, request: Request, session: Session = Depends(current_session)) -> Response:
+    broker = broker_of(request)
+    charts_ = await charts.queue_charts(broker, broker.queue(name), request.query_params.get("range", "1h"))
+    return chart_response(charts_, request.query_params.get("chart", "depth"))
 
 
 # ---------------------------------------------------------------------- groups, storage
@@ -230,7 +269,7 @@ async def groups(request: Request, session: Session = Depends(current_session)) 
     queues = snapshot(request, "queues", lambda: views.queue_views(broker))
     items = sorted(all_groups(queues), key=GROUP_SORTS[sort], reverse=order == "desc")
     page = Page.of(items, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
-    context = {"page": page, "groups": page.items, "sort": sort, "order": order, "stalled": stalled}
+    context = {"page": page, "groups": page.items, "sort": sort, "order": order, "stalled": stalled_check(request)}
     if live(request):
         return render(request, "groups_live.html", session, **context)
     return render(request, "groups.html", session, **context)
@@ -255,3 +294,30 @@ async def access(request: Request, session: Session = Depends(current_session)) 
     tokens = await asyncio.to_thread(meta.list_tokens)
     users = await asyncio.to_thread(meta.list_users)
     return render(request, "access.html", session, tokens=tokens, users=users)
+
+
+# ---------------------------------------------------------------------- definitions
+
+
+@router.get("/definitions")
+async def definitions(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    require_admin(session)
+    document = await export_definitions(broker_of(request))
+    text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
+    counts = {section: len(document.get(section, [])) for section in SECTIONS}
+    return render(request, "definitions.html", session, document=text, counts=counts)
+
+
+@router.get("/definitions.json")
+async def definitions_file(request: Request, session: Session = Depends(current_session)) -> Response:
+    require_admin(session)
+    document = await export_definitions(broker_of(request))
+    return Response(
+        orjson.dumps(document, option=orjson.OPT_INDENT_2), media_type="application/json",
+        headers={**SECURITY_HEADERS, "Content-Disposition": 'attachment; filename="chunkmq-definitions.json"'},
+    )
+
+
+def require_admin(session: Session) -> None:
+    if not session.is_admin:
+        raise Forbidden(f"{session.user!r} is not an administrator")

@@ -14,7 +14,7 @@ ACTIONS = [
     "/exchanges", "/exchanges/ex/delete", "/bindings", "/bindings/1/delete", "/queues", "/queues/q/settings",
     "/queues/q/visibility", "/queues/q/publish", "/queues/q/purge", "/queues/q/delete", "/queues/q/redrive",
     "/queues/q/seek", "/queues/q/groups/g/delete", "/access/tokens", "/access/tokens/1/delete", "/access/users",
-    "/access/users/admin/delete", "/access/password", "/logout",
+    "/access/users/admin/delete", "/access/password", "/definitions", "/logout",
 ]
 
 
@@ -181,3 +181,22 @@ async def test_tokens_and_users(app: FastAPI, console: Console) -> None:
     assert "deleted" in await console.act("/access/users/ops/delete", {"confirm": "yes"})
     assert [u.name for u in meta.list_users()] == ["admin"]
     assert "wrong" in await console.act("/access/password", {"current": "x", "new": "a", "repeat": "a"})
+
+
+async def test_definitions_round_trip(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_exchange("rx", {"type": "topic"})
+    await broker.declare_queue("rq", {"max_deliveries": 3})
+    await broker.bind({"exchange": "rx", "queue": "rq", "routing_key": "a.#"})
+    await broker.declare_group("rq", "workers", {})
+    document = (await console.get("/definitions.json")).text
+    await broker.delete_queue("rq", force=True)
+    await broker.delete_exchange("rx", if_unused=False)
+    flash = await console.act("/definitions", {"document": document})
+    assert "created 1 exchanges, 1 queues, 1 bindings, 1 groups" in flash
+    assert broker.queues["rq"].settings.max_deliveries == 3 and "workers" in broker.queues["rq"].groups
+    assert [b.routing_key for b in broker.bindings(exchange="rx")] == ["a.#"]
+    assert "nothing new" in await console.act("/definitions", {"document": document})
+    conflict = document.replace('"max_deliveries": 3', '"max_deliveries": 4')
+    assert "exists" in await console.act("/definitions", {"document": conflict})
+    assert "not valid JSON" in await console.act("/definitions", {"document": "{"})

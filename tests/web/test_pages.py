@@ -200,3 +200,47 @@ async def test_ten_thousand_queues_render_a_page_in_under_a_second(ten_thousand_
         top = (await client.get("/queues?sort=lag")).text
         assert re.findall(r'<a href="/queues/([^"?]+)">', top)[0] == "queue-09999"
         assert "page 1 of 200 (10,000 in all)" in top
+
+
+async def test_charts_come_from_the_history(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("c", {})
+    await broker.publish("", [{"body": "x", "routing_key": "c"}] * 4)
+    await broker.pull("c", "g1", 1, 0, "c1")
+    broker.history.sample()
+    depth = (await console.get("/queues/c/charts.json?chart=depth")).json()
+    assert len(depth["t"]) == 1 and depth["series"] == [{"label": "messages", "values": [4.0]}]
+    lag = (await console.get("/queues/c/charts.json?chart=lag&range=7d")).json()
+    assert [s["label"] for s in lag["series"]] == ["g1 (msgs)"]
+    assert lag["series"][0]["values"][-1] == 4.0
+    overview = (await console.get("/charts/overview.json?chart=messages")).json()
+    assert overview["series"][0]["values"][-1] == 4.0
+    await broker.history.flush()  # written to SQLite: the overview sums it there
+    overview = (await console.get("/charts/overview.json?chart=messages")).json()
+    assert overview["series"][0]["values"] == [4.0]
+    bad = await console.get("/queues/c/charts.json?range=1y")
+    assert bad.status_code == 400 and "range must be one of 1h, 24h, 7d" in bad.text
+    page = (await console.get("/queues/c?range=24h")).text
+    assert 'data-src="/queues/c/charts.json?range=24h&amp;chart=lag"' in page
+
+
+async def test_stalled_uses_when_the_floor_last_moved(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("st", {})
+    await broker.publish("", [{"body": "x", "routing_key": "st"}] * 3)
+    await broker.pull("st", "g", 1, 0, "c1")  # a consumer, one in flight: not stalled by the fallback
+    broker.history.sample(now=1)  # sampled long ago, the floor has not moved since
+    page = (await console.get("/groups")).text
+    assert "badge warn" in page.split(">g<")[1].split("</tr>")[0]
+
+
+async def test_definitions_page_exports(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_exchange("dx", {"type": "fanout"})
+    await broker.declare_queue("dq", {"max_messages": 5})
+    await broker.bind({"exchange": "dx", "queue": "dq"})
+    page = (await console.get("/definitions")).text
+    assert "1 exchanges, 1 queues, 1 bindings" in page and "&#34;max_messages&#34;: 5" in page
+    download = await console.get("/definitions.json")
+    assert "attachment" in download.headers["content-disposition"]
+    assert [q["name"] for q in download.json()["queues"]] == ["dq"]
