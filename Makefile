@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-smoke clean java
+.PHONY: run test lint bench bench-smoke vendor clean java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,13 @@ java:
 run: $(STAMP)
 	$(BIN)/chunkmq serve --host 127.0.0.1 --port 8000 --data-dir ./data
 
-test: $(STAMP) java
+# The console's browser tests drive Debian's Chromium through Playwright (installed from the dev extra).
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+test: $(STAMP) java | $(CHROMIUM)
 	$(BIN)/ruff check app tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
@@ -33,6 +39,15 @@ bench: $(STAMP)
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench --smoke
+
+# Re-fetch the vendored browser assets (committed; neither a build nor a test runs this).
+vendor:
+	rm -rf /tmp/chunkmq-vendor && mkdir -p /tmp/chunkmq-vendor
+	cd /tmp/chunkmq-vendor && npm pack --silent htmx.org@2.0.4 uplot@1.6.32 && \
+	  tar xzf htmx.org-2.0.4.tgz && mv package htmx && tar xzf uplot-1.6.32.tgz && mv package uplot
+	cp /tmp/chunkmq-vendor/htmx/dist/htmx.min.js /tmp/chunkmq-vendor/htmx/LICENSE static/vendor/htmx/
+	cp /tmp/chunkmq-vendor/uplot/dist/uPlot.iife.min.js /tmp/chunkmq-vendor/uplot/dist/uPlot.min.css \
+	  /tmp/chunkmq-vendor/uplot/LICENSE static/vendor/uplot/
 
 clean:
 	rm -rf $(VENV) data .pytest_cache

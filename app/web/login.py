@@ -31,11 +31,10 @@ def safe_next(target: str | None) -> str:
     return target
 
 
-def _login_page(request: Request, status: int = 200, error: str | None = None) -> Response:
+def _login_page(request: Request, next_: str | None, status: int = 200, error: str | None = None) -> Response:
     token = secrets.token_urlsafe(32)
     response = render(
-        request, "login.html", None, status=status, login_csrf=token, error=error,
-        next=safe_next(request.query_params.get("next")),
+        request, "login.html", None, status=status, login_csrf=token, error=error, next=safe_next(next_),
     )
     set_cookie(request, response, LOGIN_COOKIE, token, max_age=3600)
     return response
@@ -45,7 +44,7 @@ def _login_page(request: Request, status: int = 200, error: str | None = None) -
 async def login_form(request: Request) -> Response:
     if sessions_of(request).get(request.cookies.get(SESSION_COOKIE)) is not None:
         return redirect("/")
-    return _login_page(request)
+    return _login_page(request, request.query_params.get("next"))
 
 
 @router.post("/login")
@@ -58,11 +57,11 @@ async def login(request: Request) -> Response:
     keys = (f"addr:{client}", f"user:{name}")
     wait = limiter.retry_after(keys)
     if wait:
-        return _login_page(request, 429, f"too many failed logins; try again in {wait} s")
+        return _login_page(request, form.get("next"), 429, f"too many failed logins; try again in {wait} s")
     user = await asyncio.to_thread(request.app.state.broker.meta.check_password, name, password)
     if user is None:
         limiter.failed(keys)
-        return _login_page(request, 401, "wrong user name or password")
+        return _login_page(request, form.get("next"), 401, "wrong user name or password")
     limiter.succeeded(keys)
     session = sessions_of(request).create(user.name, user.is_admin)
     response = redirect(safe_next(form.get("next")))

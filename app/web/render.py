@@ -112,7 +112,8 @@ def render(
         live_url=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
         session=session,
         csrf=session.csrf if session else "",
-        flashes=session.take_flashes() if session else [],
+        # A poll (htmx) must not eat the flash meant for the page the browser is about to load.
+        flashes=session.take_flashes() if session and request.headers.get("hx-request") != "true" else [],
         refresh=request.app.state.settings.console_refresh_seconds,
         **context,
     )
