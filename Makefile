@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-smoke vendor clean java
+.PHONY: run test lint bench bench-smoke screenshots vendor clean java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ bench: $(STAMP)
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench --smoke
+
+# The console's screenshots in docs/screenshots/ (README, docs/console.md), taken by the browser test.
+screenshots: $(STAMP) | $(CHROMIUM)
+	CHUNKMQ_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:cacheprovider tests/web/test_browser.py
 
 # Re-fetch the vendored browser assets (committed; neither a build nor a test runs this).
 vendor:

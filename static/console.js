@@ -31,7 +31,13 @@ function drawChart(el) {
         columns.push(s.values);
       });
       var width = Math.max(300, el.clientWidth - 16);
-      new uPlot({ width: width, height: 180, series: series, axes: [{}, { size: 60 }] }, columns, plot);
+      var x = { time: true };
+      if (data.t.length < 2) {  // one point: uPlot would otherwise span years around it
+        var t0 = data.t.length ? data.t[0] : Date.now() / 1000;
+        x.range = [t0 - 60, t0 + 60];
+      }
+      new uPlot({ width: width, height: 180, series: series, scales: { x: x }, axes: [{}, { size: 60 }] },
+                columns, plot);
     })
     .catch(function () { /* the table above still holds the numbers */ });
 }

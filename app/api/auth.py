@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
@@ -12,6 +13,8 @@ from app.auth.permissions import Action, Permissions
 from app.auth.tokens import hash_token
 from app.broker.errors import Forbidden, Unauthorized
 from app.meta import MetaStore
+
+log = logging.getLogger("chunkmq.api")
 
 _CACHE_SECONDS = 30.0  # a token deleted from the CLI stops working within this time
 _ALL = Permissions(is_admin=True)
@@ -39,6 +42,13 @@ class TokenAuth:
         self.meta = meta
         self.enabled = enabled
         self._cache: dict[str, tuple[float, Principal | None]] = {}
+        self._touching: set[asyncio.Future[None]] = set()
+
+    def _touch(self, token_id: int) -> None:
+        try:
+            self.meta.touch_token(token_id)
+        except Exception:  # a busy database costs a "last used" time, never the request
+            log.warning("could not record the use of token %d", token_id, exc_info=True)
 
     def forget(self) -> None:
         """Drop every cached token (one was revoked from the console: it stops working at once)."""
@@ -55,6 +65,11 @@ class TokenAuth:
         if cached is None or cached[0] < now:
             row = await asyncio.to_thread(self.meta.find_token, token)
             principal = Principal(row.name, Permissions.of(row)) if row is not None else None
+            if row is not None:
+                # "Last used" (console, token list) to within the cache period; not waited for.
+                self._touching.add(asyncio.ensure_future(asyncio.to_thread(self._touch, row.id)))
+                for done in [t for t in self._touching if t.done()]:
+                    self._touching.discard(done)
             if len(self._cache) > 10_000:
                 self._cache.clear()
             self._cache[key] = (now + _CACHE_SECONDS, principal)

@@ -31,12 +31,14 @@ def chart(points: Sequence[Any], fields: Iterable[tuple[str, str]]) -> Chart:
     }
 
 
-def window(range_: str) -> tuple[int, float]:
-    """(since in epoch ms, step in seconds) of a chart range."""
+def window(range_: str) -> tuple[int | None, float]:
+    """(since in epoch ms, step in seconds) of a chart range. The hour is History's default window:
+    an explicit `now - 1 h` would be a few ms older than the fine points kept by the time History
+    reads it, and get the coarse points instead."""
     if range_ not in RANGES:
         raise InvalidInput(f"range must be one of {', '.join(RANGES)}")
     seconds = RANGES[range_]
-    return now_ms() - seconds * 1000, seconds / MAX_POINTS
+    return (None if range_ == "1h" else now_ms() - seconds * 1000), seconds / MAX_POINTS
 
 
 async def queue_charts(broker: Broker, queue: Queue, range_: str) -> dict[str, Chart]:

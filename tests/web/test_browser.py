@@ -178,7 +178,7 @@ def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path
         if page.locator(".chart").count():
             expect(page.locator(".chart .uplot").first).to_be_visible(timeout=5_000)  # drawn by uPlot
         page.screenshot(path=shots / f"{name}.png", full_page=True)
-    page.goto(server.url + "/queues/orders-eu")
+    page.goto(server.url + "/queues/orders-eu?limit=10")
     expect(page.locator(".chart .uplot")).to_have_count(4, timeout=5_000)
     page.screenshot(path=shots / "queue.png", full_page=True)
 

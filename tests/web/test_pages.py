@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import httpx
 import orjson
 import pytest
@@ -244,3 +245,16 @@ async def test_definitions_page_exports(app: FastAPI, console: Console) -> None:
     download = await console.get("/definitions.json")
     assert "attachment" in download.headers["content-disposition"]
     assert [q["name"] for q in download.json()["queues"]] == ["dq"]
+
+
+async def test_access_page_shows_when_a_token_was_last_used(app: FastAPI, console: Console) -> None:
+    token = (app.state.settings.data_dir / "admin-token").read_text().strip()
+    assert "never" in (await console.get("/access")).text.split("admin (bootstrap)")[1].split("</tr>")[0]
+    response = await console.client.get("/api/v1/overview", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 200
+    for _ in range(50):  # recorded in a worker thread, not waited for by the request
+        row = (await console.get("/access")).text.split("admin (bootstrap)")[1].split("</tr>")[0]
+        if "never" not in row:
+            break
+        await anyio.sleep(0.05)
+    assert "never" not in row and " UTC" in row
