@@ -91,9 +91,13 @@ class LoginLimiter:
         self._failures: dict[str, deque[float]] = {}
 
     def _recent(self, key: str, now: float) -> deque[float]:
-        failures = self._failures.setdefault(key, deque())
+        failures = self._failures.get(key)
+        if failures is None:
+            return deque()  # not stored: reads must not grow the table
         while failures and failures[0] <= now - self.window:
             failures.popleft()
+        if not failures:
+            del self._failures[key]
         return failures
 
     def retry_after(self, keys: tuple[str, ...]) -> int:
@@ -111,7 +115,9 @@ class LoginLimiter:
         if len(self._failures) > 100_000:  # bounded memory under a spray of names
             self._failures.clear()
         for key in keys:
-            self._recent(key, now).append(now)
+            recent = self._recent(key, now)
+            recent.append(now)
+            self._failures[key] = recent
 
     def succeeded(self, keys: tuple[str, ...]) -> None:
         for key in keys:

@@ -98,3 +98,12 @@ async def test_read_only_user_cannot_act(app: FastAPI, console: Console) -> None
         assert "nope" not in app.state.broker.queues
         flash = await viewer.act("/access/password", {"current": "look only", "new": "n3w", "repeat": "n3w"})
         assert "password changed" in flash
+
+
+async def test_a_poll_does_not_take_the_flash_of_the_next_page(app: FastAPI, console: Console) -> None:
+    await console.get("/")
+    response = await console.post("/exchanges", {"name": "fx", "type": "direct"})
+    assert response.status_code == 303
+    poll = await console.client.get("/exchanges", headers={"HX-Request": "true"})
+    assert "declared" not in poll.text
+    assert "exchange &#39;fx&#39; declared" in (await console.get("/exchanges")).text
