@@ -208,7 +208,7 @@ async def test_charts_come_from_the_history(app: FastAPI, console: Console) -> N
     await broker.declare_queue("c", {})
     await broker.publish("", [{"body": "x", "routing_key": "c"}] * 4)
     await broker.pull("c", "g1", 1, 0, "c1")
-    broker.history.sample()
+    await broker.history.sample()
     depth = (await console.get("/queues/c/charts.json?chart=depth")).json()
     assert len(depth["t"]) == 1 and depth["series"] == [{"label": "messages", "values": [4.0]}]
     lag = (await console.get("/queues/c/charts.json?chart=lag&range=7d")).json()
@@ -230,7 +230,7 @@ async def test_stalled_uses_when_the_floor_last_moved(app: FastAPI, console: Con
     await broker.declare_queue("st", {})
     await broker.publish("", [{"body": "x", "routing_key": "st"}] * 3)
     await broker.pull("st", "g", 1, 0, "c1")  # a consumer, one in flight: not stalled by the fallback
-    broker.history.sample(now=1)  # sampled long ago, the floor has not moved since
+    await broker.history.sample(now=1)  # sampled long ago, the floor has not moved since
     page = (await console.get("/groups")).text
     assert "badge warn" in page.split(">g<")[1].split("</tr>")[0]
 
