@@ -269,7 +269,8 @@ async def groups(request: Request, session: Session = Depends(current_session)) 
     queues = snapshot(request, "queues", lambda: views.queue_views(broker))
     items = sorted(all_groups(queues), key=GROUP_SORTS[sort], reverse=order == "desc")
     page = Page.of(items, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
-    context = {"page": page, "groups": page.items, "sort": sort, "order": order, "stalled": stalled_check(request)}
+    context = {"page": page, "groups": page.items, "sort": sort, "order": order, "stalled": stalled_check(request),
+               "stalled_seconds": request.app.state.settings.console_stalled_seconds}
     if live(request):
         return render(request, "groups_live.html", session, **context)
     return render(request, "groups.html", session, **context)
