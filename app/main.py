@@ -91,11 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         private_dir(settings.data_dir)
         await asyncio.to_thread(upgrade, settings.meta_url)
         meta = MetaStore(settings.meta_url)
-        broker = await asyncio.to_thread(Broker.open, settings, meta)
-        app.state.broker = broker
-        app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
-        collector = BrokerCollector(broker)
-        registry.register(collector)
+        # First-start secrets before the store opens: the disk budget's first measurement counts them.
         if settings.auth == "on":
             token = await asyncio.to_thread(bootstrap_admin_token, meta, settings.data_dir)
             if token:
@@ -104,7 +100,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     f"  {token}",
                     file=sys.stderr, flush=True,
                 )
-        await broker.history.load()
         password = await asyncio.to_thread(bootstrap_admin_user, meta, settings.data_dir)
         if password:
             print(
@@ -112,6 +107,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 f"  {password}",
                 file=sys.stderr, flush=True,
             )
+        broker = await asyncio.to_thread(Broker.open, settings, meta)
+        app.state.broker = broker
+        app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
+        collector = BrokerCollector(broker)
+        registry.register(collector)
+        await broker.history.load()
         tune_gc()
         tasks = [
             asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
