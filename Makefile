@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 
-.PHONY: run test lint bench bench-smoke clean java
+.PHONY: run test lint bench bench-smoke screenshots vendor clean java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,13 @@ java:
 run: $(RUNTIME)
 	$(BIN)/chunkmq serve --host 127.0.0.1 --port 8000 --data-dir ./data
 
-test: $(STAMP) java
+# The console's browser tests drive Debian's Chromium through Playwright (installed from the dev extra).
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+test: $(STAMP) java | $(CHROMIUM)
 	$(BIN)/ruff check app tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
@@ -39,6 +45,19 @@ bench: $(STAMP)
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench --smoke
+
+# The console's screenshots in docs/screenshots/ (README, docs/console.md), taken by the browser test.
+screenshots: $(STAMP) | $(CHROMIUM)
+	CHUNKMQ_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:cacheprovider tests/web/test_browser.py
+
+# Re-fetch the vendored browser assets (committed; neither a build nor a test runs this).
+vendor:
+	rm -rf /tmp/chunkmq-vendor && mkdir -p /tmp/chunkmq-vendor
+	cd /tmp/chunkmq-vendor && npm pack --silent htmx.org@2.0.4 uplot@1.6.32 && \
+	  tar xzf htmx.org-2.0.4.tgz && mv package htmx && tar xzf uplot-1.6.32.tgz && mv package uplot
+	cp /tmp/chunkmq-vendor/htmx/dist/htmx.min.js /tmp/chunkmq-vendor/htmx/LICENSE static/vendor/htmx/
+	cp /tmp/chunkmq-vendor/uplot/dist/uPlot.iife.min.js /tmp/chunkmq-vendor/uplot/dist/uPlot.min.css \
+	  /tmp/chunkmq-vendor/uplot/LICENSE static/vendor/uplot/
 
 clean:
 	rm -rf $(VENV) data .pytest_cache

@@ -286,6 +286,84 @@ def _add_definitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
     imp = actions.add_parser("import", parents=[server], help="import definitions (checked whole first)")
     imp.add_argument("file", help="a JSON file, or - for standard input")
     imp.set_defaults(func=_definitions_import)
+# --- chunkmq user ... (console users) -----------------------------------------------------------
+
+
+def _read_password(args: argparse.Namespace) -> str:
+    """From --password-stdin (scripts) or asked twice on the terminal; never from a flag (ps shows it)."""
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    import getpass
+
+    first = getpass.getpass("password: ")
+    if first != getpass.getpass("again: "):
+        raise ValueError("the passwords differ")
+    return first
+
+
+def _user_create(args: argparse.Namespace) -> int:
+    from app.meta import MetaError
+
+    try:
+        password = _read_password(args)
+        with _token_store(args) as meta:
+            meta.create_user(args.name, password, is_admin=not args.read_only)
+    except (MetaError, ValueError) as e:
+        print(f"chunkmq: {e}", file=sys.stderr)
+        return 2
+    print(f"created console user {args.name!r}", file=sys.stderr)
+    return 0
+
+
+def _user_passwd(args: argparse.Namespace) -> int:
+    from app.meta import MetaError, NotFound
+
+    try:
+        password = _read_password(args)
+        with _token_store(args) as meta:
+            meta.set_password(args.name, password)
+    except NotFound:
+        print(f"chunkmq: no user {args.name!r}", file=sys.stderr)
+        return 1
+    except (MetaError, ValueError) as e:
+        print(f"chunkmq: {e}", file=sys.stderr)
+        return 2
+    print(f"changed the password of {args.name!r} (sessions end at the server's next restart)", file=sys.stderr)
+    return 0
+
+
+def _user_delete(args: argparse.Namespace) -> int:
+    from app.meta import NotFound
+
+    with _token_store(args) as meta:
+        try:
+            meta.delete_user(args.name)
+        except NotFound:
+            print(f"chunkmq: no user {args.name!r}", file=sys.stderr)
+            return 1
+    print(f"deleted console user {args.name!r}", file=sys.stderr)
+    return 0
+
+
+def _add_user_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--data-dir", dest="data_dir")
+    where.add_argument("--database-url", dest="database_url", help="SQLAlchemy URL (default <data-dir>/meta.db)")
+    secret = argparse.ArgumentParser(add_help=False)
+    secret.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+
+    user = sub.add_parser("user", help="manage console users")
+    actions = user.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", parents=[where, secret], help="create a console user")
+    create.add_argument("name")
+    create.add_argument("--read-only", action="store_true", help="may look but not act")
+    create.set_defaults(func=_user_create)
+    passwd = actions.add_parser("passwd", parents=[where, secret], help="set a user's password")
+    passwd.add_argument("name")
+    passwd.set_defaults(func=_user_passwd)
+    delete = actions.add_parser("delete", parents=[where], help="delete a console user")
+    delete.add_argument("name")
+    delete.set_defaults(func=_user_delete)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -304,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.spark.jobs import add_parser as add_spark_parser  # argparse only: no PySpark import
 
     add_spark_parser(sub)
+    _add_user_parser(sub)
     return parser
 
 

@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
 
-from app import __version__
+from app import __version__, web
 from app.api import docs, errors, logs, publish, schemas
 from app.api.auth import TokenAuth
 from app.api.guard import LocalOnly
 from app.api.operations import BrokerCollector
 from app.api.router import routers
-from app.auth.bootstrap import bootstrap_admin_token
+from app.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from app.broker.broker import Broker
 from app.config import Settings
 from app.meta import MetaStore
@@ -93,11 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         private_dir(settings.data_dir)
         await asyncio.to_thread(upgrade, settings.meta_url)
         meta = MetaStore(settings.meta_url)
-        broker = await asyncio.to_thread(Broker.open, settings, meta)
-        app.state.broker = broker
-        app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
-        collector = BrokerCollector(broker)
-        registry.register(collector)
+        # First-start secrets before the store opens: the disk budget's first measurement counts them.
         if settings.auth == "on":
             token = await asyncio.to_thread(bootstrap_admin_token, meta, settings.data_dir)
             if token:
@@ -106,6 +102,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     f"  {token}",
                     file=sys.stderr, flush=True,
                 )
+        password = await asyncio.to_thread(bootstrap_admin_user, meta, settings.data_dir)
+        if password:
+            print(
+                f"chunkmq: created the console user admin (password also in {settings.data_dir / 'admin-password'}):\n"
+                f"  {password}",
+                file=sys.stderr, flush=True,
+            )
+        broker = await asyncio.to_thread(Broker.open, settings, meta)
+        app.state.broker = broker
+        app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
+        collector = BrokerCollector(broker)
+        registry.register(collector)
         await broker.history.load()
         logs.install()  # uvicorn has configured its loggers by now
         tune_gc()
@@ -148,5 +156,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.routes.extend(publish.routes)  # plain ASGI, ahead of every FastAPI route
     for router in routers:
         app.include_router(router)
+    web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first
     schemas.install_openapi(app, publish.OPENAPI_PATHS)
     return app

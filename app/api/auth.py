@@ -47,6 +47,10 @@ class TokenAuth:
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._used: set[int] = set()  # token ids used since the last flush (`chunkmq token list`)
 
+    def forget(self) -> None:
+        """Drop every cached token (one was revoked from the console: it stops working at once)."""
+        self._cache.clear()
+
     async def principal(self, token: str | None) -> Principal:
         if not self.enabled:
             return Principal("anonymous", _ALL)

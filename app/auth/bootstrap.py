@@ -1,4 +1,5 @@
-"""The first admin token: made on the first start, so a fresh broker is reachable but never open.
+"""The first admin token and console user: made on the first start, so a fresh broker is reachable
+but never open.
 
 This is the one module of app/auth that uses app/meta (tokens.py, passwords.py and permissions.py
 are standard-library only and are used by app/meta).
@@ -7,6 +8,7 @@ are standard-library only and are used by app/meta).
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 from app.meta.repository import MetaStore
@@ -44,3 +46,23 @@ def bootstrap_admin_token(meta: MetaStore, data_dir: Path) -> str | None:
         meta.delete_token(row.id)
         raise
     return plain
+
+
+ADMIN_USER = "admin"
+ADMIN_PASSWORD_FILE = "admin-password"
+
+
+def bootstrap_admin_user(meta: MetaStore, data_dir: Path) -> str | None:
+    """When no console user exists: create `admin` with a random password, write the password to
+    <data_dir>/admin-password (mode 0600) and return it, for the server to print once. Otherwise None."""
+    if meta.has_users():
+        return None
+    password = secrets.token_urlsafe(18)
+    meta.create_user(ADMIN_USER, password, is_admin=True)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        _write_private(data_dir / ADMIN_PASSWORD_FILE, password + "\n")
+    except BaseException:
+        meta.delete_user(ADMIN_USER)  # a password nobody can read would lock the console for good
+        raise
+    return password

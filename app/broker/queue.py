@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -36,7 +36,7 @@ class QueueSettings:
     @classmethod
     def parse(cls, body: dict[str, Any], base: QueueSettings | None = None) -> QueueSettings:
         """Validate settings from a request body; fields absent from it keep `base` (or defaults)."""
-        values = asdict(base or cls())
+        values = (base or cls()).as_dict()
         for name in cls.names() & body.keys():
             values[name] = body[name]
         for name in ("max_messages", "max_bytes", "max_age_seconds", "max_deliveries"):

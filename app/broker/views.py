@@ -99,6 +99,18 @@ class ChunkView:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexView:
+    """A queue's index files (one 24-byte entry per offset, preallocated per file)."""
+
+    queue: str
+    files: int
+    bytes: int  # on disk (sparse files count what they hold)
+    entries_per_file: int
+    first_offset: int
+    next_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class Overview:
     version: str
     uptime_seconds: float
@@ -203,6 +215,21 @@ def chunk_views(broker: Broker) -> list[ChunkView]:
             file = c.path.name
         out.append(ChunkView(c.number, c.state, file, c.data_bytes, c.records, c.reads_cache, c.reads_disk,
                              c.writes, c.created_ms, c.first_timestamp))
+    return out
+
+
+def index_views(broker: Broker) -> list[IndexView]:
+    """Per queue, its index files: stats the files, so call it off the event loop."""
+    store = broker.store
+    out = []
+    for q in sorted(list(broker.queues.values()), key=lambda q: q.name):
+        try:
+            paths = store.index_files(q.id)
+            size = sum(p.stat().st_blocks * 512 for p in paths if p.exists())
+        except (KeyError, FileNotFoundError):  # deleted meanwhile
+            continue
+        out.append(IndexView(q.name, len(paths), size, broker.settings.index_chunk_entries,
+                             store.first_offset(q.id), store.next_offset(q.id)))
     return out
 
 

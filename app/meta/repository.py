@@ -336,6 +336,17 @@ class MetaStore:
         with self._sessions() as s:
             return [tuple(row) for row in s.execute(query)]
 
+    def queue_history_totals(self, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
+        """Points (t, *QUEUE_POINT_FIELDS[1:]) summed over every queue: the broker-wide series of the
+        console's overview (every queue is sampled at the same instants)."""
+        h = m.QueueHistory
+        columns = [func.sum(getattr(h, name)) for name in QUEUE_POINT_FIELDS[1:]]
+        query = (select(h.t, *columns)
+                 .where(h.step_ms == step_ms, h.t >= since, h.t < until)
+                 .group_by(h.t).order_by(h.t))
+        with self._sessions() as s:
+            return [tuple(row) for row in s.execute(query)]
+
     def group_history(self, queue_id: int, group: str, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
         """Points (t, *GROUP_POINT_FIELDS[1:]) of one group, as queue_history."""
         h = m.GroupHistory
@@ -429,3 +440,20 @@ class MetaStore:
     def list_users(self) -> list[UserRow]:
         with self._sessions() as s:
             return [user_row(u) for u in s.scalars(select(m.User).order_by(m.User.id))]
+
+    def has_users(self) -> bool:
+        with self._sessions() as s:
+            return s.scalar(select(m.User.id).limit(1)) is not None
+
+    def set_password(self, name: str, password: str) -> None:
+        if not password:
+            raise InvalidValue(f"user {name!r}: the password is empty", entity="user", key=name)
+        with self._transaction("user", name) as s:
+            changed = s.execute(
+                update(m.User).where(m.User.name == name).values(password_hash=hash_password(password))
+            ).rowcount
+            if changed == 0:
+                raise NotFound(f"user {name!r} does not exist", entity="user", key=name)
+
+    def delete_user(self, name: str) -> None:
+        self._delete("user", name, delete(m.User).where(m.User.name == name))

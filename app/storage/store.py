@@ -206,6 +206,12 @@ class Store:
     def queue_bytes(self, queue_id: int) -> int:
         return self._queue(queue_id).bytes
 
+    def index_files(self, queue_id: int) -> list[Path]:
+        """The paths of a queue's index chunk files, lowest base offset first."""
+        with self._lock:
+            qi = self._queue(queue_id)
+            return [qi.files[base].path for base in sorted(qi.files)]
+
     def set_first_offset(self, queue_id: int, offset: int, *, durable: bool = False) -> tuple[int, int]:
         """Move a queue's floor up (never down, at most to its end); returns (messages, bytes) dropped."""
         with self._lock:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.auth.bootstrap import bootstrap_admin_token
+from app.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from app.auth.permissions import Permissions
 from app.meta import MetaStore
 
@@ -60,3 +60,16 @@ def test_failed_write_takes_the_token_back(store: MetaStore, tmp_path: Path) -> 
     with pytest.raises(OSError):
         bootstrap_admin_token(store, not_a_dir)
     assert not store.has_tokens()  # so the next start bootstraps again
+
+
+def test_first_start_creates_the_admin_console_user_0600(store: MetaStore, tmp_path: Path) -> None:
+    password = bootstrap_admin_user(store, tmp_path)
+    assert password is not None and len(password) >= 20
+    password_file = tmp_path / "admin-password"
+    assert password_file.read_text() == password + "\n"
+    assert _mode(password_file) == 0o600
+    user = store.check_password("admin", password)
+    assert user is not None and user.is_admin
+    assert store.check_password("admin", password + "x") is None
+    assert bootstrap_admin_user(store, tmp_path) is None  # the second start leaves it alone
+    assert password_file.read_text() == password + "\n"

@@ -1,0 +1,324 @@
+"""The console's pages (GET): each renders views from app/broker/views.py, never broker internals.
+
+A request from htmx (header HX-Request) for a page with live numbers gets only the fragment that
+refreshes; every page is complete server-rendered HTML without JavaScript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import HTMLResponse, Response
+
+from app.broker import views
+from app.broker.base import now_ms
+from app.broker.broker import Broker
+from app.broker.definitions import SECTIONS, export_definitions
+from app.broker.errors import Forbidden, InvalidInput
+from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
+from app.broker.views import GroupView, QueueView
+from app.web import charts
+from app.web.forms import utc_ms
+from app.web.render import SECURITY_HEADERS, render
+from app.web.route import ConsoleRoute
+from app.web.session import Session, current_session
+from app.web.snapshots import Snapshots
+
+router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
+
+TOP_LAGGING = 10
+BROWSE_LIMITS = (10, 25, 50, 100)
+HEX_PREVIEW_BYTES = 4096
+QUEUE_SORTS = {
+    "name": lambda q: q.name,
+    "messages": lambda q: q.messages,
+    "bytes": lambda q: q.bytes,
+    "lag": lambda q: (q.worst_group.lag, q.worst_group.lag_seconds) if q.worst_group else (-1, 0.0),
+    "rate": lambda q: q.messages_in,
+}
+GROUP_SORTS = {
+    "lag": lambda g: (g.lag, g.lag_seconds),
+    "lag_seconds": lambda g: (g.lag_seconds, g.lag),
+    "queue": lambda g: (g.queue, g.name),
+    "name": lambda g: (g.name, g.queue),
+}
+
+
+def broker_of(request: Request) -> Broker:
+    return request.app.state.broker  # type: ignore[no-any-return]
+
+
+def snapshot(request: Request, key: str, build: Callable[[], Any]) -> Any:
+    snapshots: Snapshots = request.app.state.web_snapshots
+    return snapshots.get(key, build)
+
+
+def live(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+def int_param(request: Request, name: str, default: int, low: int = 0) -> int:
+    raw = request.query_params.get(name, "")
+    try:
+        return max(low, int(raw)) if raw else default
+    except ValueError:
+        raise InvalidInput(f"{name} must be a whole number") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a sorted list: items, position, and the links' query parameters."""
+
+    items: list[Any]
+    number: int
+    pages: int
+    total: int
+
+    @classmethod
+    def of(cls, items: list[Any], number: int, size: int) -> Page:
+        pages = max(1, math.ceil(len(items) / size))
+        number = min(max(1, number), pages)
+        return cls(items[(number - 1) * size : number * size], number, pages, len(items))
+
+
+def stalled_check(request: Request) -> Callable[[GroupView], bool]:
+    """Stalled: messages wait and the ack floor has not moved for console_stalled_seconds (the history
+    knows when it last moved). Before a group's first sample: nothing in flight and no consumer."""
+    broker = broker_of(request)
+    limit_ms = request.app.state.settings.console_stalled_seconds * 1000
+    now = now_ms()
+
+    def stalled(g: GroupView) -> bool:
+        if g.lag == 0:
+            return False
+        moved = broker.history.floor_moved_at(g.queue, g.name)
+        if moved is None:
+            return g.in_flight == 0 and not g.consumers
+        return now - moved > limit_ms
+
+    return stalled
+
+
+def all_groups(queues: list[QueueView]) -> list[GroupView]:
+    return [g for q in queues for g in q.groups]
+
+
+# ---------------------------------------------------------------------- overview
+
+
+@router.get("/")
+async def overview(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    broker = broker_of(request)
+    queues = snapshot(request, "queues", lambda: views.queue_views(broker))
+    top = sorted(all_groups(queues), key=lambda g: (g.lag, g.lag_seconds), reverse=True)[:TOP_LAGGING]
+    context = {"ov": snapshot(request, "overview", lambda: views.overview(broker)), "top": [g for g in top if g.lag > 0]}
+    if live(request):
+        return render(request, "overview_live.html", session, **context)
+    return render(request, "overview.html", session, **context)
+
+
+@router.get("/charts/overview.json")
+async def overview_chart(request: Request, session: Session = Depends(current_session)) -> Response:
+    charts_ = await charts.overview_charts(broker_of(request))
+    return chart_response(charts_, request.query_params.get("chart", "rates"))
+
+
+def chart_response(charts_: dict[str, charts.Chart], name: str) -> Response:
+    if name not in charts_:
+        raise InvalidInput(f"chart must be one of {', '.join(charts_)}")
+    return Response(orjson.dumps(charts_[name]), media_type="application/json", headers=SECURITY_HEADERS)
+
+
+# ---------------------------------------------------------------------- exchanges
+
+
+@router.get("/exchanges")
+async def exchanges(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    broker = broker_of(request)
+    items = views.exchange_views(broker)
+    if live(request):
+        return render(request, "exchanges_live.html", session, exchanges=items)
+    return render(request, "exchanges.html", session, exchanges=items, types=("direct", "fanout", "topic", "headers", "hash"))
+
+
+@router.get("/exchanges/{name}")
+async def exchange(name: str, request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    broker = broker_of(request)
+    key = DEFAULT_EXCHANGE if name == DEFAULT_EXCHANGE_ALIAS else name
+    view = views.exchange_view(broker.exchange(key))
+    return render(
+        request, "exchange.html", session, ex=view, bindings=broker.bindings(exchange=key),
+        queue_names=sorted(broker.queues), is_default=key == DEFAULT_EXCHANGE,
+    )
+
+
+# ---------------------------------------------------------------------- queues
+
+
+@router.get("/queues")
+async def queues(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    broker = broker_of(request)
+    needle = request.query_params.get("filter", "").strip().lower()
+    sort = request.query_params.get("sort", "name")
+    if sort not in QUEUE_SORTS:
+        sort = "name"
+    order = "desc" if request.query_params.get("order", "desc" if sort != "name" else "asc") == "desc" else "asc"
+    # Filter on names first, so a filtered page of 10,000 queues builds views only for its matches.
+    candidates = sorted((q for q in broker.queues.values() if needle in q.name.lower()), key=lambda q: q.name)
+    if sort == "name":
+        ordered = candidates[::-1] if order == "desc" else candidates
+        page = Page.of(ordered, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
+        items = [views.queue_view(broker, q) for q in page.items]
+    else:
+        all_views = [views.queue_view(broker, q) for q in candidates]
+        all_views.sort(key=QUEUE_SORTS[sort], reverse=order == "desc")
+        page = Page.of(all_views, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
+        items = page.items
+    context = {"page": page, "queues": items, "filter": needle, "sort": sort, "order": order}
+    if live(request):
+        return render(request, "queues_live.html", session, **context)
+    return render(request, "queues.html", session, **context)
+
+
+def _display(message: dict[str, Any]) -> dict[str, Any]:
+    """A browsed message for the page: JSON bodies pretty-printed, binary bodies as hex."""
+    out = dict(message)
+    if "body_base64" in message:
+        raw = binascii.a2b_base64(message["body_base64"])
+        out["kind"] = "binary"
+        out["size"] = len(raw)
+        out["text"] = _hexdump(raw[:HEX_PREVIEW_BYTES])
+        out["truncated"] = len(raw) > HEX_PREVIEW_BYTES
+        return out
+    body = message.get("body", "")
+    out["size"] = len(body.encode())
+    out["truncated"] = False
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict | list):
+        out["kind"] = "json"
+        out["text"] = orjson.dumps(parsed, option=orjson.OPT_INDENT_2).decode()
+    else:
+        out["kind"] = "text"
+        out["text"] = body
+    return out
+
+
+def _hexdump(data: bytes) -> str:
+    lines = []
+    for i in range(0, len(data), 16):
+        row = data[i : i + 16]
+        ascii_ = "".join(chr(b) if 32 <= b < 127 else "." for b in row)
+        lines.append(f"{i:08x}  {row.hex(' '):<47}  {ascii_}")
+    return "\n".join(lines)
+
+
+@router.get("/queues/{name}")
+async def queue(name: str, request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    broker = broker_of(request)
+    view = views.queue_view(broker, broker.queue(name))
+    if live(request):
+        return render(request, "queue_live.html", session, q=view, stalled=stalled_check(request))
+    limit = int_param(request, "limit", 25, 1)
+    limit = min(limit, max(BROWSE_LIMITS))
+    at_time = request.query_params.get("time", "").strip()
+    offset = int_param(request, "offset", view.first_offset) if not at_time else None
+    timestamp = utc_ms(at_time) if at_time else None
+    page = orjson.loads(broker.browse(name, offset, timestamp, limit))
+    messages = [_display(m) for m in page["messages"]]
+    start = messages[0]["offset"] if messages else page["next_offset"]
+    chart_range = request.query_params.get("range", "1h")
+    if chart_range not in charts.RANGES:
+        chart_range = "1h"
+    return render(
+        request, "queue.html", session, q=view, stalled=stalled_check(request), messages=messages, start=start,
+        chart_range=chart_range, chart_ranges=tuple(charts.RANGES),
+        next_offset=page["next_offset"], prev_offset=max(view.first_offset, start - limit), limit=limit,
+        limits=BROWSE_LIMITS, at_time=at_time, bindings=broker.bindings(queue=name),
+        exchange_names=sorted(e or DEFAULT_EXCHANGE_ALIAS for e in broker.routing.exchanges),
+        dead_lettered=any("x-death-queue" in (m.get("headers") or {}) for m in messages),
+    )
+
+
+@router.get("/queues/{name}/charts.json")
+async def queue_chart(name: str, request: Request, session: Session = Depends(current_session)) -> Response:
+    broker = broker_of(request)
+    charts_ = await charts.queue_charts(broker, broker.queue(name), request.query_params.get("range", "1h"))
+    return chart_response(charts_, request.query_params.get("chart", "depth"))
+
+
+# ---------------------------------------------------------------------- groups, storage
+
+
+@router.get("/groups")
+async def groups(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    broker = broker_of(request)
+    sort = request.query_params.get("sort", "lag")
+    if sort not in GROUP_SORTS:
+        sort = "lag"
+    order = request.query_params.get("order", "asc" if sort in ("queue", "name") else "desc")
+    queues = snapshot(request, "queues", lambda: views.queue_views(broker))
+    items = sorted(all_groups(queues), key=GROUP_SORTS[sort], reverse=order == "desc")
+    page = Page.of(items, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
+    context = {"page": page, "groups": page.items, "sort": sort, "order": order, "stalled": stalled_check(request),
+               "stalled_seconds": request.app.state.settings.console_stalled_seconds}
+    if live(request):
+        return render(request, "groups_live.html", session, **context)
+    return render(request, "groups.html", session, **context)
+
+
+@router.get("/storage")
+async def storage(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    broker = broker_of(request)
+    indexes = await asyncio.to_thread(views.index_views, broker)  # stats the index files
+    return render(
+        request, "storage.html", session, ov=views.overview(broker), chunks=views.chunk_views(broker),
+        indexes=indexes,
+    )
+
+
+# ---------------------------------------------------------------------- access
+
+
+@router.get("/access")
+async def access(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    meta = broker_of(request).meta
+    tokens = await asyncio.to_thread(meta.list_tokens)
+    users = await asyncio.to_thread(meta.list_users)
+    return render(request, "access.html", session, tokens=tokens, users=users)
+
+
+# ---------------------------------------------------------------------- definitions
+
+
+@router.get("/definitions")
+async def definitions(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
+    require_admin(session)
+    document = await export_definitions(broker_of(request))
+    text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
+    counts = {section: len(document.get(section, [])) for section in SECTIONS}
+    return render(request, "definitions.html", session, document=text, counts=counts)
+
+
+@router.get("/definitions.json")
+async def definitions_file(request: Request, session: Session = Depends(current_session)) -> Response:
+    require_admin(session)
+    document = await export_definitions(broker_of(request))
+    return Response(
+        orjson.dumps(document, option=orjson.OPT_INDENT_2), media_type="application/json",
+        headers={**SECURITY_HEADERS, "Content-Disposition": 'attachment; filename="chunkmq-definitions.json"'},
+    )
+
+
+def require_admin(session: Session) -> None:
+    if not session.is_admin:
+        raise Forbidden(f"{session.user!r} is not an administrator")

@@ -1,0 +1,26 @@
+"""bench/console.py, short: W1 runs with and without console tabs and the quiet-window CPU line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+
+from tests.bench.harness import ROOT
+
+
+def test_console_bench_smoke() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.console", "--count", "2000", "--repeats", "1", "--mode", "http",
+         "--tabs", "2", "--refresh", "0.2", "--idle-seconds", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [orjson.loads(line) for line in proc.stdout.splitlines()]
+    runs = [line for line in lines if "run" in line]
+    assert sorted(r["tabs"] for r in runs) == [0, 2] and all(r["msgs_per_s"] > 0 for r in runs)
+    cpu = next(line for line in lines if "server_cpu_tabs" in line)
+    assert cpu["server_cpu_tabs"] > 0
+    summary = lines[-1]
+    assert summary["median_none"] > 0 and summary["median_tabs"] > 0 and "change_pct" in summary

@@ -1,0 +1,204 @@
+"""End to end in a real browser: Debian's headless Chromium, driven by Playwright, against a real
+server process. Screenshots of every page go to $CHUNKMQ_SCREENSHOTS (`make screenshots` points it at
+docs/screenshots/), else to the test's temporary directory."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.server import ServerProcess
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+XSS = "<script>alert(1)</script>"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(
+        tmp_path / "data", CHUNKMQ_CONSOLE_REFRESH_SECONDS="0.5", CHUNKMQ_HISTORY_INTERVAL_SECONDS="0.5",
+        CHUNKMQ_HISTORY_FLUSH_SECONDS="1", CHUNKMQ_CHUNK_SIZE="1048576",
+    ).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    target = Path(os.environ.get("CHUNKMQ_SCREENSHOTS") or tmp_path / "screenshots")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def flash(page: Page) -> str:
+    return page.locator(".flash").first.inner_text()
+
+
+def submit(page: Page, form: str, fields: dict[str, str], *, confirm: bool = False) -> str:
+    """Fill a form (selects by value, checkboxes ticked), submit it, return the flash message."""
+    scope = page.locator(form.replace("form[", 'form[method="post"][', 1))
+    for name, value in fields.items():
+        field = scope.locator(f'[name="{name}"]')
+        tag = field.evaluate("e => e.tagName + (e.type || '')").lower()
+        if tag.startswith("select"):
+            field.select_option(value)
+        elif tag == "inputcheckbox":
+            field.check()
+        else:
+            field.fill(value)
+    if confirm:
+        scope.locator('[name="confirm"]').check()
+    with page.expect_navigation():
+        scope.locator('button[type="submit"]').click()
+    return flash(page)
+
+
+def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path) -> None:
+    data = server.data_dir
+    password = (data / "admin-password").read_text().strip()
+    api = httpx.Client(base_url=server.url, timeout=10,
+                       headers={"Authorization": f"Bearer {(data / 'admin-token').read_text().strip()}"})
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    # Log in (every page redirects to the login first).
+    page.goto(server.url + "/queues")
+    expect(page).to_have_url(f"{server.url}/login?next=%2Fqueues")
+    page.screenshot(path=shots / "login.png")
+    page.fill('[name="user"]', "admin")
+    page.fill('[name="password"]', "wrong")
+    page.click('button[type="submit"]')
+    expect(page.locator(".flash.error")).to_have_text("wrong user name or password")
+    page.fill('[name="user"]', "admin")
+    page.fill('[name="password"]', password)
+    with page.expect_navigation():
+        page.click('button[type="submit"]')
+    expect(page).to_have_url(server.url + "/queues")
+
+    # Declare exchanges and queues.
+    page.goto(server.url + "/exchanges")
+    assert "declared" in submit(page, 'form[action="/exchanges"]', {"name": "orders", "type": "topic"})
+    assert "declared" in submit(page, 'form[action="/exchanges"]', {"name": "dlx", "type": "fanout"})
+    page.goto(server.url + "/queues")
+    assert "declared" in submit(page, 'form[action="/queues"]', {
+        "name": "orders-eu", "dead_letter_exchange": "dlx", "max_deliveries": "1"})
+    expect(page).to_have_url(server.url + "/queues/orders-eu")
+    page.goto(server.url + "/queues")
+    assert "declared" in submit(page, 'form[action="/queues"]', {"name": "dead"})
+
+    # Bind: from the exchange's page, and from the queue's.
+    page.goto(server.url + "/exchanges/orders")
+    assert "bound" in submit(page, 'form[action="/bindings"]', {"queue": "orders-eu", "routing_key": "eu.#"})
+    expect(page.locator("td.mono", has_text="eu.#")).to_be_visible()
+    page.goto(server.url + "/queues/dead")
+    assert "bound" in submit(page, 'form[action="/bindings"]', {"exchange": "dlx"})
+
+    # Publish a test message through the exchange and see it, escaped, in the browser.
+    page.goto(server.url + "/queues/orders-eu")
+    result = submit(page, 'form[action$="/publish"]', {
+        "exchange": "orders", "routing_key": "eu.1", "body": '{"order": 1, "note": "' + XSS.replace('"', "") + '"}',
+        "tag": XSS})
+    assert "to 'orders-eu' at offset 0" in result
+    row = page.locator('tr[data-offset="0"]')
+    expect(row.locator("pre.body")).to_contain_text('"order": 1')
+    expect(row.locator(".badge")).to_have_text(XSS)  # the tag, shown as text
+
+    # A consumer group with lag; a consumer drains it while the page (not reloaded) watches.
+    api.post("/api/v1/exchanges/orders/publish",
+             json={"messages": [{"body": f"m{i}", "routing_key": "eu.x"} for i in range(40)]}).raise_for_status()
+    api.put("/api/v1/queues/orders-eu/groups/billing", json={"start": "earliest"}).raise_for_status()
+    page.goto(server.url + "/queues/orders-eu")
+    page.evaluate("window.notReloaded = true")
+    lag = page.locator('tr[data-group="billing"] [data-metric="lag"]')
+    expect(lag).to_have_text("41")
+    page.screenshot(path=shots / "queue.png", full_page=True)
+
+    def consume() -> None:
+        acked = None
+        for _ in range(50):
+            body = {"max_messages": 5, "consumer": "worker-1", **({"ack": {"up_to": acked}} if acked else {})}
+            got = api.post("/api/v1/queues/orders-eu/groups/billing/pull", json=body).json()["messages"]
+            if not got:
+                api.post("/api/v1/queues/orders-eu/groups/billing/ack", json={"up_to": acked}).raise_for_status()
+                return
+            acked = got[-1]["offset"] + 1
+            time.sleep(0.15)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    expect(lag).not_to_have_text("41", timeout=10_000)  # falling, live
+    expect(lag).to_have_text("0", timeout=20_000)
+    consumer.join()
+    assert page.evaluate("window.notReloaded") is True
+    expect(page.locator('tr[data-group="billing"]')).to_contain_text("worker-1")
+
+    # Seek the group back to the start: its lag is back.
+    assert "now at offset 0" in submit(page, 'form[action$="/seek"]', {"group": "billing", "to": "earliest"})
+    expect(page.locator('tr[data-group="billing"] [data-metric="lag"]')).to_have_text("41")
+
+    # Dead-letter one message (max_deliveries 1, nacked), then redrive it back from the DLQ's page.
+    got = api.post("/api/v1/queues/orders-eu/groups/failing/pull", json={"max_messages": 1}).json()["messages"]
+    api.post("/api/v1/queues/orders-eu/groups/failing/nack",
+             json={"offsets": [got[0]["offset"]]}).raise_for_status()
+    page.goto(server.url + "/queues/dead")
+    expect(page.locator('tr[data-offset="0"]')).to_contain_text("x-death-queue")
+    page.screenshot(path=shots / "queue-dead-letters.png", full_page=True)
+    assert "moved 1 (1 to 'orders-eu')" in submit(page, 'form[action$="/redrive"]', {})
+    expect(page.locator("table.messages")).to_contain_text("No messages here.")
+    assert api.get("/api/v1/queues/orders-eu").json()["next_offset"] == 42
+
+    # Screenshots of every page, after some history has been sampled for the charts.
+    time.sleep(1.5)
+    for name, path in (("overview", "/"), ("exchanges", "/exchanges"), ("exchange", "/exchanges/orders"),
+                       ("queues", "/queues"), ("groups", "/groups"), ("storage", "/storage"),
+                       ("access", "/access"), ("definitions", "/definitions")):
+        page.goto(server.url + path)
+        expect(page.locator("h1")).to_be_visible()
+        if page.locator(".chart").count():
+            expect(page.locator(".chart .uplot").first).to_be_visible(timeout=5_000)  # drawn by uPlot
+        page.screenshot(path=shots / f"{name}.png", full_page=True)
+    page.goto(server.url + "/queues/orders-eu?limit=10")
+    expect(page.locator(".chart .uplot")).to_have_count(4, timeout=5_000)
+    page.screenshot(path=shots / "queue.png", full_page=True)
+
+    # Delete: refused without the confirmation box (the browser will not submit), done with it.
+    page.goto(server.url + "/queues/dead")
+    page.locator('form[action="/queues/dead/delete"] button').click()
+    expect(page.locator('form[action="/queues/dead/delete"] [name="confirm"]:invalid')).to_have_count(1)
+    expect(page).to_have_url(server.url + "/queues/dead")
+    assert api.get("/api/v1/queues/dead").status_code == 200
+    assert "deleted" in submit(page, 'form[action="/queues/dead/delete"]', {"force": "yes"}, confirm=True)
+    expect(page).to_have_url(server.url + "/queues")
+    expect(page.locator("table")).not_to_contain_text("dead")
+
+    # Log out: the pages are closed again.
+    with page.expect_navigation():
+        page.click("header form button")
+    page.goto(server.url + "/")
+    expect(page).to_have_url(f"{server.url}/login?next=%2F")
+
+    assert dialogs == []  # no script from a message ever ran
+    assert [e for e in errors if "Content Security Policy" in e] == []
+    context.close()
+    api.close()

@@ -1,0 +1,109 @@
+"""Logging in and out: sessions, cookie flags, CSRF on the login form, failed-login limits."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.web.conftest import Console, admin_password, csrf_of, login
+
+pytestmark = pytest.mark.anyio
+
+PAGES = ["/", "/exchanges", "/exchanges/amq.default", "/queues", "/queues/q", "/groups", "/storage", "/access",
+         "/definitions"]
+
+
+@pytest.mark.parametrize("url", PAGES)
+async def test_every_page_needs_a_login(anon: httpx.AsyncClient, url: str) -> None:
+    response = await anon.get(url)
+    assert response.status_code == 303
+    assert response.headers["location"].startswith("/login?next=")
+
+
+async def test_a_poll_after_logout_redirects_the_browser(anon: httpx.AsyncClient) -> None:
+    response = await anon.get("/", headers={"HX-Request": "true"})
+    assert response.status_code == 401 and response.headers["hx-redirect"] == "/login"
+
+
+async def test_login_sets_a_strict_httponly_cookie_and_returns_to_next(app: FastAPI, anon: httpx.AsyncClient) -> None:
+    page = await anon.get("/login?next=/queues")
+    response = await anon.post("/login", data={
+        "user": "admin", "password": admin_password(app), "csrf": csrf_of(page.text), "next": "/queues",
+    })
+    assert response.status_code == 303 and response.headers["location"] == "/queues"
+    cookie = response.headers["set-cookie"].lower()
+    assert "chunkmq_session=" in cookie and "httponly" in cookie and "samesite=strict" in cookie
+    assert "secure" not in cookie  # plain http here; https requests get Secure
+    assert (await anon.get("/queues")).status_code == 200
+
+
+async def test_secure_cookie_over_https(app: FastAPI) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="https://console") as client:
+        response = await login(client, "admin", admin_password(app))
+        assert response.status_code == 303
+        assert "secure" in response.headers["set-cookie"].lower()
+
+
+async def test_next_never_leaves_the_console(app: FastAPI, anon: httpx.AsyncClient) -> None:
+    page = await anon.get("/login")
+    response = await anon.post("/login", data={
+        "user": "admin", "password": admin_password(app), "csrf": csrf_of(page.text), "next": "//evil.example/",
+    })
+    assert response.headers["location"] == "/"
+
+
+async def test_login_form_needs_its_csrf_cookie(app: FastAPI, anon: httpx.AsyncClient) -> None:
+    response = await anon.post("/login", data={"user": "admin", "password": admin_password(app), "csrf": "forged"})
+    assert response.status_code == 403
+    assert "chunkmq_session" not in response.headers.get("set-cookie", "")
+
+
+async def test_wrong_password_then_rate_limited(app: FastAPI, anon: httpx.AsyncClient) -> None:
+    for _ in range(3):  # console_login_attempts=3 in the fixture
+        response = await login(anon, "admin", "wrong")
+        assert response.status_code == 401
+        assert "wrong user name or password" in response.text
+    blocked = await login(anon, "admin", admin_password(app))  # even the right password now waits
+    assert blocked.status_code == 429
+    assert "too many failed logins" in blocked.text
+
+
+async def test_logout_ends_the_session(console: Console) -> None:
+    await console.get("/")
+    response = await console.post("/logout")
+    assert response.status_code == 303 and response.headers["location"] == "/login"
+    assert (await console.client.get("/")).status_code == 303
+
+
+async def test_logout_needs_csrf(console: Console) -> None:
+    response = await console.client.post("/logout", data={"csrf": "nope"})
+    assert response.status_code == 403
+    assert (await console.client.get("/")).status_code == 200
+
+
+async def test_read_only_user_cannot_act(app: FastAPI, console: Console) -> None:
+    flash = await console.act("/access/users", {"name": "viewer", "password": "look only"})
+    assert "console user &#39;viewer&#39; created" in flash
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+        assert (await login(client, "viewer", "look only")).status_code == 303
+        viewer = Console(client)
+        page = await viewer.get("/queues")
+        assert page.status_code == 200 and "(read-only)" in page.text
+        refused = await viewer.post("/queues", {"name": "nope"})
+        assert refused.status_code == 403
+        assert "not an administrator" in refused.text
+        assert "nope" not in app.state.broker.queues
+        flash = await viewer.act("/access/password", {"current": "look only", "new": "n3w", "repeat": "n3w"})
+        assert "password changed" in flash
+
+
+async def test_a_poll_does_not_take_the_flash_of_the_next_page(app: FastAPI, console: Console) -> None:
+    await console.get("/")
+    response = await console.post("/exchanges", {"name": "fx", "type": "direct"})
+    assert response.status_code == 303
+    poll = await console.client.get("/exchanges", headers={"HX-Request": "true"})
+    assert "declared" not in poll.text
+    assert "exchange &#39;fx&#39; declared" in (await console.get("/exchanges")).text

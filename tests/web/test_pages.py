@@ -1,0 +1,260 @@
+"""Every console page: renders views, escapes what clients set, pages long lists, serves fragments."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import httpx
+import orjson
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import insert
+
+from app.config import Settings
+from app.main import create_app
+from app.meta import MetaStore, upgrade
+from app.meta import models as m
+from tests.web.conftest import Console, admin_password, login
+
+pytestmark = pytest.mark.anyio
+
+XSS = "<script>alert(1)</script>"
+PAGES = ["/", "/exchanges", "/exchanges/amq.default", "/queues", "/groups", "/storage", "/access"]
+
+
+def assert_no_inline_code(html: str) -> None:
+    """Under the CSP nothing inline would run anyway; the pages must not need it."""
+    for tag in re.findall(r"<script\b[^>]*>", html):
+        assert 'src="/static/' in tag, tag
+    assert not re.search(r"\son[a-z]+=", html)
+    assert " style=" not in html
+
+
+async def test_every_page_renders_with_csp(console: Console) -> None:
+    for url in PAGES:
+        response = await console.get(url)
+        assert response.status_code == 200, url
+        csp = response.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert_no_inline_code(response.text)
+        assert 'href="/queues"' in response.text  # the navigation
+
+
+async def test_static_assets_are_served(console: Console) -> None:
+    for path in ("/static/console.js", "/static/console.css", "/static/vendor/htmx/htmx.min.js",
+                 "/static/vendor/uplot/uPlot.iife.min.js", "/static/vendor/uplot/uPlot.min.css"):
+        assert (await console.client.get(path)).status_code == 200, path
+
+
+async def test_overview_shows_the_read_model(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("work", {})
+    await broker.publish("", [{"body": str(i), "routing_key": "work"} for i in range(7)])
+    await broker.pull("work", "billing", 2, 0, "c1")
+    page = await console.get("/")
+    assert re.search(r'data-metric="messages">7<', page.text)
+    assert "billing" in page.text and "Groups with the most lag" in page.text
+    assert f">{broker.durability}<" in page.text
+    fragment = await console.get("/", headers={"HX-Request": "true"})
+    assert fragment.text.lstrip().startswith('<div id="live"') and "<html" not in fragment.text
+    assert 'hx-trigger="every 2.0s"' in fragment.text
+
+
+async def test_everything_a_client_sets_is_escaped(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_exchange("ex", {"type": "topic"})
+    await broker.declare_queue("q", {})
+    await broker.bind({"exchange": "ex", "queue": "q", "routing_key": XSS})
+    await broker.publish("ex", [{"body": XSS, "routing_key": XSS, "tag": XSS, "headers": {XSS: XSS}}])
+    await broker.publish("", [{"body": orjson.dumps({"k": XSS}).decode(), "routing_key": "q"}])
+    await broker.pull("q", "g", 1, 0, XSS)
+    await console.act("/access/tokens", {"name": XSS})
+    for url in ("/queues/q", "/exchanges/ex", "/access", "/groups"):
+        html = (await console.get(url)).text
+        assert XSS not in html, url
+        assert "<script>alert" not in html
+    queue_page = (await console.get("/queues/q")).text
+    assert queue_page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 5  # body, key, tag, header, consumer
+    assert "&#34;k&#34;: &#34;&lt;script&gt;" in queue_page  # JSON pretty-printed, then escaped
+
+
+async def test_message_browser_formats_and_pages(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("b", {})
+    await broker.publish("", [{"body": '{"a":1,"b":[2]}', "routing_key": "b"}])
+    await broker.publish("", [{"body_base64": "AAEC/w==", "routing_key": "b"}])
+    await broker.publish("", [{"body": f"plain {i}", "routing_key": "b"} for i in range(30)])
+    page = (await console.get("/queues/b?limit=10")).text
+    assert '{\n  &#34;a&#34;: 1,\n  &#34;b&#34;: [\n    2\n  ]\n}' in page
+    assert "00000000  00 01 02 ff" in page and "binary, 4 B" in page
+    assert page.count("<tr data-offset=") == 10
+    assert 'href="/queues/b?offset=10&amp;limit=10#messages" rel="next"' in page
+    second = (await console.get("/queues/b?offset=10&limit=10")).text
+    assert "plain 8" in second and "plain 7" not in second
+    assert 'href="/queues/b?offset=0&amp;limit=10#messages" rel="prev"' in second
+    last = (await console.get("/queues/b?offset=30&limit=10")).text
+    assert last.count("<tr data-offset=") == 2 and 'rel="next"' not in last
+    by_time = (await console.get("/queues/b?time=2000-01-01T00:00:00&limit=10")).text
+    assert '<tr data-offset="0">' in by_time
+    future = (await console.get("/queues/b?time=2999-01-01T00:00&limit=10")).text
+    assert "No messages here." in future
+    bad = await console.get("/queues/b?time=yesterday")
+    assert bad.status_code == 400 and "not a time" in bad.text
+
+
+async def test_unknown_queue_is_an_html_404_with_the_api_message(app: FastAPI, console: Console) -> None:
+    response = await console.get("/queues/nope")
+    assert response.status_code == 404
+    assert "queue &#39;nope&#39; not found" in response.text and "Traceback" not in response.text
+    assert (await console.get("/exchanges/nope")).status_code == 404
+    await app.state.broker.declare_queue("x", {})
+    bad = await console.get("/queues/x?offset=abc")
+    assert bad.status_code == 400 and "offset must be a whole number" in bad.text
+
+
+async def test_queue_list_filters_sorts_and_pages(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    for i in range(45):
+        await broker.declare_queue(f"orders-{i:02d}", {})
+    await broker.declare_queue("other", {})
+    await broker.publish("", [{"body": "x", "routing_key": "orders-07"}] * 3)
+    await broker.publish("", [{"body": "x", "routing_key": "orders-31"}] * 5)
+    await broker.pull("orders-31", "g", 1, 0, "c")
+    first = (await console.get("/queues?filter=orders")).text  # page size 20 in the fixture
+    names = re.findall(r'<a href="/queues/([^"?]+)">', first)
+    assert names == [f"orders-{i:02d}" for i in range(20)]
+    assert "page 1 of 3 (45 in all)" in first and "other" not in names
+    third = (await console.get("/queues?filter=orders&page=3")).text
+    assert re.findall(r'<a href="/queues/([^"?]+)">', third) == [f"orders-{i:02d}" for i in range(40, 45)]
+    by_messages = (await console.get("/queues?sort=messages&order=desc")).text
+    assert re.findall(r'<a href="/queues/([^"?]+)">', by_messages)[:2] == ["orders-31", "orders-07"]
+    by_lag = (await console.get("/queues?sort=lag")).text
+    assert re.findall(r'<a href="/queues/([^"?]+)">', by_lag)[0] == "orders-31"
+    fragment = await console.get("/queues?filter=orders&page=2", headers={"HX-Request": "true"})
+    assert 'hx-get="/queues?filter=orders&amp;page=2"' in fragment.text and "<html" not in fragment.text
+
+
+async def test_groups_page_sorts_by_lag_and_flags_stalled(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("a", {})
+    await broker.declare_queue("b", {})
+    await broker.publish("", [{"body": "x", "routing_key": "a"}] * 2)
+    await broker.publish("", [{"body": "x", "routing_key": "b"}] * 9)
+    await broker.declare_group("a", "slow", {})
+    await broker.declare_group("b", "busy", {})
+    await broker.pull("b", "busy", 1, 0, "c1")
+    page = (await console.get("/groups")).text
+    rows = re.findall(r'<tr><td class="name"><a href="/queues/(\w+)">', page)
+    assert rows == ["b", "a"]
+    slow_row = page[page.index(">slow<"):].split("</tr>")[0]
+    assert "stalled" in slow_row  # lag 2, nothing in flight, no consumer
+    busy_row = page[page.index(">busy<"):].split("</tr>")[0]
+    assert "stalled" not in busy_row
+    ascending = (await console.get("/groups?sort=lag&order=asc")).text
+    assert re.findall(r'<tr><td class="name"><a href="/queues/(\w+)">', ascending) == ["a", "b"]
+
+
+async def test_storage_page_lists_chunks_and_index_files(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("s", {})
+    await broker.publish("", [{"body": "x" * 100, "routing_key": "s"}] * 20)
+    page = (await console.get("/storage")).text
+    assert "Chunk files" in page and "active" in page
+    assert re.search(r'<a href="/queues/s">s</a></td><td class="num">1</td>', page)
+
+
+@pytest.fixture
+async def ten_thousand_queues() -> AsyncIterator[FastAPI]:
+    # tmpfs when there is one: creating 10,000 queue directories fsyncs each, which is not what
+    # this test measures.
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as tmp:
+        settings = Settings(data_dir=Path(tmp) / "data", chunk_size=1 << 20, index_chunk_entries=1000)
+        upgrade(settings.meta_url)
+        with MetaStore(settings.meta_url) as meta, meta.engine.begin() as connection:
+            connection.execute(insert(m.Queue), [{"name": f"queue-{i:05d}"} for i in range(10_000)])
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            yield app
+
+
+async def test_ten_thousand_queues_render_a_page_in_under_a_second(ten_thousand_queues: FastAPI) -> None:
+    app = ten_thousand_queues
+    broker = app.state.broker
+    await broker.publish("", [{"body": "x", "routing_key": "queue-09999"}] * 3)
+    await broker.pull("queue-09999", "g", 1, 0, "c")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+        assert (await login(client, "admin", admin_password(app))).status_code == 303
+        for url in ("/queues", "/queues?sort=lag", "/queues?sort=messages&page=200", "/queues?filter=queue-0999"):
+            started = time.perf_counter()
+            response = await client.get(url)
+            elapsed = time.perf_counter() - started
+            assert response.status_code == 200
+            assert elapsed < 1.0, f"{url} took {elapsed:.2f} s"
+        top = (await client.get("/queues?sort=lag")).text
+        assert re.findall(r'<a href="/queues/([^"?]+)">', top)[0] == "queue-09999"
+        assert "page 1 of 200 (10,000 in all)" in top
+
+
+async def test_charts_come_from_the_history(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("c", {})
+    await broker.publish("", [{"body": "x", "routing_key": "c"}] * 4)
+    await broker.pull("c", "g1", 1, 0, "c1")
+    await broker.history.sample()
+    depth = (await console.get("/queues/c/charts.json?chart=depth")).json()
+    assert len(depth["t"]) == 1 and depth["series"] == [{"label": "messages", "values": [4.0]}]
+    lag = (await console.get("/queues/c/charts.json?chart=lag&range=7d")).json()
+    assert [s["label"] for s in lag["series"]] == ["g1 (msgs)"]
+    assert lag["series"][0]["values"][-1] == 4.0
+    overview = (await console.get("/charts/overview.json?chart=messages")).json()
+    assert overview["series"][0]["values"][-1] == 4.0
+    await broker.history.flush()  # written to SQLite: the overview sums it there
+    overview = (await console.get("/charts/overview.json?chart=messages")).json()
+    assert overview["series"][0]["values"] == [4.0]
+    bad = await console.get("/queues/c/charts.json?range=1y")
+    assert bad.status_code == 400 and "range must be one of 1h, 24h, 7d" in bad.text
+    page = (await console.get("/queues/c?range=24h")).text
+    assert 'data-src="/queues/c/charts.json?range=24h&amp;chart=lag"' in page
+
+
+async def test_stalled_uses_when_the_floor_last_moved(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("st", {})
+    await broker.publish("", [{"body": "x", "routing_key": "st"}] * 3)
+    await broker.pull("st", "g", 1, 0, "c1")  # a consumer, one in flight: not stalled by the fallback
+    await broker.history.sample(now=1)  # sampled long ago, the floor has not moved since
+    page = (await console.get("/groups")).text
+    assert "badge warn" in page.split(">g<")[1].split("</tr>")[0]
+
+
+async def test_definitions_page_exports(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_exchange("dx", {"type": "fanout"})
+    await broker.declare_queue("dq", {"max_messages": 5})
+    await broker.bind({"exchange": "dx", "queue": "dq"})
+    page = (await console.get("/definitions")).text
+    assert "1 exchanges, 1 queues, 1 bindings" in page and "&#34;max_messages&#34;: 5" in page
+    download = await console.get("/definitions.json")
+    assert "attachment" in download.headers["content-disposition"]
+    assert [q["name"] for q in download.json()["queues"]] == ["dq"]
+
+
+async def test_access_page_shows_when_a_token_was_last_used(app: FastAPI, console: Console) -> None:
+    token = (app.state.settings.data_dir / "admin-token").read_text().strip()
+    assert "never" in (await console.get("/access")).text.split("admin (bootstrap)")[1].split("</tr>")[0]
+    response = await console.client.get("/api/v1/overview", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 200
+    for _ in range(50):  # recorded in a worker thread, not waited for by the request
+        row = (await console.get("/access")).text.split("admin (bootstrap)")[1].split("</tr>")[0]
+        if "never" not in row:
+            break
+        await anyio.sleep(0.05)
+    assert "never" not in row and " UTC" in row
