@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI
 
 from app import __version__
+from app.alerts.jobs import Alerts
 from app.api import errors, publish, schemas
 from app.api.auth import TokenAuth
-from app.api.operations import BrokerCollector
+from app.api.operations import AlertCollector, BrokerCollector
 from app.api.router import routers
 from app.auth.bootstrap import bootstrap_admin_token
 from app.broker.broker import Broker
@@ -94,8 +95,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         broker = await asyncio.to_thread(Broker.open, settings, meta)
         app.state.broker = broker
         app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
-        collector = BrokerCollector(broker)
-        registry.register(collector)
+        alerts = Alerts(broker, meta, settings)
+        app.state.alerts = alerts
+        collectors = [BrokerCollector(broker), AlertCollector(alerts)]
+        for collector in collectors:
+            registry.register(collector)
         if settings.auth == "on":
             token = await asyncio.to_thread(bootstrap_admin_token, meta, settings.data_dir)
             if token:
@@ -115,6 +119,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_every(settings.history_interval_seconds, broker.history.sample, "history sample")),
             asyncio.create_task(_every(settings.history_flush_seconds, broker.history.flush, "history flush")),
             asyncio.create_task(_every(DISK_MEASURE_SECONDS, broker.disk.measure, "disk measure")),
+            asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
+            *await alerts.start(),
         ]
         try:
             yield
@@ -123,10 +129,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             try:
+                await alerts.close()
                 await broker.committer.round()
                 await broker.history.close()
             finally:
-                registry.unregister(collector)
+                for collector in collectors:
+                    registry.unregister(collector)
                 await asyncio.to_thread(broker.close)
                 meta.close()
                 if own_lock:
