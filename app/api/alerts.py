@@ -114,8 +114,8 @@ async def delete_rule(rule_id: int = RuleId, *, request: Request, who: Principal
 async def events(
     request: Request,
     state: Literal[EVENT_STATES] | None = Query(None, description="transition state or mail outcome"),  # type: ignore[valid-type]
-    since: int | None = Query(None, ge=0, description="epoch ms"),
-    rule: int | None = Query(None, ge=1),
+    since: int | None = Query(None, ge=0, le=2**62, description="epoch ms"),
+    rule: int | None = Query(None, ge=1, le=2**31 - 1),
     queue: str | None = Query(None, max_length=200),
     limit: int = Query(500, ge=1, le=10_000),
     _: Principal = Depends(authenticate),
