@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +128,7 @@ if TYPE_CHECKING:  # imported lazily at run time: `chunkmq serve` need not load 
     import httpx
 
     from app.meta import MetaStore
+    from app.meta.alerts import AlertRepository
 
 
 def _token_store(args: argparse.Namespace) -> MetaStore:
@@ -241,7 +244,7 @@ def _call(args: argparse.Namespace, method: str, path: str, body: bytes | None =
         except (ValueError, KeyError, TypeError):
             message = response.text
         raise SystemExit(f"chunkmq: {response.status_code}: {message}")
-    return orjson.loads(response.content)
+    return orjson.loads(response.content) if response.content else None
 
 
 def _definitions_export(args: argparse.Namespace) -> int:
@@ -366,6 +369,128 @@ def _add_user_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     delete.set_defaults(func=_user_delete)
 
 
+# --- chunkmq alerts ... (alert rules) ------------------------------------------------------------
+
+_RULE_COLUMNS = ("id", "kind", "queue", "group", "threshold", "for_seconds", "renotify_seconds", "window_seconds",
+                 "recipients", "enabled")
+
+
+def _rule_body(args: argparse.Namespace) -> dict[str, object]:
+    return {"kind": args.kind, "queue": args.queue, "group": args.group, "threshold": args.threshold,
+            "for_seconds": args.for_seconds, "renotify_seconds": args.renotify_seconds,
+            "window_seconds": args.window_seconds, "recipients": args.to or [], "enabled": not args.disabled}
+
+
+def _alerts_call(args: argparse.Namespace, method: str, path: str, body: object = None) -> Any:
+    """Over HTTP (with --url): the running server validates and applies the change."""
+    import orjson
+
+    return _call(args, method, f"/api/v1/alerts{path}", None if body is None else orjson.dumps(body))
+
+
+@contextlib.contextmanager
+def _alert_repository(args: argparse.Namespace) -> Iterator[AlertRepository]:
+    """Straight on the metadata database (SQLite is shared safely with a running server, which
+    reads the rules again at every evaluation)."""
+    from app.meta.alerts import AlertRepository
+
+    with _token_store(args) as meta:
+        yield AlertRepository(meta)
+
+
+def _alerts_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    if args.url:
+        rules = list(_alerts_call(args, "GET", "/rules"))  # type: ignore[arg-type]
+    else:
+        from dataclasses import asdict
+
+        with _alert_repository(args) as repo:
+            rules = [asdict(r) for r in repo.list_rules()]
+    table = Table(*_RULE_COLUMNS)
+    for r in rules:
+        cells = [", ".join(r[c]) if c == "recipients" else ("yes" if r[c] else "no") if c == "enabled" else str(r[c])
+                 for c in _RULE_COLUMNS]
+        table.add_row(*map(Text, cells))
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=250)
+    console.print(table)
+    return 0
+
+
+def _alerts_add(args: argparse.Namespace) -> int:
+    body = _rule_body(args)
+    if args.url:
+        path = f"/rules/{args.id}" if args.id else "/rules"
+        rule = _alerts_call(args, "PUT" if args.id else "POST", path, body)
+        rule_id = rule["id"]  # type: ignore[index]
+    else:
+        from app.meta import InvalidValue
+
+        try:
+            with _alert_repository(args) as repo:
+                row, _ = repo.put_rule(args.id, **body)
+        except InvalidValue as e:
+            print(f"chunkmq: {e}", file=sys.stderr)
+            return 2
+        rule_id = row.id
+    print(rule_id)
+    print(f"saved alert rule {rule_id} ({args.kind} >= {args.threshold:g})", file=sys.stderr)
+    return 0
+
+
+def _alerts_delete(args: argparse.Namespace) -> int:
+    if args.url:
+        _alerts_call(args, "DELETE", f"/rules/{args.id}")
+    else:
+        from app.meta import NotFound
+
+        try:
+            with _alert_repository(args) as repo:
+                repo.delete_rule(args.id)
+        except NotFound:
+            print(f"chunkmq: no alert rule with id {args.id}", file=sys.stderr)
+            return 1
+    print(f"deleted alert rule {args.id}", file=sys.stderr)
+    return 0
+
+
+def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from app.meta.models import ALERT_KINDS
+
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--data-dir", dest="data_dir")
+    where.add_argument("--database-url", dest="database_url", help="SQLAlchemy URL (default <data-dir>/meta.db)")
+    where.add_argument("--url", help="a running server (http://host:port): go through its API instead")
+    where.add_argument("--token", help="an admin token for --url (default $CHUNKMQ_TOKEN, else <data-dir>/admin-token)")
+
+    alerts = sub.add_parser("alerts", help="manage alert rules")
+    actions = alerts.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", parents=[where], help="list alert rules").set_defaults(func=_alerts_list)
+    add = actions.add_parser("add", parents=[where], help="add an alert rule (or replace rule --id)")
+    add.add_argument("--id", type=int, help="replace this rule (or create it with this id)")
+    add.add_argument("--kind", required=True, choices=ALERT_KINDS)
+    add.add_argument("--threshold", required=True, type=float)
+    add.add_argument("--queue", default="*", help="glob over queue names (default *)")
+    add.add_argument("--group", default="*", help="glob over group names (default *)")
+    add.add_argument("--for", dest="for_seconds", type=float, default=0.0, metavar="SECONDS",
+                     help="how long the condition must hold before it fires")
+    add.add_argument("--renotify", dest="renotify_seconds", type=float, default=3600.0, metavar="SECONDS",
+                     help="reminder interval while firing; 0 = once (default 3600)")
+    add.add_argument("--window", dest="window_seconds", type=float, default=300.0, metavar="SECONDS",
+                     help="dead_letters: the window counted (default 300)")
+    add.add_argument("--to", action="append", metavar="ADDRESS", help="recipient (repeatable; default CHUNKMQ_SMTP_TO)")
+    add.add_argument("--disabled", action="store_true")
+    add.set_defaults(func=_alerts_add)
+    delete = actions.add_parser("delete", parents=[where], help="delete an alert rule")
+    delete.add_argument("id", type=int)
+    delete.set_defaults(func=_alerts_delete)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chunkmq", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -379,6 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_token_parser(sub)
     _add_definitions_parser(sub)
+    _add_alerts_parser(sub)
     from app.spark.jobs import add_parser as add_spark_parser  # argparse only: no PySpark import
 
     add_spark_parser(sub)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -81,6 +81,36 @@ class Settings(BaseSettings):
     console_page_size: int = Field(50, ge=1, le=1000)
     # A group with lag whose ack floor has not moved for this long is flagged stalled.
     console_stalled_seconds: float = Field(60.0, gt=0)
+
+    # Alerts (app/alerts, docs/alerts.md). Evaluation runs off the publish and pull paths.
+    alert_interval_seconds: float = Field(5.0, gt=0)
+    # Alerts that fire or resolve within this window after the first one go out as one digest mail.
+    alert_digest_seconds: float = Field(10.0, ge=0)
+    # Alert history (transitions and mails) older than this is deleted.
+    alert_history_days: float = Field(30.0, gt=0)
+    # Base of the console links in mails; empty: http://<host>:<port>.
+    console_url: str = ""
+    # SMTP: nothing is sent while smtp_host is empty. The password is read here and never shown back.
+    smtp_host: str = ""
+    smtp_port: int = Field(25, ge=1, le=65535)
+    smtp_starttls: bool = False  # upgrade a plain connection with STARTTLS
+    smtp_tls: bool = False  # TLS from the first byte (usually port 465)
+    smtp_user: str = ""
+    smtp_password: SecretStr = SecretStr("")
+    smtp_from: str = "chunkmq@localhost"
+    smtp_to: str = ""  # default recipients, comma-separated
+    smtp_timeout_seconds: float = Field(10.0, gt=0)
+    # A failed mail is tried again after smtp_retry_seconds, doubling up to 5 minutes, smtp_attempts in all.
+    smtp_retry_seconds: float = Field(5.0, gt=0)
+    smtp_attempts: int = Field(6, ge=1)
+
+    @property
+    def console_base_url(self) -> str:
+        return (self.console_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    @property
+    def smtp_recipients(self) -> tuple[str, ...]:
+        return tuple(a.strip() for a in self.smtp_to.split(",") if a.strip())
 
     @property
     def meta_url(self) -> str:

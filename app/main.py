@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI
 
 from app import __version__, web
+from app.alerts.jobs import Alerts
 from app.api import docs, errors, logs, publish, schemas
 from app.api.auth import TokenAuth
 from app.api.guard import LocalOnly
-from app.api.operations import BrokerCollector
+from app.api.operations import AlertCollector, BrokerCollector
 from app.api.router import routers
 from app.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from app.broker.broker import Broker
@@ -112,8 +113,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         broker = await asyncio.to_thread(Broker.open, settings, meta)
         app.state.broker = broker
         app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
-        collector = BrokerCollector(broker)
-        registry.register(collector)
+        alerts = Alerts(broker, meta, settings)
+        app.state.alerts = alerts
+        collectors = [BrokerCollector(broker), AlertCollector(alerts)]
+        for collector in collectors:
+            registry.register(collector)
         await broker.history.load()
         logs.install()  # uvicorn has configured its loggers by now
         tune_gc()
@@ -127,6 +131,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_every(settings.history_flush_seconds, broker.history.flush, "history flush")),
             asyncio.create_task(_every(DISK_MEASURE_SECONDS, broker.disk.measure, "disk measure")),
             asyncio.create_task(_every(TOKEN_USE_SECONDS, app.state.auth.flush_last_used, "token last use")),
+            asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
+            *await alerts.start(),
         ]
         try:
             yield
@@ -135,11 +141,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             try:
+                await alerts.close()
                 await broker.committer.round()
                 await broker.history.close()
                 await app.state.auth.flush_last_used()
             finally:
-                registry.unregister(collector)
+                for collector in collectors:
+                    registry.unregister(collector)
                 await asyncio.to_thread(broker.close)
                 meta.close()
                 if own_lock:

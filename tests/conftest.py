@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.mailbox import Mailbox
 from tests.server import ServerProcess
 
 
@@ -26,3 +27,12 @@ def spark() -> Iterator[Any]:
     s = session("local[2]", "chunkmq-tests", **{"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
     yield s
     s.stop()
+
+
+@pytest.fixture
+def mailbox() -> Iterator[Mailbox]:
+    """A real SMTP server (aiosmtpd) on 127.0.0.1 that keeps the mails it receives."""
+    box = Mailbox()
+    box.controller.start()
+    yield box
+    box.controller.stop()

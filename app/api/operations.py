@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 from starlette.responses import PlainTextResponse, Response
 
 from app import metrics
+from app.alerts.jobs import Alerts
 from app.api.auth import Principal, authenticate
 from app.api.deps import broker_of, json, raw_json
 from app.broker import views
@@ -109,3 +110,20 @@ class BrokerCollector(Collector):
         refused = CounterMetricFamily("chunkmq_publishes_refused_by_budget", "Publishes refused by the disk budget")
         refused.add_metric([], guard.refused)
         yield from (depth, size, lag, dropped, missed, disk, data_dir, refused)
+
+
+class AlertCollector(Collector):
+    """Firing alerts (one gauge per alert, value 1) and mail outcomes, read at scrape time."""
+
+    def __init__(self, alerts: Alerts) -> None:
+        self.alerts = alerts
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        firing = GaugeMetricFamily("chunkmq_alert_firing", "1 for every firing alert",
+                                   labels=["rule", "kind", "queue", "group"])
+        for a in self.alerts.firing():
+            firing.add_metric([str(a.rule_id), a.kind, a.queue, a.group], 1)
+        yield firing
+        outbox = self.alerts.outbox
+        yield CounterMetricFamily("chunkmq_alert_mails_sent", "Alert mails delivered", value=outbox.sent)
+        yield CounterMetricFamily("chunkmq_alert_mail_failures", "Alert mail attempts that failed", value=outbox.failed)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api import bindings, definitions, exchanges, groups, history, operations, queues, streams
+from app.api import alerts, bindings, definitions, exchanges, groups, history, operations, queues, streams
 
 routers: tuple[APIRouter, ...] = tuple(
-    m.router for m in (groups, streams, history, exchanges, queues, bindings, definitions, operations)
+    m.router for m in (groups, streams, history, exchanges, queues, bindings, definitions, operations, alerts)
 )

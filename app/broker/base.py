@@ -155,6 +155,7 @@ class BrokerBase:
         self.store.append(messages)
         routed = sum(1 for m in messages if m.queues)
         self.stats.dead_lettered += len(messages)
+        queue.dead_lettered += len(messages)
         for m in messages:
             for queue_id in m.queues:
                 target = self.queues_by_id[queue_id]

@@ -79,6 +79,7 @@ class Queue:
     consumer_visible: bool = True
     messages_in: int = 0
     messages_dropped: int = 0  # by limits (drop_head, max_age) and the drop_oldest disk budget
+    dead_lettered: int = 0  # sent to the dead-letter exchange since start (the dead_letters alert counts these)
     committed_dropped: int = 0  # messages_dropped as last written to the database
     delivered: int = 0  # deliveries to any group, redeliveries included (the history's deliver rate)
     name_json: bytes = b""

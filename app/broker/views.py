@@ -64,6 +64,7 @@ class QueueView:
     consumer_visible: bool
     messages_in: int
     messages_dropped: int
+    dead_lettered: int  # since the broker started
     settings: dict[str, Any]
     delivered: int  # deliveries since the broker started, redeliveries included
     groups: tuple[GroupView, ...]
@@ -179,6 +180,7 @@ def queue_view(broker: Broker, queue: Queue, now: int | None = None) -> QueueVie
         consumer_visible=queue.consumer_visible,
         messages_in=queue.messages_in,
         messages_dropped=queue.messages_dropped,
+        dead_lettered=queue.dead_lettered,
         settings=queue.settings.as_dict(),
         delivered=queue.delivered,
         groups=tuple(group_view(broker, queue, g, now) for g in list(queue.groups.values())),
@@ -295,6 +297,7 @@ def queue_json(q: QueueView) -> dict[str, Any]:
         "consumer_visible": q.consumer_visible,
         "messages_in": q.messages_in,
         "messages_dropped": q.messages_dropped,
+        "dead_lettered": q.dead_lettered,
         **q.settings,
         "groups": [group_json(g) for g in q.groups],
     }

@@ -214,3 +214,78 @@ class GroupHistory(Base):
     consumers: Mapped[float]
     ack_floor: Mapped[int] = mapped_column(BigInteger)
     floor_moved_at: Mapped[int] = mapped_column(BigInteger)  # epoch ms the ack floor last moved
+
+
+# --- alerts (app/alerts, docs/alerts.md) ---------------------------------------------------------
+
+ALERT_KINDS = ("lag_messages", "lag_seconds", "stalled", "no_consumers", "dead_letters", "queue_full", "disk")
+ALERT_STATES = ("ok", "pending", "firing", "resolved")
+ALERT_EVENT_TYPES = ("transition", "mail")
+
+
+class AlertRule(Base):
+    __tablename__ = "alert_rules"
+    __table_args__ = (
+        CheckConstraint(_in("kind", ALERT_KINDS), name="kind"),
+        CheckConstraint("threshold >= 0 AND for_seconds >= 0 AND renotify_seconds >= 0", name="durations"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    # fnmatch globs over queue and group names; "*" is everything.
+    queue: Mapped[str] = mapped_column(String(NAME_MAX), default="*", server_default="*")
+    group: Mapped[str] = mapped_column(String(NAME_MAX), default="*", server_default="*")
+    threshold: Mapped[float]
+    for_seconds: Mapped[float] = mapped_column(default=0, server_default="0")
+    renotify_seconds: Mapped[float] = mapped_column(default=3600, server_default="3600")
+    # dead_letters counts over this window; the other kinds ignore it.
+    window_seconds: Mapped[float] = mapped_column(default=300, server_default="300")
+    recipients: Mapped[list[str]] = mapped_column(CanonicalJSON, default=list, server_default="[]")
+    enabled: Mapped[bool] = mapped_column(default=True, server_default="1")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class AlertState(Base):
+    """The state machine of one (rule, queue, group); kept so a restart neither forgets nor re-fires."""
+
+    __tablename__ = "alert_states"
+    __table_args__ = (CheckConstraint(_in("state", ALERT_STATES), name="state"),)
+
+    rule_id: Mapped[int] = mapped_column(ForeignKey("alert_rules.id", ondelete="CASCADE"), primary_key=True)
+    queue: Mapped[str] = mapped_column(String(NAME_MAX), primary_key=True)
+    group: Mapped[str] = mapped_column(String(NAME_MAX), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    value: Mapped[float] = mapped_column(default=0, server_default="0")
+    # Epoch milliseconds: the engine's clock, compared with `for` and re-notify durations.
+    since_ms: Mapped[int] = mapped_column(BigInteger)
+    breach_since_ms: Mapped[int | None] = mapped_column(BigInteger)
+    clear_since_ms: Mapped[int | None] = mapped_column(BigInteger)
+    fired_at_ms: Mapped[int | None] = mapped_column(BigInteger)
+    notified_at_ms: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class AlertEvent(Base):
+    """History: every state transition and every mail attempt. No foreign key: history outlives rules."""
+
+    __tablename__ = "alert_events"
+    __table_args__ = (
+        CheckConstraint(_in("type", ALERT_EVENT_TYPES), name="type"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    at_ms: Mapped[int] = mapped_column(BigInteger, index=True)
+    type: Mapped[str] = mapped_column(String(16))
+    # transition: the new state; mail: sent | failed
+    state: Mapped[str] = mapped_column(String(16))
+    previous: Mapped[str | None] = mapped_column(String(16))
+    rule_id: Mapped[int | None]
+    kind: Mapped[str] = mapped_column(String(32), default="", server_default=text("''"))
+    queue: Mapped[str] = mapped_column(String(NAME_MAX), default="", server_default=text("''"))
+    group: Mapped[str] = mapped_column(String(NAME_MAX), default="", server_default=text("''"))
+    value: Mapped[float | None]
+    threshold: Mapped[float | None]
+    # mail: recipients, subject and the SMTP server's answer (or the connection error)
+    detail: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))

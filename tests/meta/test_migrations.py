@@ -21,7 +21,7 @@ from app.meta.engine import make_engine
 from app.meta.migrate import alembic_config, current_revision
 from app.meta.models import Base
 
-TABLES = {"exchanges", "queues", "bindings", "groups", "users", "tokens"}
+TABLES = {"exchanges", "queues", "bindings", "groups", "users", "tokens", "alert_rules", "alert_states", "alert_events"}
 
 
 def _head() -> str:

@@ -1,0 +1,192 @@
+"""The alert engine: every few seconds, measure every enabled rule on the read model, step each
+alert's state machine, keep states and transitions in SQLite, and hand notices to the outbox.
+
+Runs on the event loop (the views read in-memory broker state) as one of the app's background jobs;
+its SQL goes through worker threads. Rules are re-read at each evaluation, so a rule changed with
+`chunkmq alerts` straight in the database takes effect without a restart. States are loaded at
+start, so an alert that was firing before a restart is still firing and does not mail again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from app.alerts.mail import Notification
+from app.alerts.outbox import Outbox
+from app.alerts.rules import Kind, Observation, measure
+from app.alerts.state import Alert, Notice, State
+from app.alerts.trend import HOUR_MS, Watch
+from app.broker import views
+from app.broker.broker import Broker
+from app.meta.alerts import AlertRepository, AlertRuleRow, AlertStateRow, NewAlertEvent
+
+log = logging.getLogger("chunkmq.alerts")
+
+Key = tuple[int, str, str]
+YIELD_EVERY = 200  # queues or alerts between two yields to the event loop
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AlertView:
+    """A current (not OK) alert, for the API, the console's overview and the metrics."""
+
+    rule_id: int
+    kind: str
+    queue: str
+    group: str
+    state: str
+    value: float
+    threshold: float
+    since_ms: int
+    fired_at_ms: int | None
+
+
+def _row(a: Alert) -> AlertStateRow:
+    return AlertStateRow(a.rule_id, a.queue, a.group, a.state.value, a.value, a.since_ms, a.breach_since_ms,
+                         a.clear_since_ms, a.fired_at_ms, a.notified_at_ms)
+
+
+def _alert(r: AlertStateRow) -> Alert:
+    return Alert(r.rule_id, r.queue, r.group, State(r.state), r.value, r.since_ms, r.breach_since_ms,
+                 r.clear_since_ms, r.fired_at_ms, r.notified_at_ms)
+
+
+def _mark(a: Alert) -> tuple[object, ...]:
+    """What is worth writing down about an alert: everything but its latest value."""
+    return (a.state, a.since_ms, a.breach_since_ms, a.clear_since_ms, a.fired_at_ms, a.notified_at_ms)
+
+
+class AlertEngine:
+    def __init__(self, broker: Broker, repo: AlertRepository, outbox: Outbox) -> None:
+        self.broker = broker
+        self.keep_ms = int(broker.settings.alert_history_days * 86_400_000)
+        self._pruned_at = 0
+        self.repo = repo
+        self.outbox = outbox
+        self.watch = Watch()
+        self.rules: dict[int, AlertRuleRow] = {}
+        self.alerts: dict[Key, Alert] = {}
+        self._saved: dict[Key, tuple[object, ...]] = {}  # _mark() of each state as last written
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> None:
+        """Pick up the states kept by the previous run."""
+        rows = await asyncio.to_thread(self.repo.load_states)
+        self.rules = {r.id: r for r in await asyncio.to_thread(self.repo.list_rules)}
+        self.alerts = {(r.rule_id, r.queue, r.group): _alert(r) for r in rows}
+        self._saved = {k: _mark(a) for k, a in self.alerts.items()}
+
+    async def evaluate(self, at_ms: int | None = None) -> None:
+        """One evaluation of every rule (the background job calls this every few seconds)."""
+        async with self._lock:  # the job and a test or API call never interleave
+            rules = await asyncio.to_thread(self.repo.list_rules)
+            now = now_ms() if at_ms is None else at_ms
+            changed = {r.id for r in rules if r.id in self.rules and self.rules[r.id].updated_at != r.updated_at}
+            if changed:  # a replaced rule starts afresh (its stored states were dropped with the change)
+                self.alerts = {k: a for k, a in self.alerts.items() if k[0] not in changed}
+                self._saved = {k: r for k, r in self._saved.items() if k[0] not in changed}
+            enabled = [r for r in rules if r.enabled]
+            # Only what the enabled rules need: the overview walks the store's files for its disk numbers.
+            queues = await self._queue_views() if any(r.kind != Kind.DISK for r in enabled) else []
+            overview = views.overview(self.broker) if any(r.kind == Kind.DISK for r in enabled) else None
+            self.watch.observe(queues, now)
+            events: list[NewAlertEvent] = []
+            notes: list[Notification] = []
+            seen: dict[Key, Alert] = {}
+            for rule in enabled:
+                for obs in measure(rule, queues, overview, self.broker.history.floor_moved_at, self.watch, now):
+                    key = (rule.id, obs.queue, obs.group)
+                    alert = self.alerts.get(key) or Alert(rule.id, obs.queue, obs.group, since_ms=now)
+                    transitions, notice = alert.step(obs.value, rule.threshold, int(rule.for_seconds * 1000),
+                                                     int(rule.renotify_seconds * 1000), now)
+                    events.extend(self._transition(rule, obs, old, new, now) for old, new in transitions)
+                    if notice is not None:
+                        notes.append(await self._notification(notice, rule, alert, obs, now))
+                    seen[key] = alert
+                    if len(seen) % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
+            by_id = {r.id: r for r in rules}
+            for key, alert in self.alerts.items():
+                rule = by_id.get(key[0])
+                if key in seen or rule is None or not rule.enabled or alert.state is not State.FIRING:
+                    continue  # a rule deleted or disabled takes its alerts along, without mail
+                # What it watched is gone (queue or group deleted): it is over.
+                obs = Observation(alert.queue, alert.group, 0.0)
+                for old, new in alert.resolve(now):
+                    events.append(self._transition(rule, obs, old, new, now, "the queue or group is gone"))
+                notes.append(await self._notification(Notice.RESOLVED, rule, alert, obs, now))
+            self.rules = by_id
+            self.alerts = {k: a for k, a in seen.items() if a.state is not State.OK}
+            await self._persist(events)
+            self.outbox.put(notes)
+            if now - self._pruned_at >= HOUR_MS:  # the history is kept CHUNKMQ_ALERT_HISTORY_DAYS
+                self._pruned_at = now
+                await asyncio.to_thread(self.repo.prune_events, now - self.keep_ms)
+
+    async def _queue_views(self) -> list[views.QueueView]:
+        """The read model of every queue, built in slices: with thousands of queues the event loop
+        still serves publishes and pulls in between."""
+        out: list[views.QueueView] = []
+        now = now_ms()
+        for i, queue in enumerate(list(self.broker.queues.values()), 1):
+            if queue.name in self.broker.queues:  # not deleted while we yielded
+                out.append(views.queue_view(self.broker, queue, now))
+            if i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        return out
+
+    async def _persist(self, events: list[NewAlertEvent]) -> None:
+        """Write the states that changed (a new value alone is not a change) and the events."""
+        marks = {k: _mark(a) for k, a in self.alerts.items()}
+        changed = [_row(self.alerts[k]) for k, m in marks.items() if self._saved.get(k) != m]
+        gone = [k for k in self._saved if k not in marks]
+        if changed or gone or events:
+            await asyncio.to_thread(self.repo.save, changed, gone, events)
+            self._saved = marks
+
+    @staticmethod
+    def _transition(rule: AlertRuleRow, obs: Observation, old: State, new: State, now: int,
+                    detail: str = "") -> NewAlertEvent:
+        return NewAlertEvent(now, "transition", new.value, old.value, rule.id, rule.kind, obs.queue, obs.group,
+                             obs.value, rule.threshold, detail)
+
+    async def _notification(self, notice: Notice, rule: AlertRuleRow, alert: Alert, obs: Observation,
+                            now: int) -> Notification:
+        """The notice with the group's lag over the last hour, from the broker's history (reminders:
+        what the history holds in memory, so a storm of reminders runs no SQL)."""
+        trend: tuple[tuple[int, int, float], ...] = ()
+        queue = self.broker.queues.get(obs.queue)
+        if obs.group and queue is not None:
+            try:
+                if notice is Notice.REMINDER:
+                    points = self.broker.history.group_points(obs.queue, obs.group, now - HOUR_MS)
+                else:
+                    points = (await self.broker.history.group_series(queue, obs.group, now - HOUR_MS, None)).points
+                trend = tuple((p.t, int(p.lag), p.lag_seconds) for p in points)
+            except Exception:  # a mail without its chart is better than no mail
+                log.exception("could not read the history of %s/%s", obs.queue, obs.group)
+        return Notification(notice, rule, obs, now, alert.fired_at_ms, trend)
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def current(self, state: State | None = None) -> list[AlertView]:
+        """Alerts that are not OK (or only those in `state`), firing first, then by rule."""
+        out = []
+        for a in self.alerts.values():
+            rule = self.rules.get(a.rule_id)
+            if rule is None or (state is not None and a.state is not state):
+                continue
+            out.append(AlertView(a.rule_id, rule.kind, a.queue, a.group, a.state.value, a.value, rule.threshold,
+                                 a.since_ms, a.fired_at_ms))
+        return sorted(out, key=lambda v: (v.state != State.FIRING, v.rule_id, v.queue, v.group))
+
+    def firing(self) -> list[AlertView]:
+        """The firing alerts (the console's overview shows these)."""
+        return self.current(State.FIRING)

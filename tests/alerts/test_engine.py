@@ -1,0 +1,206 @@
+"""The alert engine over the real app in-process and a real SMTP server, with the clock in the test's
+hands: hysteresis, digests, `stalled`, state across a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from app.meta.alerts import NewAlertEvent
+from tests.alerts.harness import T0, running, settings
+from tests.mailbox import Mailbox
+
+S = 1000  # ms
+
+
+def test_hovering_at_the_threshold_sends_no_more_mails(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            await run.rule(kind="lag_messages", queue="hover", threshold=100, for_seconds=30)
+            await run.queue("hover", "g")
+            await run.publish("hover", 100)
+            await run.pull("hover", "g")
+            await run.tick(T0)
+            assert run.firing() == [] and mailbox.received == []  # pending: not yet 30 s
+            await run.tick(T0 + 31 * S)
+            assert run.firing() == [("lag_messages", "hover", "g")]
+            assert len(mailbox.received) == 1
+            # Hover between 92 and 108 for ten minutes: above the resolve line (90), so it keeps firing.
+            floor, end, t = 0, 100, T0 + 31 * S
+            for _ in range(30):
+                floor = end - 92
+                await run.ack("hover", "g", floor)
+                t += 10 * S
+                await run.tick(t)
+                await run.publish("hover", 16)
+                end += 16
+                await run.pull("hover", "g")
+                t += 10 * S
+                await run.tick(t)
+            assert run.firing() == [("lag_messages", "hover", "g")]
+            assert len(mailbox.received) == 1
+            # Below 90 % of the threshold: resolved only once that held for `for` (30 s).
+            await run.ack("hover", "g", end - 50)
+            await run.tick(t + 10 * S)
+            await run.tick(t + 39 * S)
+            assert len(mailbox.received) == 1
+            await run.tick(t + 41 * S)
+            mails = await mailbox.arrived(2)
+            assert run.firing() == []
+            assert mails[1].subject.startswith("[chunkmq] RESOLVED lag_messages hover/g")
+            # Hovering just under the threshold after that (91..99) never goes pending, so no mail.
+            floor = end - 50
+            await run.publish("hover", 45)
+            end += 45
+            await run.pull("hover", "g")
+            for i in range(10):
+                floor = end - 91
+                await run.ack("hover", "g", floor)
+                await run.tick(t + (50 + i * 20) * S)
+                await run.publish("hover", 8)
+                end += 8
+                await run.pull("hover", "g")
+                await run.tick(t + (60 + i * 20) * S)
+            await asyncio.sleep(0.2)
+            assert len(mailbox.received) == 2
+            states = [(e.previous, e.state) for e in run.events() if e.type == "transition"]
+            assert states == [("ok", "pending"), ("pending", "firing"), ("firing", "resolved")]
+
+    asyncio.run(scenario())
+
+
+def test_fifty_queues_breaching_at_once_send_one_digest(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            await run.rule(kind="lag_messages", queue="burst-*", threshold=3)
+            names = [f"burst-{i:02d}" for i in range(50)]
+            for name in names:
+                await run.queue(name, "g")
+                await run.publish(name, 3)
+            await run.queue("other", "g")  # outside the rule's glob
+            await run.publish("other", 10)
+            await run.tick(T0)
+            assert len(run.firing()) == 50
+            await asyncio.sleep(0.3)
+            [mail] = mailbox.received
+            assert mail.subject == "[chunkmq] 50 alerts: 50 firing"
+            assert mail.recipients == ["ops@example.com"]
+            text = mail.part("plain")
+            assert all(f"queue: {name}   group: g" in text for name in names)
+            assert "other" not in text
+            sent = run.events(state="sent")
+            assert len(sent) == 50 and all("(digest of 50)" in e.detail for e in sent)
+
+    asyncio.run(scenario())
+
+
+def test_alerts_firing_within_the_digest_window_share_one_mail(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port, alert_digest_seconds=1.0)) as run:
+            await run.rule(kind="lag_messages", queue="w-*", threshold=1)
+            await run.queue("w-1", "g")
+            await run.queue("w-2", "g")
+            await run.publish("w-1", 1)
+            await run.alerts.engine.evaluate(T0)  # w-1 fires; the outbox waits for the window
+            await asyncio.sleep(0.3)
+            await run.publish("w-2", 1)
+            await run.alerts.engine.evaluate(T0 + 300)
+            [mail] = await mailbox.arrived(1, timeout=5)
+            assert mail.subject == "[chunkmq] 2 alerts: 2 firing"
+            await asyncio.sleep(1.2)
+            assert len(mailbox.received) == 1
+
+    asyncio.run(scenario())
+
+
+def test_stalled_fires_when_acks_stop_while_messages_wait_not_when_idle(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            await run.rule(kind="stalled", threshold=60)
+            for name in ("stuck", "idle", "busy"):
+                await run.queue(name, "g")
+                await run.publish(name, 20)
+                await run.pull(name, "g")
+            await run.ack("idle", "g", 20)  # all done: nothing waits
+            for step in range(8):  # 8 x 15 s, firing at the 5th (60 s): stuck never acks, busy acks one each step
+                await run.ack("busy", "g", step + 1)
+                await run.tick(T0 + step * 15 * S)
+            assert run.firing() == [("stalled", "stuck", "g")]
+            [mail] = mailbox.received
+            assert mail.subject.startswith("[chunkmq] FIRING stalled stuck/g: ack floor not moving: 60 s, threshold 60 s")
+            assert "lag: 20 messages" in mail.part("plain")
+            await run.tick(T0 + 9 * 15 * S)
+            assert len(mailbox.received) == 1  # still firing: no second mail
+            # The stuck consumer acks everything: nothing waits any more, so it is over.
+            await run.ack("stuck", "g", 20)
+            await run.tick(T0 + 10 * 15 * S)
+            assert run.firing() == []
+            assert (await mailbox.arrived(2))[1].subject.startswith("[chunkmq] RESOLVED stalled stuck/g")
+
+    asyncio.run(scenario())
+
+
+def test_a_firing_alert_survives_a_restart_without_mailing_again(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        config = settings(tmp_path / "data", mailbox.port)
+        async with running(config) as run:
+            await run.rule(kind="lag_messages", threshold=5, for_seconds=10)
+            await run.queue("kept", "g")
+            await run.publish("kept", 10)
+            await run.tick(T0)
+            await run.tick(T0 + 11 * S)
+            assert run.firing() == [("lag_messages", "kept", "g")]
+            fired_at = run.alerts.firing()[0].fired_at_ms
+        assert len(mailbox.received) == 1
+        async with running(config, clear_rules=False) as run:
+            assert [(a.queue, a.state, a.fired_at_ms) for a in run.alerts.engine.current()] == [("kept", "firing", fired_at)]
+            for i in range(5):
+                await run.tick(T0 + (20 + i * 10) * S)
+            assert run.firing() == [("lag_messages", "kept", "g")]
+            await asyncio.sleep(0.2)
+            assert len(mailbox.received) == 1
+            await run.pull("kept", "g")
+            await run.ack("kept", "g", 10)
+            await run.tick(T0 + 100 * S)
+            await run.tick(T0 + 111 * S)
+            assert (await mailbox.arrived(2))[1].subject.startswith("[chunkmq] RESOLVED")
+
+    asyncio.run(scenario())
+
+
+def test_history_older_than_the_kept_days_is_deleted(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port, alert_history_days=2)) as run:
+            day = 86_400 * S
+            await run.alerts.record([NewAlertEvent(T0 - 3 * day, "mail", "sent", "test"),
+                                     NewAlertEvent(T0 - day, "mail", "failed", "test")])
+            await run.alerts.engine.evaluate(T0)
+            assert [e.state for e in run.events()] == ["failed"]
+
+    asyncio.run(scenario())
+
+
+def test_a_deleted_queue_resolves_its_alert_and_a_deleted_rule_drops_its_alerts(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            rule = await run.rule(kind="lag_messages", threshold=1)
+            await run.queue("doomed", "g")
+            await run.queue("kept", "g")
+            await run.publish("doomed", 2)
+            await run.publish("kept", 2)
+            await run.tick(T0)
+            assert len(run.firing()) == 2
+            await run.call("DELETE", "/api/v1/queues/doomed?force=true", status=204)
+            await run.tick(T0 + S)
+            assert run.firing() == [("lag_messages", "kept", "g")]
+            resolved = [e for e in run.events(state="resolved")]
+            assert [(e.queue, e.detail) for e in resolved] == [("doomed", "the queue or group is gone")]
+            await run.call("DELETE", f"/api/v1/alerts/rules/{rule}", status=204)
+            await run.tick(T0 + 2 * S)
+            assert run.firing() == []
+            assert run.alerts.repo.load_states() == []
+            # 2 FIRING in one digest, then the RESOLVED of the deleted queue; no mail for the deleted rule
+            assert [m.subject.split(":")[0] for m in mailbox.received] == [
+                "[chunkmq] 2 alerts", "[chunkmq] RESOLVED lag_messages doomed/g"]
+
+    asyncio.run(scenario())

@@ -1,0 +1,88 @@
+"""Mail delivery: a refusing or unreachable SMTP server is retried with backoff, and every attempt is
+recorded in the alert history with the server's answer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.alerts.harness import T0, running, settings
+from tests.mailbox import Mailbox
+from tests.server import free_port
+
+
+def test_a_refusing_server_is_retried_until_it_takes_the_mail(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port, smtp_attempts=4)) as run:
+            await run.rule(kind="lag_messages", threshold=1, recipients=["team@example.com"])
+            await run.queue("q", "g")
+            await run.publish("q", 3)
+            mailbox.refuse_next(2)
+            await run.tick(T0)
+            [mail] = mailbox.received
+            assert mail.recipients == ["team@example.com"]  # the rule's recipients, not the default
+            attempts = [(e.state, e.detail) for e in run.events() if e.type == "mail"]
+            assert [state for state, _ in attempts] == ["failed", "failed", "sent"]
+            assert "attempt 1/4 to team@example.com: 451 4.3.0 mailbox busy" in attempts[0][1]
+            assert attempts[2][1].startswith("to team@example.com: 2")  # the server's 250 answer
+            assert (run.alerts.outbox.failed, run.alerts.outbox.sent) == (2, 1)
+            metrics = (await run.http.get("/metrics")).text
+            assert 'chunkmq_alert_firing{group="g",kind="lag_messages",queue="q",rule="' in metrics
+            assert "chunkmq_alert_mail_failures_total 2.0" in metrics
+
+    asyncio.run(scenario())
+
+
+def test_an_unreachable_server_is_given_up_after_the_attempts_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        config = settings(tmp_path / "data", free_port(), smtp_attempts=3)  # nothing listens there
+        async with running(config) as run:
+            await run.rule(kind="lag_messages", threshold=1)
+            await run.queue("q", "g")
+            await run.publish("q", 3)
+            await run.tick(T0)
+            failed = run.events(state="failed")
+            assert [e.detail.split(":")[0] for e in failed] == [
+                "attempt 1/3 to ops@example.com", "attempt 2/3 to ops@example.com", "attempt 3/3 to ops@example.com"]
+            assert all("SMTPConnectError" in e.detail for e in failed)
+            assert run.alerts.outbox.given_up == 1
+            # the alert itself is still firing and shown as such
+            assert run.firing() == [("lag_messages", "q", "g")]
+
+    with caplog.at_level(logging.WARNING, logger="chunkmq.alerts"):
+        asyncio.run(scenario())
+    assert "giving up" in caplog.text
+
+
+def test_test_email_reports_the_servers_answer(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port, smtp_password="s3cret-pw")) as run:
+            ok = await run.call("POST", "/api/v1/alerts/test-email", json={"to": ["me@example.com"]})
+            assert ok["sent"] is True and ok["answer"].startswith("2")
+            [mail] = mailbox.received
+            assert mail.recipients == ["me@example.com"] and mail.subject == "[chunkmq] test mail"
+            mailbox.refuse_next(1)
+            r = await run.http.post("/api/v1/alerts/test-email")
+            assert r.status_code == 502 and r.json()["error"]["code"] == "smtp_failed"
+            assert "451 4.3.0 mailbox busy" in r.json()["error"]["message"]
+            assert [e.state for e in run.events() if e.type == "mail"] == ["sent", "failed"]
+            shown = await run.call("GET", "/api/v1/alerts/settings")
+            assert shown["smtp"]["password_set"] is True and "s3cret-pw" not in str(shown)
+            r = await run.http.post("/api/v1/alerts/test-email", json={"to": ["not an address"]})
+            assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"
+
+    asyncio.run(scenario())
+
+
+def test_test_email_without_smtp_host_is_a_clear_error(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", 25, smtp_host="")) as run:
+            r = await run.http.post("/api/v1/alerts/test-email")
+            assert r.status_code == 409 and r.json()["error"]["code"] == "smtp_not_configured"
+
+    asyncio.run(scenario())
