@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
 from app.config import Settings
-from app.web import actions, login, pages
+from app.web import actions, alerts, login, pages
 from app.web.render import redirect
 from app.web.route import error_page
 from app.web.session import CsrfFailed, LoginLimiter, LoginRequired, SessionStore
@@ -28,7 +28,7 @@ def install(app: FastAPI, settings: Settings) -> None:
     app.state.web_limiter = LoginLimiter(settings.console_login_attempts, settings.console_login_window_seconds)
     # At most one build of the shared views per half refresh period, whatever the number of tabs.
     app.state.web_snapshots = Snapshots(min(1.0, settings.console_refresh_seconds / 2))
-    for router in (login.router, pages.router, actions.router):
+    for router in (login.router, pages.router, actions.router, alerts.router):
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

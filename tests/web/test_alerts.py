@@ -1,0 +1,139 @@
+"""The console's Alerts and Settings pages: rules through forms (CSRF, admin only), current alerts,
+the history with filters, escaping, the mail settings without the password, a test mail."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app.alerts.jobs import Alerts
+from app.config import Settings
+from app.main import create_app
+from app.meta.alerts import NewAlertEvent
+from tests.mailbox import Mailbox
+from tests.web.conftest import Console, admin_password, login
+from tests.web.test_pages import assert_no_inline_code
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def mailbox() -> Iterator[Mailbox]:
+    """An SMTP server that wants the login the settings carry."""
+    box = Mailbox(login=("mailer", "hunter2-secret"))
+    box.controller.start()
+    yield box
+    box.controller.stop()
+
+
+@pytest.fixture
+async def mail_app(tmp_path: Path, mailbox: Mailbox) -> AsyncIterator[FastAPI]:
+    settings = Settings(
+        data_dir=tmp_path / "data", chunk_size=1 << 20, index_chunk_entries=1000, alert_interval_seconds=3600,
+        smtp_host="127.0.0.1", smtp_port=mailbox.port, smtp_to="ops@example.com", smtp_user="mailer",
+        smtp_password="hunter2-secret", alert_digest_seconds=0.01,
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@pytest.fixture
+async def admin(mail_app: FastAPI) -> AsyncIterator[Console]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=mail_app), base_url="http://console") as client:
+        assert (await login(client, "admin", admin_password(mail_app))).status_code == 303
+        yield Console(client)
+
+
+def rows(html: str, section: str) -> list[str]:
+    """The text of each row of the table under the <h2>section</h2>."""
+    part = html.split(f"<h2>{section}</h2>", 1)[1].split("</table>", 1)[0]
+    return [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in re.findall(r"<tr>(.*?)</tr>", part, re.S)[1:]]
+
+
+async def test_rules_are_added_disabled_and_deleted_through_forms(admin: Console) -> None:
+    page = await admin.get("/alerts")
+    assert page.status_code == 200
+    assert_no_inline_code(page.text)
+    assert '<a href="/alerts" class="current">Alerts</a>' in page.text and '<a href="/settings">Settings</a>' in page.text
+    assert [r.split(" ")[:2] for r in rows(page.text, "Rules")] == [["1", "lag_messages"], ["2", "stalled"]]
+    form = {"kind": "lag_seconds", "threshold": "30", "queue": "orders.*", "group": "", "for_seconds": "60",
+            "renotify_seconds": "0", "window_seconds": "", "recipients": "a@example.com, b@example.com",
+            "enabled": "yes"}
+    assert await admin.act("/alerts/rules", form) == "alert rule 3 created: oldest unacked message ≥ 30 s"
+    row = rows((await admin.get("/alerts")).text, "Rules")[2]
+    assert row.startswith("3 lag_seconds orders.* * oldest unacked message ≥ 30 s 1 min 0 s once a@example.com, b@example.com yes")
+    assert "threshold: Input should be a valid number" in await admin.act("/alerts/rules", {**form, "threshold": "lots"})
+    assert "recipients.0: String should match" in await admin.act("/alerts/rules", {**form, "recipients": "nobody"})
+    assert await admin.act("/alerts/rules/3/enabled", {"enabled": ""}) == "alert rule 3 disabled"
+    assert rows((await admin.get("/alerts")).text, "Rules")[2].endswith("no Enable delete Delete")
+    assert await admin.act("/alerts/rules/3/delete") == "tick the confirmation box to do this"
+    assert await admin.act("/alerts/rules/3/delete", {"confirm": "yes"}) == "alert rule 3 deleted"
+    assert len(rows((await admin.get("/alerts")).text, "Rules")) == 2
+    # Without the session's CSRF token nothing happens.
+    forged = await admin.client.post("/alerts/rules/1/delete", data={"confirm": "yes", "csrf": "forged"})
+    assert forged.status_code == 403
+    assert len(rows((await admin.get("/alerts")).text, "Rules")) == 2
+
+
+async def test_firing_alerts_and_the_history_are_shown_filtered_and_escaped(
+    admin: Console, mail_app: FastAPI, mailbox: Mailbox
+) -> None:
+    alerts: Alerts = mail_app.state.alerts
+    token = (mail_app.state.settings.data_dir / "admin-token").read_text().strip()
+    api = {"authorization": f"Bearer {token}"}
+    http = admin.client
+    assert (await http.put("/api/v1/queues/orders", headers=api)).status_code == 201
+    assert (await http.put("/api/v1/queues/orders/groups/billing", json={}, headers=api)).status_code == 201
+    body = {"messages": [{"body": "x"}] * 3}
+    assert (await http.post("/api/v1/queues/orders/publish", json=body, headers=api)).status_code == 200
+    await admin.act("/alerts/rules", {"kind": "lag_messages", "threshold": "1", "queue": "orders", "enabled": "yes"})
+    await alerts.engine.evaluate()
+    await alerts.outbox.drain()
+    page = (await admin.get("/alerts")).text
+    now = rows(page, "Now")
+    assert now and now[0].startswith("firing 3 lag_messages orders billing 3 messages 1 messages"), now
+    await alerts.record([NewAlertEvent(1, "mail", "failed", "firing", 3, "lag_messages", "orders", "billing",
+                                       3, 1, "<script>alert(1)</script>")])
+    page = (await admin.get("/alerts", params={"state": "failed"})).text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
+    [failed] = rows(page, "History")
+    assert " mail failed firing 3 lag_messages orders billing 3 &lt;script&gt;" in failed
+    firing = rows((await admin.get("/alerts", params={"state": "firing", "queue": "orders"})).text, "History")
+    assert len(firing) == 1 and "firing from pending 3 lag_messages orders billing 3" in firing[0]
+    assert (await admin.get("/alerts", params={"state": "exploded"})).status_code == 400
+    assert len(mailbox.received) == 1
+
+
+async def test_settings_show_the_mail_settings_but_never_the_password_and_send_a_test_mail(
+    admin: Console, mailbox: Mailbox
+) -> None:
+    page = await admin.get("/settings")
+    assert page.status_code == 200
+    assert_no_inline_code(page.text)
+    assert "127.0.0.1:" in page.text and "mailer" in page.text and "ops@example.com" in page.text
+    assert "hunter2" not in page.text
+    flash = await admin.act("/settings/test-email", {"to": "me@example.com"})
+    assert flash.startswith("test mail sent; the server answered: 2")
+    [mail] = mailbox.received
+    assert mail.recipients == ["me@example.com"] and mailbox.logins == ["mailer"]
+    mailbox.refuse_next(1)
+    assert "451 4.3.0 mailbox busy" in await admin.act("/settings/test-email", {"to": ""})
+
+
+async def test_read_only_users_see_alerts_but_change_nothing(admin: Console, mail_app: FastAPI) -> None:
+    await admin.act("/access/users", {"name": "viewer", "password": "viewer-pw-123"})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=mail_app), base_url="http://console") as client:
+        assert (await login(client, "viewer", "viewer-pw-123")).status_code == 303
+        viewer = Console(client)
+        page = await viewer.get("/alerts")
+        assert page.status_code == 200 and "Add a rule" not in page.text
+        refused = await viewer.post("/alerts/rules/1/delete", {"confirm": "yes"})
+        assert refused.status_code == 403 and "not an administrator" in refused.text
+        assert (await viewer.get("/settings")).status_code == 403
+    assert len(rows((await admin.get("/alerts")).text, "Rules")) == 2
