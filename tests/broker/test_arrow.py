@@ -9,19 +9,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.broker import arrow
-from app.broker.message import FLAG_BINARY, decode_data, parse_batch
+from app.broker.message import FLAG_BINARY, MessageLimits, decode_data, parse_batch
 
 _text = st.text(st.characters(codec="utf-8"), max_size=40)
 _key = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=20)
+_routing_key = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)  # NUL is refused
 _message = st.fixed_dictionaries(
     {"body": _text},
-    optional={"routing_key": _text, "tag": _key, "headers": st.dictionaries(_key, _text, max_size=3)},
+    optional={"routing_key": _routing_key, "tag": _key, "headers": st.dictionaries(_key, _text, max_size=3)},
 ) | st.fixed_dictionaries({"body_base64": st.binary(max_size=30).map(lambda b: binascii.b2a_base64(b, newline=False).decode())},
-                          optional={"routing_key": _text})
+                          optional={"routing_key": _routing_key})
 
 
 def _stored(messages: list[dict[str, object]], exchange: str = "ex") -> list[tuple[int, int, int, int, bytes, bytes]]:
-    batch = parse_batch(messages, exchange)
+    batch = parse_batch(messages, exchange, MessageLimits(64, 65536))
     rows = []
     for i in range(len(messages)):
         out = batch.full.get(i)
