@@ -118,7 +118,9 @@ async def overview(request: Request, session: Session = Depends(current_session)
     broker = broker_of(request)
     queues = snapshot(request, "queues", lambda: views.queue_views(broker))
     top = sorted(all_groups(queues), key=lambda g: (g.lag, g.lag_seconds), reverse=True)[:TOP_LAGGING]
-    context = {"ov": snapshot(request, "overview", lambda: views.overview(broker)), "top": [g for g in top if g.lag > 0]}
+    alerts = getattr(request.app.state, "alerts", None)
+    context = {"ov": snapshot(request, "overview", lambda: views.overview(broker)), "top": [g for g in top if g.lag > 0],
+               "firing": alerts.firing() if alerts is not None else []}
     if live(request):
         return render(request, "overview_live.html", session, **context)
     return render(request, "overview.html", session, **context)

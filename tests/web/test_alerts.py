@@ -98,6 +98,8 @@ async def test_firing_alerts_and_the_history_are_shown_filtered_and_escaped(
     page = (await admin.get("/alerts")).text
     now = rows(page, "Now")
     assert now and now[0].startswith("firing 3 lag_messages orders billing 3 messages 1 messages"), now
+    overview = rows((await admin.get("/")).text, "Firing alerts")  # the overview lists it too
+    assert len(overview) == 1 and overview[0].startswith("lag_messages #3 orders billing 3 1 "), overview
     await alerts.record([NewAlertEvent(1, "mail", "failed", "firing", 3, "lag_messages", "orders", "billing",
                                        3, 1, "<script>alert(1)</script>")])
     page = (await admin.get("/alerts", params={"state": "failed"})).text
