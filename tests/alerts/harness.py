@@ -84,7 +84,7 @@ async def running(settings: Settings, clear_rules: bool = True) -> AsyncIterator
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://chunkmq.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             run = Running(app, http)
             if clear_rules:  # the default rules of a new install would only get in the way
                 for rule in await run.call("GET", "/api/v1/alerts/rules"):
