@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=2_000_000)
     parser.add_argument("--master", default=None)
-    parser.add_argument("--smoke", action="store_true", help="20,000 messages: checks that it runs")
+    parser.add_argument("--smoke", action="store_true", help="4,000 messages: checks that it runs")
     args = parser.parse_args(argv)
     from app.spark.session import session
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         server = ChunkmqServer(Path(tmp))
         server.start()
         try:
-            return run(spark, f"http://127.0.0.1:{server.port}", 20_000 if args.smoke else args.count, server.cpu_seconds)
+            return run(spark, f"http://127.0.0.1:{server.port}", 4_000 if args.smoke else args.count, server.cpu_seconds)
         finally:
             server.stop()
 
