@@ -93,6 +93,42 @@ def checkpoint_path(root: Path) -> Path:
     return root / CHECKPOINT
 
 
+RESERVE = "reserve"
+RESERVE_BYTES = 256 * 1024
+
+
+def reserve_path(root: Path) -> Path:
+    return root / RESERVE
+
+
+def make_reserve(root: Path) -> bool:
+    """Keep RESERVE_BYTES allocated in a file of their own, so that on a full disk retention can
+    still write the checkpoint it must write before it deletes anything (release_reserve). False
+    when there is no room for it now (retried after the next retention)."""
+    path = reserve_path(root)
+    if path.exists():
+        return True
+    fd = create_file(with_suffix(path, TMP_SUFFIX))
+    try:
+        os.posix_fallocate(fd, 0, RESERVE_BYTES)
+    except OSError:
+        os.close(fd)
+        with_suffix(path, TMP_SUFFIX).unlink(missing_ok=True)
+        return False
+    os.close(fd)
+    os.replace(with_suffix(path, TMP_SUFFIX), path)
+    return True
+
+
+def release_reserve(root: Path) -> bool:
+    """Give the reserve back to the file system; True when there was one."""
+    try:
+        reserve_path(root).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def with_suffix(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 

@@ -108,7 +108,10 @@ class IndexFile:
         try:
             if self.fd < 0:
                 self.fd = os.open(self.path, os.O_RDWR)
-            os.pwrite(self.fd, data, HEADER_SIZE + (offset - self.base) * ENTRY_SIZE)
+            start = HEADER_SIZE + (offset - self.base) * ENTRY_SIZE
+            done = 0
+            while done < len(data):  # a full file system writes short first, then fails with ENOSPC
+                done += os.pwrite(self.fd, memoryview(data)[done:], start + done)
         except OSError as exc:
             raise _fail(exc, f"writing index file {self.path}") from exc
         self.dirty = True

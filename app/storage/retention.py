@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from . import files
 from .chunk import Chunk
+from .errors import StorageFull
 from .model import RetentionReport
 from .queue_index import QueueIndex
 
@@ -94,7 +95,15 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
                 report.first_offsets[q] = target
                 if target > floor:
                     report.dropped[q] = (target - floor, qi.bytes_between(floor, target))
-    store.flush()  # durable floors before any file goes away
+    try:
+        store.flush()  # durable floors before any file goes away
+    except StorageFull:
+        # A full disk: the checkpoint has no room. The reserve file exists for this moment: give
+        # its blocks back, write the checkpoint, and let the deletions below free the space.
+        if not files.release_reserve(store.root):
+            raise
+        log.warning("the disk is full: released the reserve file to write the checkpoint before freeing space")
+        store.flush()
     for c in doomed:
         freed = _allocated(c)
         c.close()
@@ -111,6 +120,7 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
             report.bytes_freed += freed
     if doomed:
         files.fsync_dir(files.log_dir(store.root))
+    files.make_reserve(store.root)
     if report.chunks_deleted or report.index_files_deleted:
         log.info("retention: %s", report)
     return report

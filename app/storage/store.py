@@ -126,6 +126,7 @@ class Store:
             files.private_dir(directory)
         store = cls(root, options)
         store.recovery = recover(store)
+        files.make_reserve(root)
         log.info("storage recovery: %s", store.recovery)
         store._flusher.start(store._end)
         return store

@@ -45,7 +45,7 @@ async def test_exchanges_declare_bind_unbind_delete(app: FastAPI, console: Conso
     assert "declared" in await console.act("/exchanges", {"name": "orders", "type": "topic"})
     assert broker.routing.exchanges["orders"].type.value == "topic"
     flash = await console.act("/exchanges", {"name": "orders", "type": "fanout"})
-    assert "exists with type &#39;topic&#39;" in flash  # the broker's own message
+    assert "exists with other settings" in flash  # the broker's own message
     assert "invalid" in (await console.act("/exchanges", {"name": "bad/name", "type": "direct"})).lower()
     await broker.declare_queue("eu", {})
     flash = await console.act("/bindings", {"exchange": "orders", "queue": "eu", "routing_key": "eu.*",
