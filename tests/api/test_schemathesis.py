@@ -17,7 +17,7 @@ def test_no_server_errors_on_generated_input(tmp_path: Path) -> None:
             [
                 str(Path(sys.executable).parent / "schemathesis"), "run", f"{server.url}/openapi.json",
                 "--checks", "not_a_server_error", "--max-examples", "25", "--seed", "1",
-                "--workers", "2", "--request-timeout", "40",
+                "--workers", "1", "--request-timeout", "40",  # CPython 3.11 ast.parse is not thread-safe: hypothesis, run by schemathesis workers, hit "AST constructor recursion depth mismatch"
             ],
             capture_output=True, text=True, timeout=400,
         )

@@ -15,7 +15,7 @@ from app.storage import Store
 from tests.storage.crash_writer import OPTIONS, QUEUES, expected_batch
 
 ROOT = Path(__file__).resolve().parents[2]
-KILLS = 55
+KILLS = 40
 
 
 def _check(store: Store, reported: set[int]) -> int:
