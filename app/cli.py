@@ -191,10 +191,16 @@ def _token_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _where_parser() -> argparse.ArgumentParser:
+    """--data-dir and --database-url: where the metadata database of a command that works on it is."""
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--data-dir", dest="data_dir")
     where.add_argument("--database-url", dest="database_url", help="SQLAlchemy URL (default <data-dir>/meta.db)")
+    return where
+
+
+def _add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    where = _where_parser()
 
     token = sub.add_parser("token", help="manage API tokens")
     actions = token.add_subparsers(dest="action", required=True)
@@ -349,9 +355,7 @@ def _user_delete(args: argparse.Namespace) -> int:
 
 
 def _add_user_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--data-dir", dest="data_dir")
-    where.add_argument("--database-url", dest="database_url", help="SQLAlchemy URL (default <data-dir>/meta.db)")
+    where = _where_parser()
     secret = argparse.ArgumentParser(add_help=False)
     secret.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
 
@@ -462,9 +466,7 @@ def _alerts_delete(args: argparse.Namespace) -> int:
 def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from app.meta.models import ALERT_KINDS
 
-    where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--data-dir", dest="data_dir")
-    where.add_argument("--database-url", dest="database_url", help="SQLAlchemy URL (default <data-dir>/meta.db)")
+    where = _where_parser()
     where.add_argument("--url", help="a running server (http://host:port): go through its API instead")
     where.add_argument("--token", help="an admin token for --url (default $CHUNKMQ_TOKEN, else <data-dir>/admin-token)")
 
