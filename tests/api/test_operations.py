@@ -4,7 +4,6 @@ and the chunk listing names files relative to the data directory."""
 from __future__ import annotations
 
 import os
-import stat
 import time
 from pathlib import Path
 
@@ -12,16 +11,7 @@ import httpx
 
 from tests.api.client import ok
 from tests.server import ServerProcess
-
-
-def _modes(root: Path) -> dict[str, int]:
-    """Permission bits of the data directory and of every directory and file under it."""
-    found = {".": stat.S_IMODE(os.stat(root).st_mode)}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            found[os.path.relpath(path, root)] = stat.S_IMODE(os.lstat(path).st_mode)
-    return found
+from tests.storage.test_files import modes, owner_only
 
 
 def test_data_directory_is_owner_only_and_chunks_are_listed_relative(tmp_path: Path) -> None:
@@ -51,12 +41,12 @@ def test_data_directory_is_owner_only_and_chunks_are_listed_relative(tmp_path: P
             assert (data / c["file"]).is_file(), c
     finally:
         server.stop()
-    modes = _modes(data)
-    kinds = {name.split(os.sep)[0] for name in modes}
-    assert {"meta.db", "admin-token", "LOCK", "store", "dedup"} <= kinds, sorted(modes)
-    assert any(name.endswith(".chunk") for name in modes) and any(name.endswith(".idx") for name in modes)
-    assert os.path.join("store", "checkpoint") in modes
-    assert modes.pop("notes.txt") == 0o644
-    wrong = {name: oct(mode) for name, mode in modes.items()
-             if mode != (0o700 if (data / name).is_dir() else 0o600)}
+    found = modes(data)
+    kinds = {name.split(os.sep)[0] for name in found}
+    assert {"meta.db", "admin-token", "LOCK", "store", "dedup"} <= kinds, sorted(found)
+    assert any(name.endswith(".chunk") for name in found) and any(name.endswith(".idx") for name in found)
+    assert os.path.join("store", "checkpoint") in found
+    assert found["notes.txt"] == 0o644
+    wrong = owner_only(data)
+    assert wrong.pop("notes.txt") == oct(0o644)
     assert not wrong, wrong
