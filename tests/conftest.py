@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -8,6 +9,14 @@ import pytest
 
 from tests.mailbox import Mailbox
 from tests.server import ServerProcess
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def name(request: pytest.FixtureRequest) -> str:
+    """A name unique to this test, valid for exchanges, queues and groups (tests share brokers)."""
+    return f"{request.node.name[:40].replace('[', '-').replace(']', '')}-{next(_names)}"
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,8 +7,6 @@ import httpx
 import pytest
 
 from tests.server import ServerProcess
-
-_names = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +24,3 @@ def api(shared_server: ServerProcess) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=shared_server.url, timeout=30) as client:
         yield client
 
-
-@pytest.fixture
-def name(request: pytest.FixtureRequest) -> str:
-    """A name unique to this test, valid for exchanges, queues and groups."""
-    return f"{request.node.name[:40].replace('[', '-').replace(']', '')}-{next(_names)}"

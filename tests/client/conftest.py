@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.server import ServerProcess
-
-_names = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +15,3 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
     yield proc
     proc.stop()
 
-
-@pytest.fixture
-def name(request: pytest.FixtureRequest) -> str:
-    return f"{request.node.name[:40]}-{next(_names)}"

@@ -3,7 +3,6 @@ queue names so they do not meet."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,6 @@ import httpx
 import pytest
 
 from tests.server import ServerProcess
-
-_names = itertools.count()
 
 
 @pytest.fixture(scope="session")
@@ -29,10 +26,6 @@ def api(broker: ServerProcess) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=broker.url, timeout=30) as client:
         yield client
 
-
-@pytest.fixture
-def name(request: pytest.FixtureRequest) -> str:
-    return f"{request.node.name[:30].replace('[', '-').replace(']', '')}-{next(_names)}"
 
 
 def fill(api: httpx.Client, queue: str, count: int, start: int = 0, batch: int = 1000, **extra: Any) -> None:
