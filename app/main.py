@@ -31,6 +31,7 @@ log = logging.getLogger("chunkmq")
 
 TOKEN_USE_SECONDS = 5.0  # tokens' last-used times are written behind at most this late
 SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
+FORGET_CONSUMERS_SECONDS = 10.0  # consumers unseen for 5 minutes leave the lists this often
 DISK_MEASURE_SECONDS = 1.0  # the data directory is walked this often for the disk budget (disk.py)
 
 
@@ -123,6 +124,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         tune_gc()
         tasks = [
             asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
+            asyncio.create_task(_every(FORGET_CONSUMERS_SECONDS, broker.forget_idle_consumers, "forget consumers")),
             asyncio.create_task(broker.committer.run()),
             asyncio.create_task(_every(settings.retention_interval_seconds, broker.run_retention, "retention")),
             asyncio.create_task(_every(1.0, broker.stats.sample, "stats")),

@@ -210,18 +210,23 @@ class Consuming(BrokerBase):
     def sweep(self) -> None:
         """Expire ack deadlines and wake consumers whose redeliveries are due (every ~100 ms)."""
         now = monotonic_ms()
-        epoch = now_ms()
         for queue in list(self.queues.values()):
             due = False
             for group in list(queue.groups.values()):
-                if group.consumers:
-                    group.forget_idle_consumers(epoch)
                 ready = group.next_ready()
                 if ready is not None and ready <= now:
                     self._expire(queue, group, now)
                     due = True
             if due:
                 queue.notify()
+
+    def forget_idle_consumers(self) -> None:
+        """Drop consumers unseen for CONSUMER_FORGET_MS from every group's list (a background job)."""
+        epoch = now_ms()
+        for queue in list(self.queues.values()):
+            for group in list(queue.groups.values()):
+                if group.consumers:
+                    group.forget_idle_consumers(epoch)
 
     def retention_floors(self) -> dict[int, int]:
         """Per queue, the offset below which no group needs its messages (EQueue: delete only what

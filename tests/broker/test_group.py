@@ -53,3 +53,12 @@ def test_changes_count_only_real_changes(tmp_path: Path) -> None:
     group.ack([1])
     assert group.changes == mark + 1
     store.close()
+
+
+def test_idle_consumers_are_forgotten(tmp_path: Path) -> None:
+    from app.broker.group import CONSUMER_FORGET_MS
+
+    group = Group(1, "g", next_offset=0)
+    group.consumers = {"old": 1_000, "recent": 1_000 + CONSUMER_FORGET_MS}
+    group.forget_idle_consumers(2_000 + CONSUMER_FORGET_MS)
+    assert list(group.consumers) == ["recent"]
