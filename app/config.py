@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     disk_budget_bytes: int = Field(0, ge=0)
     disk_budget_policy: DiskBudgetPolicy = DiskBudgetPolicy.REJECT
     retention_interval_seconds: float = Field(5.0, gt=0)
+    # The storage collector rewrites a sealed chunk once its live share (bytes some queue still
+    # needs / chunk_size) falls below this, after retention; 0 turns it off (docs/storage.md).
+    gc_threshold: float = Field(0.5, ge=0, le=0.5)
     # WebSocket heartbeat (uvicorn's protocol pings): a peer that does not answer a ping within the
     # timeout is dropped, so a dead consumer stops holding credit and its in-flight messages time out.
     ws_ping_interval: float = Field(20.0, gt=0)

@@ -150,6 +150,7 @@ class Broker(Publishing, Consuming):
                 fsync_interval_ms=settings.fsync_interval_ms,
                 max_message_bytes=settings.max_message_bytes,
                 max_batch_bytes=min(settings.max_batch_bytes, settings.chunk_size),
+                gc_threshold=settings.gc_threshold,
             ),
         )
         broker = cls(settings, store, meta)

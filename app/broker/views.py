@@ -97,6 +97,11 @@ class ChunkView:
     writes: int
     created_ms: int
     first_timestamp: int
+    live_bytes: int  # bytes of records some queue still needs (an upper bound for fanned-out records)
+    live_share: float  # live_bytes / the chunk size: below CHUNKMQ_GC_THRESHOLD the collector rewrites it
+    file_bytes: int  # what the file takes on disk
+    rewritten: bool  # written by the collector
+    last: int  # highest chunk number whose records the file holds (number unless chunks were merged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +214,7 @@ def exchange_views(broker: Broker) -> list[ExchangeView]:
 
 def chunk_views(broker: Broker) -> list[ChunkView]:
     data_dir = broker.settings.data_dir.resolve()
+    size = broker.settings.chunk_size
     out = []
     for c in broker.store.chunks():
         try:
@@ -216,7 +222,8 @@ def chunk_views(broker: Broker) -> list[ChunkView]:
         except ValueError:  # a store outside the data directory: its name alone
             file = c.path.name
         out.append(ChunkView(c.number, c.state, file, c.data_bytes, c.records, c.reads_cache, c.reads_disk,
-                             c.writes, c.created_ms, c.first_timestamp))
+                             c.writes, c.created_ms, c.first_timestamp, c.live_bytes,
+                             round(c.live_bytes / size, 4), c.file_bytes, c.rewritten, c.last))
     return out
 
 

@@ -8,7 +8,7 @@ Header, at file offset 0::
     0   8   magic         b"CMQCHUNK"
     8   2   version       u16 = 1
     10  2   header_size   u16 = 64
-    12  4   reserved      u32 = 0
+    12  4   flags         u32  bit 0 = REWRITTEN (written by the collector, see below); 0 otherwise
     16  8   chunk number  u64
     24  8   data_size     u64  bytes in the data region (the store's chunk size)
     32  8   created_ms    u64  UTC epoch ms
@@ -29,6 +29,18 @@ Footer, at file offset 64 + data_size, written once when the chunk is sealed (th
     48  4   crc32         u32  of bytes 0..47
     52  12  zero
 
+A rewritten chunk (app/storage/gc.py) holds the live records of one or more neighbouring chunks
+``number .. last`` copied back to back in log order, and is a sparse file: only its header, records,
+moved table and footer take blocks. Its records keep their global positions (they are the message
+ids and what the queue indexes hold); the moved table, at the first 8-aligned data offset after
+``data_bytes``, says where each one is now::
+
+    0   8   magic         b"CMQMOVED"
+    8   8   count         u64
+    16  8   last          u64  highest chunk number this file replaces (``number .. last``)
+    24  16n entries       (global position u64, data offset u64), ascending by position
+    ..  4   crc32         u32  of everything before it
+
 A chunk is created as ``<name>.tmp``, its header fsynced, then renamed, so a live chunk file always
 has a valid header; an invalid one means corruption and the file is quarantined (``.bad``).
 
@@ -42,13 +54,18 @@ import errno
 import mmap
 import os
 import struct
+import sys
 import zlib
+from array import array
+from bisect import bisect_left
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import files
 from .errors import CorruptChunk, StorageError, StorageFull
 from .record import END_OF_BATCH, FRAME, PREFIX, iter_records, record_length
 
+_LITTLE = sys.byteorder == "little"
 MAGIC = b"CMQCHUNK"
 FOOTER_MAGIC = b"CMQSEALD"
 VERSION = 1
@@ -57,6 +74,18 @@ FOOTER = struct.Struct("<8sQQQQQ")
 CRC = struct.Struct("<I")
 HEADER_SIZE = 64
 FOOTER_SIZE = 64
+REWRITTEN = 1  # header flag: a chunk written by the collector, with a moved table
+MOVED_MAGIC = b"CMQMOVED"
+MOVED_HEAD = struct.Struct("<8sQQ")
+
+
+def moved_table_size(count: int) -> int:
+    """Bytes a moved table of ``count`` records takes (plus up to 7 bytes of alignment before it)."""
+    return MOVED_HEAD.size + 16 * count + CRC.size
+
+
+def _align8(n: int) -> int:
+    return (n + 7) & ~7
 
 
 def _fail(exc: OSError, what: str) -> StorageError:
@@ -78,7 +107,7 @@ def _preallocate(fd: int, size: int) -> None:
 class Chunk:
     """One open chunk file: header fields, used data size, statistics and an mmap for reads."""
 
-    def __init__(self, path: Path, number: int, data_size: int, created_ms: int, fd: int) -> None:
+    def __init__(self, path: Path, number: int, data_size: int, created_ms: int, fd: int, flags: int = 0) -> None:
         self.path = path
         self.number = number
         self.data_size = data_size
@@ -95,6 +124,46 @@ class Chunk:
         self.reads_cache = 0
         self.reads_disk = 0
         self.writes = 0
+        self.flags = flags
+        # Rewritten chunks only (REWRITTEN): the global positions of their records, ascending, and
+        # each one's data offset; ``last`` is the highest chunk number the file stands for.
+        self.moved_positions: array[int] | None = None
+        self.moved_offsets: array[int] | None = None
+        self.last = number
+
+    @property
+    def rewritten(self) -> bool:
+        return bool(self.flags & REWRITTEN)
+
+    @property
+    def end(self) -> int:
+        """Global position after the range of positions this file holds records of."""
+        return (self.last + 1) * self.data_size
+
+    @property
+    def file_bytes(self) -> int:
+        """Bytes the file takes on disk: all of it when preallocated; a rewritten (sparse) chunk's
+        header, records, moved table and footer."""
+        if self.moved_positions is None:
+            return HEADER_SIZE + self.data_size + FOOTER_SIZE
+        return HEADER_SIZE + _align8(self.data_bytes) + moved_table_size(len(self.moved_positions)) + FOOTER_SIZE
+
+    def local_of(self, position: int) -> int:
+        """Data offset of the record at global ``position``; -1 if this file does not hold it."""
+        moved = self.moved_positions
+        if moved is None:
+            return position - self.base
+        i = bisect_left(moved, position)
+        if i < len(moved) and moved[i] == position:
+            return self.moved_offsets[i]  # type: ignore[index]
+        return -1
+
+    def position_of(self, local: int) -> int:
+        """Global position of the record at data offset ``local`` (a record start)."""
+        offsets = self.moved_offsets
+        if offsets is None:
+            return self.base + local
+        return self.moved_positions[bisect_left(offsets, local)]  # type: ignore[index]
 
     # --- life cycle ---
     @classmethod
@@ -124,7 +193,7 @@ class Chunk:
             raw = os.pread(fd, HEADER_SIZE, 0)
             if len(raw) < HEADER_SIZE:
                 raise CorruptChunk(f"chunk {number}: header truncated", chunk=number)
-            magic, version, hsize, _, num, dsize, created = HEADER.unpack_from(raw)
+            magic, version, hsize, flags, num, dsize, created = HEADER.unpack_from(raw)
             if (magic, version, hsize) != (MAGIC, VERSION, HEADER_SIZE):
                 raise CorruptChunk(f"chunk {number}: bad magic or version", chunk=number)
             if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
@@ -141,7 +210,7 @@ class Chunk:
                 os.ftruncate(fd, full)  # a truncated file: the lost part reads as zeros (end of data)
                 _preallocate(fd, full)
                 os.pwrite(fd, bytes(min(full - size, 4096)), size)
-            return cls(path, number, data_size, created, fd)
+            return cls(path, number, data_size, created, fd, flags)
         except BaseException:
             os.close(fd)
             raise
@@ -157,7 +226,71 @@ class Chunk:
             return False
         self.data_bytes, self.records, self.first_ts, self.last_ts = data_bytes, records, first_ts, last_ts
         self.sealed = True
+        if self.rewritten:
+            self._load_moved()
         return True
+
+    def _load_moved(self) -> None:
+        at = HEADER_SIZE + _align8(self.data_bytes)
+        magic, count, last = MOVED_HEAD.unpack_from(self.mm, at)
+        end = at + MOVED_HEAD.size + 16 * count
+        if magic != MOVED_MAGIC or end + CRC.size > HEADER_SIZE + self.data_size or \
+                CRC.unpack_from(self.mm, end)[0] != zlib.crc32(self.mm[at:end]):
+            raise CorruptChunk(f"chunk {self.number}: moved table damaged", chunk=self.number)
+        table = array("Q", self.mm[at + MOVED_HEAD.size : end])
+        if not _LITTLE:
+            table.byteswap()
+        self.moved_positions, self.moved_offsets = table[0::2], table[1::2]
+        self.last = last
+
+    @classmethod
+    def write_rewritten(
+        cls,
+        path: Path,
+        number: int,
+        last: int,
+        data_size: int,
+        parts: Sequence[bytes],
+        positions: Sequence[int],
+        timestamps: tuple[int, int],
+        created_ms: int,
+        sealed_ms: int,
+    ) -> None:
+        """Write a complete, sealed, fsynced rewritten chunk file at ``path`` (a temporary name).
+
+        ``parts`` are whole records in log order, ``positions`` their global positions. The file is
+        sparse: the blocks between the moved table and the footer are never written.
+        """
+        offsets = array("Q")
+        local = 0
+        for part in parts:
+            offsets.append(local)
+            local += len(part)
+        table = array("Q", [x for pair in zip(positions, offsets, strict=True) for x in pair])
+        if not _LITTLE:
+            table.byteswap()
+        moved = MOVED_HEAD.pack(MOVED_MAGIC, len(parts), last) + table.tobytes()
+        moved += CRC.pack(zlib.crc32(moved))
+        at = _align8(local)
+        if at + len(moved) > data_size:
+            raise ValueError("the records and their moved table do not fit in one chunk")
+        head = HEADER.pack(MAGIC, VERSION, HEADER_SIZE, REWRITTEN, number, data_size, created_ms)
+        foot = FOOTER.pack(FOOTER_MAGIC, local, len(parts), timestamps[0], timestamps[1], sealed_ms)
+        fd = files.create_file(path)
+        try:
+            os.ftruncate(fd, HEADER_SIZE + data_size + FOOTER_SIZE)
+            body = b"".join([head, CRC.pack(zlib.crc32(head)), bytes(HEADER_SIZE - HEADER.size - CRC.size),
+                             *parts, bytes(at - local), moved])
+            done = 0
+            while done < len(body):
+                done += os.pwrite(fd, memoryview(body)[done:], done)
+            os.pwrite(fd, foot + CRC.pack(zlib.crc32(foot)), HEADER_SIZE + data_size)
+            os.fsync(fd)
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            raise _fail(exc, f"rewriting chunk {number}") from exc
+        finally:
+            os.close(fd)
 
     def seal(self, now_ms: int) -> None:
         body = FOOTER.pack(FOOTER_MAGIC, self.data_bytes, self.records, self.first_ts, self.last_ts, now_ms)

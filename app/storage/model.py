@@ -26,6 +26,10 @@ class StoreOptions:
     checkpoint_interval_ms: int = 1000  # how often indexes are flushed and the recovery point written
     tail_cache_bytes: int = 8 * 1024 * 1024  # recent batches kept in memory for tail readers
     verify_reads: bool = True  # check each record's CRC on read()
+    # The collector (gc.py) rewrites sealed chunks whose live share (live bytes / chunk_size) is below
+    # this, after each retain(); 0 = no collector thread (Store.collect() still works on demand).
+    gc_threshold: float = 0.0
+    gc_duty: float = 0.2  # share of wall time the collector thread may work (it sleeps the rest)
 
 
 @dataclass(slots=True)
@@ -100,6 +104,21 @@ class ChunkInfo:
     writes: int
     created_ms: int
     first_timestamp: int  # 0 while empty
+    live_bytes: int = 0  # bytes of records some queue still needs (at or above its floor)
+    file_bytes: int = 0  # the file's size on disk (allocated blocks)
+    rewritten: bool = False  # written by the collector (gc.py)
+    last: int = 0  # highest chunk number whose records the file holds (= number unless merged)
+
+
+@dataclass(slots=True)
+class GcReport:
+    """What one Store.collect() pass did."""
+
+    rewrites: int = 0  # rewritten files written
+    chunks_replaced: list[int] = field(default_factory=list)  # chunk files replaced (merged ones included)
+    bytes_copied: int = 0  # live record bytes copied
+    bytes_freed: int = 0  # allocated bytes given back to the file system
+    seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -123,6 +142,7 @@ class RecoveryReport:
     queues_rebuilt: list[int] = field(default_factory=list)  # damaged indexes rebuilt from the log
     quarantined: list[int] = field(default_factory=list)  # chunk numbers renamed to .bad
     resealed: list[int] = field(default_factory=list)  # sealed chunks whose footer had to be rewritten
+    replaced_deleted: list[int] = field(default_factory=list)  # left by a collector crash (gc.py step 4)
     seconds: float = 0.0
 
 

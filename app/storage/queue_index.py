@@ -161,6 +161,10 @@ class QueueIndex:
         self.first = 0
         self.next = 0
         self.bytes = 0
+        # Live-byte accounting for the collector: per chunk number (global position // chunk size),
+        # the record bytes of this queue's entries in [first, next) pointing into it. append() adds
+        # a batch's bytes once; a floor move subtracts what it passes (count_by_chunk).
+        self.chunk_bytes: dict[int, int] = {}
 
     # --- opening ---
     def load_files(self) -> bool:
@@ -308,6 +312,42 @@ class QueueIndex:
         step = 1 << 16
         while lo < hi:
             n = min(step, hi - lo)
-            total += sum(e[1] for e in ENTRY.iter_unpack(self.raw(lo, n)))
+            words = array("I", self.raw(lo, n))  # 4 u32 per entry: position (2), length, tag hash
+            if not _LITTLE:
+                words.byteswap()
+            total += sum(words[2::4])
             lo += n
         return total
+
+    def bytes_by_chunk(self, lo: int, hi: int, chunk_size: int) -> dict[int, int]:
+        """Record bytes of the entries in [lo, hi), per chunk number: a binary search per chunk
+        boundary and a sum per chunk, never a look at the log."""
+        out: dict[int, int] = {}
+        while lo < hi:
+            p1 = self.entry(lo)[0]
+            if not p1:  # a hole (data lost to a quarantine): no bytes
+                lo += 1
+                continue
+            number = (p1 - 1) // chunk_size
+            stop = self.first_at_or_after(lo, hi, (number + 1) * chunk_size)
+            out[number] = out.get(number, 0) + self.bytes_between(lo, stop)
+            lo = stop
+        return out
+
+    def count_by_chunk(self, lo: int, hi: int, chunk_size: int) -> int:
+        """The floor moves from ``lo`` to ``hi``: subtract the passed entries from chunk_bytes;
+        returns the bytes passed."""
+        total = 0
+        counts = self.chunk_bytes
+        for number, n in self.bytes_by_chunk(lo, hi, chunk_size).items():
+            left = counts.get(number, 0) - n
+            if left > 0:
+                counts[number] = left
+            else:
+                counts.pop(number, None)
+            total += n
+        return total
+
+    def recount(self, chunk_size: int) -> None:
+        """Rebuild chunk_bytes from the index (on open, after recovery)."""
+        self.chunk_bytes = {n: b for n, b in self.bytes_by_chunk(self.first, self.next, chunk_size).items() if b}

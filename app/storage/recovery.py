@@ -66,6 +66,8 @@ def _scan(c: Chunk, local: int, limit: int, runs: Runs | None, only: set[int] | 
     mm = c.mm
     p = H + local  # where validation stopped: after the last valid record
     base = c.base - H  # global position = base + p
+    moved = c.moved_positions  # a rewritten chunk: positions from its moved table, and every record
+    rewritten = moved is not None  # counts as a whole batch (the collector copies records, not batches)
     pending: list[tuple[int, int, int, int]] = []
     res = _Scan()
     res.batch_end = local
@@ -84,11 +86,12 @@ def _scan(c: Chunk, local: int, limit: int, runs: Runs | None, only: set[int] | 
             if th is None:
                 th = tags[tag] = (crc32(tag) or 1) if tag else 0
             second = length | (th << 32)
+            p1 = base + off + 1 if moved is None else c.position_of(off - H) + 1
             for q, o in iter_placements(mm[first:t - il]):
                 if only is None or q in only:
-                    pending.append((q, o, base + off + 1, second))
+                    pending.append((q, o, p1, second))
         p = off + length
-        if flags & END_OF_BATCH:
+        if flags & END_OF_BATCH or rewritten:
             res.records += res.pending
             res.pending = 0
             res.batch_end = p - H
@@ -169,9 +172,16 @@ def recover(store: Store) -> RecoveryReport:
             log.error("%s: quarantined", exc)
             files.quarantine(path)
             report.quarantined.append(number)
+    for n in sorted(chunks):
+        try:
+            chunks[n].read_footer()
+        except CorruptChunk as exc:  # a rewritten chunk whose moved table is damaged
+            log.error("%s: quarantined", exc)
+            chunks.pop(n).close()
+            files.quarantine(files.chunk_path(root, n))
+            report.quarantined.append(n)
+    _drop_replaced(chunks, report)
     numbers = sorted(chunks)
-    for n in numbers:
-        chunks[n].read_footer()
 
     # 2. queues and their checkpointed state
     queues: dict[int, QueueIndex] = {}
@@ -206,7 +216,7 @@ def recover(store: Store) -> RecoveryReport:
     last = numbers[-1] if numbers else None
     for n in numbers:
         c = chunks[n]
-        if c.base + size <= start:
+        if c.end <= start:
             continue
         local = max(0, start - c.base)
         from_cp = cp is not None and local > 0 and local == cp.position - c.base
@@ -274,6 +284,9 @@ def recover(store: Store) -> RecoveryReport:
             qi.first = qi.next
         report.index_entries_zeroed += qi.zero_from(qi.next)
 
+    for qi in queues.values():
+        qi.recount(size)  # live-byte accounting of the collector (gc.py)
+
     # 6. the active chunk
     store._chunks = dict(sorted(chunks.items()))
     store._queues = queues
@@ -281,6 +294,9 @@ def recover(store: Store) -> RecoveryReport:
         if c.sealed:
             c.release_fd()
     store._active = store._chunks[max(store._chunks)] if store._chunks else None
+    for c in list(store._chunks.values()):
+        for alias in range(c.number + 1, c.last + 1):  # the numbers a rewritten file replaced
+            store._chunks[alias] = c
     store._next_number = max(highest + 1, (start + size - 1) // size if start else 0)
     a = store._active
     store._end = a.base + a.data_bytes if a is not None else store._next_number * size
@@ -295,6 +311,19 @@ def recover(store: Store) -> RecoveryReport:
         except StorageError:
             log.exception("could not write the recovery point; the next open replays the tail again")
     return report
+
+
+def _drop_replaced(chunks: dict[int, Chunk], report: RecoveryReport) -> None:
+    """Delete chunk files that a rewritten file replaced: a crash between the collector's commit
+    (rename) and its deletions (gc.py, step 4) leaves them; the rewritten file holds their live records."""
+    for c in [c for c in chunks.values() if c.rewritten]:
+        for n in range(c.number + 1, c.last + 1):
+            old = chunks.pop(n, None)
+            if old is not None:
+                log.warning("chunk %d was replaced by the rewritten chunk %d: deleted", n, c.number)
+                old.close()
+                old.path.unlink(missing_ok=True)
+                report.replaced_deleted.append(n)
 
 
 def _index_end(qi: QueueIndex) -> int:

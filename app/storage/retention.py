@@ -60,26 +60,24 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
         queues = store._queues
         floor_of = {q: min(max(floors.get(q, qi.first), qi.first), qi.next) for q, qi in queues.items()}
         live = [(qi, floor_of[q]) for q, qi in queues.items() if floor_of[q] < qi.next]
-        for number in sorted(store._chunks):
-            c = store._chunks[number]
+        files_ = store._files()
+        for c in files_:
             if c is store._active or not c.sealed:
                 continue
-            if not any(_points_into(qi, f, c.base, c.base + size) for qi, f in live):
+            if not any(_points_into(qi, f, c.base, c.end) for qi, f in live):  # a merged file: all its numbers
                 doomed.append(c)
         if free_bytes > 0:  # the drop_oldest policy: free this much, needed or not, oldest first
             gone = {c.number for c in doomed}
             freed = sum(_allocated(c) for c in doomed)
-            for number in sorted(store._chunks):
-                c = store._chunks[number]
+            for c in files_:
                 if freed >= free_bytes or c is store._active:
                     break
-                if number not in gone:
+                if c.number not in gone:
                     doomed.append(c)
-                    gone.add(number)
+                    gone.add(c.number)
                     freed += _allocated(c)
         for c in doomed:
-            del store._chunks[c.number]
-            store._dirty.discard(c)
+            store._forget(c)
         # new floors: up to the lowest readable offset, never above the requested floor except
         # where drop_oldest took data away
         for q, qi in queues.items():
@@ -89,7 +87,7 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
             if not _exists(store, qi, target):  # drop_oldest took data at or above the floor
                 target = _first_existing(store, qi, target)
             if target > old:
-                freed = qi.bytes_between(old, target)
+                freed = qi.count_by_chunk(old, target, size)
                 qi.first = target
                 qi.bytes -= freed
                 report.first_offsets[q] = target

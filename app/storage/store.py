@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from operator import itemgetter
@@ -24,10 +24,12 @@ from .chunk import HEADER_SIZE as CHUNK_HEADER
 from .chunk import Chunk, _fail
 from .errors import BatchTooLarge, CorruptChunk, StorageError, StoreClosed, UnknownQueue
 from .flusher import Flusher
+from .gc import Collector
 from .model import (
     AppendedBatch,
     ChunkInfo,
     FsyncMode,
+    GcReport,
     IndexEntry,
     NewMessage,
     Record,
@@ -103,6 +105,7 @@ class Store:
         self._tail: list[tuple[int, bytes]] = []  # recent batches (start position, bytes)
         self._tail_bytes = 0
         self._tags: dict[bytes, int] = {}
+        self._collector: Collector | None = None
         self._flusher = Flusher(
             options.fsync,
             options.fsync_interval_ms / 1000,
@@ -129,6 +132,9 @@ class Store:
         files.make_reserve(root)
         log.info("storage recovery: %s", store.recovery)
         store._flusher.start(store._end)
+        if options.gc_threshold > 0:
+            store._collector = Collector(store, options.gc_threshold, options.gc_duty)
+            store._collector.start()
         return store
 
     def close(self) -> None:
@@ -137,6 +143,8 @@ class Store:
             if self._closed:
                 return
             self._closed = True
+        if self._collector is not None:
+            self._collector.stop()
         self._flusher.stop()
         try:
             self.flush()
@@ -220,7 +228,7 @@ class Store:
             qi = self._queue(queue_id)
             new = min(max(offset, qi.first), qi.next)
             dropped = new - qi.first
-            freed = qi.bytes_between(qi.first, new) if dropped else 0
+            freed = qi.count_by_chunk(qi.first, new, self._size) if dropped else 0
             qi.first = new
             qi.bytes -= freed
         if durable and dropped:
@@ -274,10 +282,14 @@ class Store:
             except StorageError:
                 active.rollback(local, local + size)  # entries past a queue's end are never read; recovery zeroes them
                 raise
+            number = active.number
             for q, flat in entries.items():
                 qi = self._queues[q]
                 qi.next = offsets[q]
-                qi.bytes += sum(flat[1::2]) & 0xFFFFFFFF  # a batch is < 4 GiB: tag hashes sit above bit 32
+                added = sum(flat[1::2]) & 0xFFFFFFFF  # a batch is < 4 GiB: tag hashes sit above bit 32
+                qi.bytes += added
+                counts = qi.chunk_bytes
+                counts[number] = counts.get(number, 0) + added
             if not active.records:
                 active.first_ts = ts
             active.records += len(batch)
@@ -393,7 +405,12 @@ class Store:
         c = self._chunks.get(pos // self._size)
         if c is None:
             return None, 0, None, False
-        return c.mm, pos - c.base + CHUNK_HEADER, c, False
+        if c.moved_positions is None:
+            return c.mm, pos - c.base + CHUNK_HEADER, c, False
+        local = c.local_of(pos)  # a rewritten chunk: its moved table says where the record is now
+        if local < 0:
+            return None, 0, None, False
+        return c.mm, local + CHUNK_HEADER, c, False
 
     def read(
         self,
@@ -454,6 +471,8 @@ class Store:
             return None, 0, 0, None, False
         if cached:
             return src, off - pos, pos + len(src) - off, c, True  # type: ignore[arg-type]
+        if c is not None and c.moved_positions is not None:
+            return src, off - pos, pos + 1, c, False  # moved records: one position at a time
         return src, off - pos, pos - pos % self._size + self._size, c, False
 
     def _read_run(self, qi: QueueIndex, start: int, end: int) -> list[StoredMessage]:
@@ -559,7 +578,9 @@ class Store:
         c = self._chunks.get(position // self._size) if position >= 0 else None
         if c is None:
             raise KeyError(position)
-        local = position - c.base
+        local = c.local_of(position)
+        if local < 0:
+            raise KeyError(position)
         try:
             n = record_length(c.mm, CHUNK_HEADER + local, CHUNK_HEADER + c.data_bytes)
             if not n:
@@ -576,8 +597,11 @@ class Store:
         c = self._chunks.get((p1 - 1) // self._size)
         if c is None:
             return None
+        local = c.local_of(p1 - 1)
+        if local < 0:
+            return None
         try:
-            return timestamp_at(c.mm, CHUNK_HEADER + p1 - 1 - c.base)
+            return timestamp_at(c.mm, CHUNK_HEADER + local)
         except ValueError:
             return None
 
@@ -604,27 +628,29 @@ class Store:
         """Every valid record at or after ``from_position`` (a record start), in log order."""
         self._check_open()
         end = self._end
-        for number in sorted(self._chunks):
-            c = self._chunks.get(number)
-            if c is None or c.base + self._size <= from_position:
+        for c in self._files():
+            if c.end <= from_position:
                 continue
-            p = CHUNK_HEADER + max(0, from_position - c.base)
+            if c.moved_positions is None:
+                p = CHUNK_HEADER + max(0, from_position - c.base)
+            else:
+                i = bisect_left(c.moved_positions, from_position)
+                p = CHUNK_HEADER + (c.moved_offsets[i] if i < len(c.moved_offsets) else c.data_bytes)  # type: ignore[arg-type]
             limit = CHUNK_HEADER + min(c.data_bytes, end - c.base)
             try:
                 for off, n, *_ in iter_records(c.mm, p, limit):
-                    yield decode(c.mm, off, c.base + off - CHUNK_HEADER)
+                    yield decode(c.mm, off, c.position_of(off - CHUNK_HEADER))
                     p = off + n
                 if p < limit:
                     log.error("chunk %d: invalid record at data offset %d; rest of the chunk skipped",
-                              number, p - CHUNK_HEADER)
+                              c.number, p - CHUNK_HEADER)
             except ValueError:
                 continue  # deleted by retention while scanning
 
     def scan_since(self, timestamp_ms: int) -> Iterator[Record]:
         """Records with timestamp >= timestamp_ms, starting at the first chunk that can hold one."""
         start = None
-        for number in sorted(self._chunks):
-            c = self._chunks[number]
+        for c in self._files():
             if c.records and c.last_ts >= timestamp_ms:
                 start = c.base
                 break
@@ -640,7 +666,49 @@ class Store:
         that queues still need, until that many bytes are freed (see retention.py)."""
         from .retention import retain
 
-        return retain(self, floors, free_bytes)
+        report = retain(self, floors, free_bytes)
+        if self._collector is not None:
+            self._collector.wake()  # floors moved: chunks may have become sparse
+        return report
+
+    def collect(self, threshold: float | None = None) -> GcReport:
+        """One collector pass now, at full speed: rewrite the sealed chunks whose live share is below
+        ``threshold`` (default: the option, or 0.5), merging sparse neighbours (see gc.py)."""
+        from .gc import collect
+
+        if threshold is None:
+            threshold = self.options.gc_threshold or 0.5
+        return collect(self, threshold, 1.0)
+
+    def _files(self) -> list[Chunk]:
+        """Every chunk file once, by number (a merged file is also reachable by the numbers it replaced)."""
+        return [c for n, c in sorted(list(self._chunks.items())) if c.number == n]
+
+    def _forget(self, c: Chunk) -> None:
+        """Take a chunk file and every number it stands for out of the map (writer lock held)."""
+        for n in range(c.number, c.last + 1):
+            if self._chunks.get(n) is c:
+                del self._chunks[n]
+        self._dirty.discard(c)
+
+    def live_bytes(self) -> dict[int, int]:
+        """Per chunk file (by number): bytes of records some queue still needs, at or above its floor.
+
+        Each queue counts its own entries (QueueIndex.chunk_bytes), so a record placed in several
+        queues counts once per queue that still needs it: an upper bound, capped at the chunk's bytes.
+        """
+        chunks = self._chunks
+        live: dict[int, int] = {}
+        for qi in list(self._queues.values()):
+            for number, n in list(qi.chunk_bytes.items()):
+                c = chunks.get(number)
+                if c is not None:
+                    live[c.number] = live.get(c.number, 0) + n
+        for number, n in live.items():
+            c = chunks.get(number)
+            if c is not None and n > c.data_bytes:
+                live[number] = c.data_bytes
+        return live
 
     def active_room(self) -> int:
         """Bytes of records the active chunk can still take; 0 when the next append creates a chunk."""
@@ -655,10 +723,12 @@ class Store:
         return CHUNK_HEADER + self._size + CHUNK_FOOTER
 
     def chunks(self) -> list[ChunkInfo]:
+        live = self.live_bytes()
         return [
             ChunkInfo(c.number, "active" if c is self._active and not c.sealed else "sealed", c.path,
-                      c.data_bytes, c.records, c.reads_cache, c.reads_disk, c.writes, c.created_ms, c.first_ts)
-            for c in sorted(list(self._chunks.values()), key=lambda c: c.number)
+                      c.data_bytes, c.records, c.reads_cache, c.reads_disk, c.writes, c.created_ms, c.first_ts,
+                      live.get(c.number, 0), c.file_bytes, c.rewritten, c.last)
+            for c in self._files()
         ]
 
     def disk_bytes(self) -> int:
@@ -676,12 +746,11 @@ class Store:
     def verify(self) -> list[int]:
         """Check every record of every sealed chunk; quarantine the corrupt ones. Returns their numbers."""
         bad: list[int] = []
-        for number in sorted(self._chunks):
-            c = self._chunks[number]
+        for c in self._files():
             if not c.sealed:
                 continue
             if c.scan(0, c.data_bytes)[4] != c.data_bytes:
-                bad.append(number)
+                bad.append(c.number)
         for number in bad:
             self.quarantine(number)
         return bad
@@ -690,10 +759,9 @@ class Store:
         """Take a sealed chunk out of service (renamed .bad); entries pointing into it read as gone."""
         with self._lock:
             c = self._chunks.get(number)
-            if c is None or (c is self._active and not c.sealed):
+            if c is None or c.number != number or (c is self._active and not c.sealed):
                 raise StorageError(f"chunk {number} is not a sealed chunk of this store")
-            del self._chunks[number]
-            self._dirty.discard(c)
+            self._forget(c)
         log.error("chunk %d is corrupt: quarantined as %s", number, files.with_suffix(c.path, files.BAD_SUFFIX))
         files.quarantine(c.path)
         c.close()
