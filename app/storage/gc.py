@@ -141,7 +141,14 @@ def collect(store: Store, threshold: float, duty: float, stop: threading.Event |
     report = GcReport()
     with store._lock:
         store._check_open()
-        floors = {q: qi.first for q, qi in store._queues.items()}
+        floors = {}
+        for q, qi in store._queues.items():
+            # What a rewrite drops below a queue's floor stops being readable: first rises to the
+            # floor, as retention does when it deletes a whole chunk.
+            if qi.floor > qi.first:
+                qi.bytes -= qi.bytes_between(qi.first, qi.floor)
+                qi.first = qi.floor
+            floors[q] = qi.first
     store.flush()  # step 0: the floors above (or higher ones) and the recovery point are durable
     pacer = _Pacer(store, duty, stop)
     for run in plan(store, threshold, store.live_bytes()):

@@ -162,8 +162,11 @@ class QueueIndex:
         self.next = 0
         self.bytes = 0
         # Live-byte accounting for the collector: per chunk number (global position // chunk size),
-        # the record bytes of this queue's entries in [first, next) pointing into it. append() adds
-        # a batch's bytes once; a floor move subtracts what it passes (count_by_chunk).
+        # the record bytes of this queue's entries in [floor, next) pointing into it. append() adds
+        # a batch's bytes once; a floor move subtracts what it passes (raise_floor). The floor is
+        # what retain() was last told the queue needs (>= first: retention keeps first at the lowest
+        # offset still readable, which a pinned chunk keeps below the floor).
+        self.floor = 0
         self.chunk_bytes: dict[int, int] = {}
 
     # --- opening ---
@@ -334,20 +337,21 @@ class QueueIndex:
             lo = stop
         return out
 
-    def count_by_chunk(self, lo: int, hi: int, chunk_size: int) -> int:
-        """The floor moves from ``lo`` to ``hi``: subtract the passed entries from chunk_bytes;
-        returns the bytes passed."""
-        total = 0
+    def raise_floor(self, floor: int, chunk_size: int) -> None:
+        """Move the floor up to ``floor`` (at most next): subtract the passed entries from chunk_bytes."""
+        floor = min(floor, self.next)
+        if floor <= self.floor:
+            return
         counts = self.chunk_bytes
-        for number, n in self.bytes_by_chunk(lo, hi, chunk_size).items():
+        for number, n in self.bytes_by_chunk(self.floor, floor, chunk_size).items():
             left = counts.get(number, 0) - n
             if left > 0:
                 counts[number] = left
             else:
                 counts.pop(number, None)
-            total += n
-        return total
+        self.floor = floor
 
     def recount(self, chunk_size: int) -> None:
-        """Rebuild chunk_bytes from the index (on open, after recovery)."""
+        """Rebuild chunk_bytes from the index (on open, after recovery): the floor starts at first."""
+        self.floor = self.first
         self.chunk_bytes = {n: b for n, b in self.bytes_by_chunk(self.first, self.next, chunk_size).items() if b}

@@ -60,6 +60,8 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
         queues = store._queues
         floor_of = {q: min(max(floors.get(q, qi.first), qi.first), qi.next) for q, qi in queues.items()}
         live = [(qi, floor_of[q]) for q, qi in queues.items() if floor_of[q] < qi.next]
+        for q, qi in queues.items():
+            qi.raise_floor(floor_of[q], size)  # live-byte accounting (the collector's)
         files_ = store._files()
         for c in files_:
             if c is store._active or not c.sealed:
@@ -87,9 +89,10 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
             if not _exists(store, qi, target):  # drop_oldest took data at or above the floor
                 target = _first_existing(store, qi, target)
             if target > old:
-                freed = qi.count_by_chunk(old, target, size)
+                freed = qi.bytes_between(old, target)
                 qi.first = target
                 qi.bytes -= freed
+                qi.raise_floor(target, size)
                 report.first_offsets[q] = target
                 if target > floor:
                     report.dropped[q] = (target - floor, qi.bytes_between(floor, target))

@@ -228,7 +228,8 @@ class Store:
             qi = self._queue(queue_id)
             new = min(max(offset, qi.first), qi.next)
             dropped = new - qi.first
-            freed = qi.count_by_chunk(qi.first, new, self._size) if dropped else 0
+            freed = qi.bytes_between(qi.first, new) if dropped else 0
+            qi.raise_floor(new, self._size)
             qi.first = new
             qi.bytes -= freed
         if durable and dropped:
