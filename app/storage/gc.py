@@ -101,8 +101,11 @@ class _Pacer:
             self.started = time.perf_counter()
 
 
-def plan(store: Store, threshold: float, live: dict[int, int]) -> list[list[Chunk]]:
-    """Runs of neighbouring sealed files to rewrite into one file each (see the module docstring)."""
+def plan(store: Store, threshold: float, live: dict[int, int], durable: int) -> list[list[Chunk]]:
+    """Runs of neighbouring sealed files to rewrite into one file each (see the module docstring),
+    among the files wholly below ``durable``, a position the recovery point has reached: recovery
+    never replays records of a file the collector may rewrite (a chunk sealed after step 0 waits
+    for the next pass)."""
     size = store._size
     runs: list[list[Chunk]] = []
     run: list[Chunk] = []
@@ -116,7 +119,7 @@ def plan(store: Store, threshold: float, live: dict[int, int]) -> list[list[Chun
 
     for c in store._files():
         n = live.get(c.number, 0)
-        sparse = c.sealed and c is not store._active and n < threshold * size
+        sparse = c.sealed and c is not store._active and c.end <= durable and n < threshold * size
         est = n + moved_table_size(c.records * n // max(1, c.data_bytes) + 1) + 8
         if sparse and run and need + est <= size:
             run.append(c)
@@ -149,9 +152,10 @@ def collect(store: Store, threshold: float, duty: float, stop: threading.Event |
                 qi.bytes -= qi.bytes_between(qi.first, qi.floor)
                 qi.first = qi.floor
             floors[q] = qi.first
+        durable = store._end
     store.flush()  # step 0: the floors above (or higher ones) and the recovery point are durable
     pacer = _Pacer(store, duty, stop)
-    for run in plan(store, threshold, store.live_bytes()):
+    for run in plan(store, threshold, store.live_bytes(), durable):
         try:
             _rewrite(store, run, floors, pacer, report)
         except _Aborted as exc:

@@ -218,7 +218,7 @@ def recover(store: Store) -> RecoveryReport:
         c = chunks[n]
         if c.end <= start:
             continue
-        local = max(0, start - c.base)
+        local = max(0, start - c.base) if not c.rewritten else 0  # (never the case: gc.py replays it whole)
         from_cp = cp is not None and local > 0 and local == cp.position - c.base
         limit = c.data_bytes if c.sealed else size
         res = _scan(c, local, limit, runs)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +16,8 @@ from pathlib import Path
 from app.storage import NewMessage, Store, StoreOptions, files
 from app.storage.gc import GC_SUFFIX
 from tests.storage.conftest import SMALL
+from tests.storage.crash_writer import OPTIONS, expected_gc_batch
+from tests.storage.test_crash import ROOT
 
 EVENTS, AUDIT = 1, 2
 
@@ -20,13 +26,19 @@ def _fill(store: Store, messages: int, every: int) -> list[tuple[int, int, bytes
     """The issue's scenario, small: EVENTS gets most messages, AUDIT one after every ``every``.
     Returns AUDIT's (offset, position, data)."""
     audit = []
+    events: list[NewMessage] = []
     for i in range(messages):
         if i % every == every - 1:
             data = b"audit-%d-" % i + b"a" * 60
-            pos = store.append([NewMessage(data, [AUDIT])]).positions[0]
+            pos = store.append([*events, NewMessage(data, [AUDIT])]).positions[-1]
             audit.append((store.next_offset(AUDIT) - 1, pos, data))
+            events = []
         else:
-            store.append([NewMessage(b"e" * 100, [EVENTS])])
+            events.append(NewMessage(b"e" * 100, [EVENTS]))
+            if len(events) == 8:
+                store.append(events)
+                events = []
+    store.append(events)
     return audit
 
 
@@ -218,3 +230,72 @@ def test_crash_states_of_a_rewrite(open_store: Callable[..., Store], tmp_path: P
         assert s.recovery.quarantined == [number]
         end = (max(report.chunks_replaced) + 1) * SMALL.chunk_size
         assert [m[1] for m in s.read(AUDIT, 0, 100)] == [p for _, p, _ in audit if p >= end]
+
+
+KILLS = 10
+
+
+def _check_after_crash(store: Store, reported: set[int]) -> tuple[int, int]:
+    """Queue 3 (never consumed) holds every message of every reported batch placed in it, whole
+    batches only, in order, each read back with its CRC checked; queue 1 reads from its first
+    offset without holes. Returns (next free batch id, rewritten files)."""
+    assert store.verify() == []
+    seen: dict[int, list[bytes]] = {}
+    kept = store.read(3, 0, 1_000_000)
+    assert [m[0] for m in kept] == list(range(store.next_offset(3)))
+    for _, _, _, _, _, data in kept:
+        seen.setdefault(int(data.split(b":", 1)[0]), []).append(data)
+    for batch_id, datas in seen.items():
+        assert datas == [m.data for m in expected_gc_batch(batch_id) if 3 in m.queues], f"batch {batch_id} partial"
+    for batch_id in reported:
+        if any(3 in m.queues for m in expected_gc_batch(batch_id)):
+            assert batch_id in seen, f"acknowledged batch {batch_id} lost"
+    consumed = store.read(1, 0, 1_000_000)
+    assert [m[0] for m in consumed] == list(range(store.first_offset(1), store.next_offset(1)))
+    ids = [int(m[5].split(b":", 1)[0]) for m in consumed]
+    assert ids == sorted(ids)
+    return max([*seen, *ids, *reported], default=-1) + 1, sum(c.rewritten for c in store.chunks())
+
+
+def _wait_for_a_step(directory: Path, step: str, rng: random.Random) -> None:
+    """Sleep a random while, or until the collector is copying (a .gc.tmp exists) or has just
+    committed (the .gc.tmp was renamed): the kill then lands in that step of gc.py."""
+    deadline = time.monotonic() + rng.uniform(0.02, 0.15)
+    if step != "any":
+        log = files.log_dir(directory)
+        while time.monotonic() < deadline + 0.5 and not any(log.glob("*" + GC_SUFFIX)):
+            time.sleep(0.0002)
+        if step == "committed":
+            while time.monotonic() < deadline + 0.5 and any(log.glob("*" + GC_SUFFIX)):
+                pass
+        return
+    time.sleep(max(0.0, deadline - time.monotonic()))
+
+
+def test_sigkill_during_collection(tmp_path: Path) -> None:
+    """A real writer appends while its main thread consumes queue 1 and collects; SIGKILL at random."""
+    directory = tmp_path / "store"
+    rng = random.Random(11)
+    reported: set[int] = set()
+    next_id = 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    in_rewrite = rewritten = 0
+    for _ in range(KILLS):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.storage.crash_writer", str(directory), str(next_id), "gc"],
+            stdout=subprocess.PIPE, cwd=ROOT, env=env,
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"ready\n"
+        _wait_for_a_step(directory, rng.choice(["any", "copying", "committed"]), rng)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        reported.update(int(line) for line in child.stdout.read().split())
+        child.stdout.close()
+        in_rewrite += any(files.log_dir(directory).glob("*" + GC_SUFFIX))  # killed in step 1
+        with Store.open(directory, OPTIONS) as store:
+            in_rewrite += bool(store.recovery.replaced_deleted)  # killed between steps 3 and 4
+            next_id, rewritten = _check_after_crash(store, reported)
+            next_id = max(next_id, *reported) + 1 if reported else next_id
+    assert len(reported) > 50 and rewritten > 0
+    print(f"kills in a rewrite: {in_rewrite} of {KILLS}")
