@@ -91,6 +91,9 @@ class _Pacer:
         self.n += 1
         if self.n & 63:
             return
+        self.check()
+
+    def check(self) -> None:
         if self.store._closed or (self.stop is not None and self.stop.is_set()):
             raise StoreClosed("the store is closing")
         if self.duty >= 1:
@@ -191,28 +194,33 @@ def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pac
         raise _Aborted("a queue was deleted") from exc
     parts: list[bytes] = []
     positions: list[int] = []
-    first_ts = last_ts = 0
     used = 0
     chunks = store._chunks
-    for pos, length in records:
-        c = chunks.get(pos // size)
-        if c is None or c not in run:
-            raise _Aborted(f"the chunk of position {pos} went away")
-        local = c.local_of(pos)
-        if local < 0:
-            continue  # lost before (a quarantine): nothing to copy
-        try:
-            if record_length(c.mm, H + local, H + c.data_bytes) != length:
+    sources = {id(c) for c in run}
+    first_ts = last_ts = 0
+    try:
+        for pos, length in records:
+            c = chunks.get(pos // size)
+            if c is None or id(c) not in sources:
+                raise _Aborted(f"the chunk of position {pos} went away")
+            local = H + c.local_of(pos)
+            if local < H:
+                continue  # lost before (a quarantine): nothing to copy
+            mm = c.mm
+            # length and CRC checked: a damaged record is never copied into a file that looks sound
+            if record_length(mm, local, H + c.data_bytes) != length:
                 raise CorruptChunk(f"record at {pos} fails validation", chunk=c.number, position=pos)
-            parts.append(c.mm[H + local : H + local + length])
-            ts = timestamp_at(c.mm, H + local)
-        except ValueError as exc:  # closed by retention
-            raise _Aborted("a source chunk was deleted") from exc
-        positions.append(pos)
-        first_ts = first_ts or ts
-        last_ts = max(last_ts, ts)
-        used += length
-        pacer.tick()
+            parts.append(mm[local : local + length])
+            positions.append(pos)
+            used += length
+            if not first_ts:
+                first_ts = timestamp_at(mm, local)
+            pacer.tick()
+        if positions:  # records are in log order: timestamps never decrease along it
+            c = chunks[positions[-1] // size]
+            last_ts = timestamp_at(c.mm, H + c.local_of(positions[-1]))
+    except ValueError as exc:  # closed by retention
+        raise _Aborted("a source chunk was deleted") from exc
     if used + 8 + moved_table_size(len(parts)) > size:
         raise _Aborted("the live records do not fit one chunk")  # the plan's estimate was off: retry later
     path = files.chunk_path(store.root, number)

@@ -1,0 +1,177 @@
+"""Storage garbage collection benchmark (app/storage/gc.py): the slow-queue scenario and the cost.
+
+Run: ``.venv/bin/python -m bench.gc`` (``--scale 0.1`` for a quick run, ``--json`` for machine output).
+
+1. Scenario (issue 16): 1 MiB chunks; queue ``events`` gets 199,800 messages, queue ``audit`` one after
+   every 999 (200). Records carry 187 data bytes, so each takes 231 bytes as a 100-byte broker message
+   with a routing key does. ``events`` expires (its floor passes everything), retention runs, then one
+   collector pass: chunk file bytes on disk before and after, against ``audit``'s live bytes.
+2. Cost: a store of sealed chunks a third live (one message in three kept), collected by the
+   background thread at its default duty while one thread publishes batches of 100 messages of 100
+   bytes into another queue: publish rate while the collector works against the rate on the same
+   store when it is idle, and how fast the collector reclaims (freed MB/s of wall time). The same
+   pass run at full speed (Store.collect) gives the collector's own rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from app.storage import FsyncMode, NewMessage, Store, StoreOptions
+
+MIB = 1 << 20
+EVENTS, AUDIT, PUBLISH = 1, 2, 3
+
+
+def _log_bytes(store: Store, sealed_only: bool = False) -> int:
+    total = 0
+    for c in store.chunks():
+        if not sealed_only or c.state == "sealed":
+            total += os.stat(c.path).st_blocks * 512
+    return total
+
+
+def _options(**kw: Any) -> StoreOptions:
+    return StoreOptions(chunk_size=MIB, fsync=FsyncMode.INTERVAL, **kw)
+
+
+def scenario(directory: Path, scale: float) -> dict[str, Any]:
+    events_per_audit, audits = 999, max(2, int(200 * scale))
+    body = b"e" * 187
+    with Store.open(directory, _options()) as store:
+        store.create_queue(EVENTS)
+        store.create_queue(AUDIT)
+        for i in range(audits):
+            for start in range(0, events_per_audit, 111):
+                store.append([NewMessage(body, [EVENTS]) for _ in range(min(111, events_per_audit - start))])
+            store.append([NewMessage(b"audit-%06d-" % i + b"a" * 174, [AUDIT])])
+        store.flush()
+        written = _log_bytes(store)
+        store.retain({EVENTS: store.next_offset(EVENTS)})  # events expired: its floor passed everything
+        after_retention = _log_bytes(store)
+        live = store.queue_bytes(AUDIT)
+        sealed_live = sum(c.live_bytes for c in store.chunks() if c.state == "sealed")
+        sealed_before = _log_bytes(store, sealed_only=True)
+        chunks_before = len(store.chunks())
+        report = store.collect()
+        sealed_after = _log_bytes(store, sealed_only=True)
+        result = {
+            "messages": store.next_offset(EVENTS) + store.next_offset(AUDIT),
+            "log_bytes_written": written,
+            "log_bytes_after_retention": after_retention,
+            "log_bytes_after_gc": _log_bytes(store),
+            "sealed_bytes_before_gc": sealed_before,
+            "sealed_bytes_after_gc": sealed_after,
+            "sealed_live_bytes": sealed_live,
+            "live_bytes": live,
+            "ratio_sealed": round(sealed_after / max(1, sealed_live), 2),
+            "chunk_files_before": chunks_before,
+            "chunk_files_after": len(store.chunks()),
+            "gc_seconds": round(report.seconds, 3),
+            "reclaim_mb_s": round(report.bytes_freed / 1e6 / max(report.seconds, 1e-9), 1),
+        }
+        for _, _, _, _, _, data in store.read(AUDIT, 0, 1000):
+            assert data.startswith(b"audit-")
+        assert len(store.read(AUDIT, 0, 1000)) == audits
+    return result
+
+
+def _fill_third_live(store: Store, megabytes: int) -> None:
+    body = b"x" * 100
+    batch = [NewMessage(body, [AUDIT] if i % 3 == 0 else [EVENTS]) for i in range(300)]
+    while store.end_position < megabytes * MIB:
+        store.append(batch)
+    store.flush()
+    store.retain({EVENTS: store.next_offset(EVENTS)})
+
+
+def _publish_rate(store: Store, seconds: float, until: threading.Event | None = None) -> tuple[float, float]:
+    batch = [NewMessage(b"p" * 100, [PUBLISH]) for _ in range(100)]
+    n = 0
+    t0 = time.perf_counter()
+    while True:
+        store.append(batch)
+        n += 100
+        elapsed = time.perf_counter() - t0
+        if elapsed >= seconds or (until is not None and until.is_set()):
+            return n / elapsed, elapsed
+
+
+def cost(directory: Path, scale: float) -> dict[str, Any]:
+    megabytes = max(8, int(96 * scale))
+    options = _options(gc_threshold=0.5, tail_cache_bytes=0)
+    with Store.open(directory / "a", options) as store:
+        for q in (EVENTS, AUDIT, PUBLISH):
+            store.create_queue(q)
+        _fill_third_live(store, megabytes)
+        # a pass is started by retain(); wait for it, then measure idle publishing
+        collector = store._collector
+        assert collector is not None
+        while collector.passes < 1:
+            time.sleep(0.01)
+        idle, _ = _publish_rate(store, 3.0)
+    with Store.open(directory / "b", _options(tail_cache_bytes=0)) as store:  # no thread: started by hand
+        for q in (EVENTS, AUDIT, PUBLISH):
+            store.create_queue(q)
+        _fill_third_live(store, megabytes)
+        from app.storage.gc import collect  # the thread's loop body, at the thread's default duty
+
+        done = threading.Event()
+        out: dict[str, Any] = {}
+
+        def run() -> None:
+            out["report"] = collect(store, 0.5, StoreOptions().gc_duty)
+            done.set()
+
+        sealed_before = _log_bytes(store, sealed_only=True)
+        worker = threading.Thread(target=run)
+        worker.start()
+        busy, busy_seconds = _publish_rate(store, 600.0, until=done)
+        worker.join()
+        report = out["report"]
+    with Store.open(directory / "c", _options(tail_cache_bytes=0)) as store:
+        for q in (EVENTS, AUDIT, PUBLISH):
+            store.create_queue(q)
+        _fill_third_live(store, megabytes)
+        full = store.collect()
+    return {
+        "store_mb": megabytes,
+        "sealed_bytes_before_gc": sealed_before,
+        "publish_idle_msgs_s": round(idle),
+        "publish_during_gc_msgs_s": round(busy),
+        "publish_during_gc_share": round(busy / idle, 3),
+        "gc_thread_seconds": round(report.seconds, 2),
+        "gc_thread_reclaim_mb_s": round(report.bytes_freed / 1e6 / report.seconds, 1),
+        "gc_thread_copied_mb_s": round(report.bytes_copied / 1e6 / report.seconds, 1),
+        "gc_full_speed_seconds": round(full.seconds, 2),
+        "gc_full_speed_reclaim_mb_s": round(full.bytes_freed / 1e6 / full.seconds, 1),
+        "gc_full_speed_copied_mb_s": round(full.bytes_copied / 1e6 / full.seconds, 1),
+        "measured_publish_seconds": round(busy_seconds, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full-size counts")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="chunkmq-gc-") as tmp:
+        results = {"scenario": scenario(Path(tmp) / "scenario", args.scale), "cost": cost(Path(tmp), args.scale)}
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    for name, values in results.items():
+        print(f"## {name}")
+        for key, value in values.items():
+            print(f"  {key}: {value:,}" if isinstance(value, int) else f"  {key}: {value}")
+
+
+if __name__ == "__main__":
+    main()
