@@ -29,7 +29,7 @@ class StoreOptions:
     # The collector (gc.py) rewrites sealed chunks whose live share (live bytes / chunk_size) is below
     # this, after each retain(); 0 = no collector thread (Store.collect() still works on demand).
     gc_threshold: float = 0.0
-    gc_duty: float = 0.2  # share of wall time the collector thread may work (it sleeps the rest)
+    gc_duty: float = 0.1  # share of wall time the collector thread may work (it sleeps the rest)
 
 
 @dataclass(slots=True)
