@@ -145,6 +145,9 @@ def collect(store: Store, threshold: float, duty: float, stop: threading.Event |
     """One pass: every run the plan finds, rewritten in order (step 0 of the docstring first)."""
     t0 = time.perf_counter()
     report = GcReport()
+    runs = plan(store, threshold, store.live_bytes(), store._end)
+    if not runs:
+        return report
     with store._lock:
         store._check_open()
         floors = {}
@@ -155,10 +158,9 @@ def collect(store: Store, threshold: float, duty: float, stop: threading.Event |
                 qi.bytes -= qi.bytes_between(qi.first, qi.floor)
                 qi.first = qi.floor
             floors[q] = qi.first
-        durable = store._end
-    store.flush()  # step 0: the floors above (or higher ones) and the recovery point are durable
+    store.flush()  # step 0: the floors above (or higher ones) and the recovery point (past the runs) are durable
     pacer = _Pacer(store, duty, stop)
-    for run in plan(store, threshold, store.live_bytes(), durable):
+    for run in runs:
         try:
             _rewrite(store, run, floors, pacer, report)
         except _Aborted as exc:

@@ -9,13 +9,26 @@ reported and skipped by looking for the next valid record, so what follows it is
 from __future__ import annotations
 
 import os
+import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import files
-from .chunk import CRC, FOOTER, FOOTER_MAGIC, FOOTER_SIZE, HEADER, HEADER_SIZE, MAGIC, VERSION
+from .chunk import (
+    CRC,
+    FOOTER,
+    FOOTER_MAGIC,
+    FOOTER_SIZE,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    MOVED_HEAD,
+    MOVED_MAGIC,
+    REWRITTEN,
+    VERSION,
+)
 from .model import Record
 from .record import PREFIX, decode, iter_records, record_length
 
@@ -34,6 +47,7 @@ class ChunkHead:
     data_size: int
     created_ms: int
     sealed_bytes: int | None  # data bytes named by a valid footer; None while the chunk is live
+    rewritten: bool = False  # written by the collector: positions come from its moved table
 
 
 def chunk_paths(store_dir: Path) -> list[Path]:
@@ -50,7 +64,7 @@ def read_head(fd: int) -> ChunkHead:
     raw = os.pread(fd, HEADER_SIZE, 0)
     if len(raw) < HEADER_SIZE:
         raise ValueError("shorter than a chunk header")
-    magic, version, hsize, _, number, data_size, created = HEADER.unpack_from(raw)
+    magic, version, hsize, flags, number, data_size, created = HEADER.unpack_from(raw)
     if (magic, version, hsize) != (MAGIC, VERSION, HEADER_SIZE):
         raise ValueError("not a chunk file of format version 1")
     if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
@@ -61,7 +75,21 @@ def read_head(fd: int) -> ChunkHead:
         fmagic, data_bytes, *_ = FOOTER.unpack_from(foot)
         if fmagic == FOOTER_MAGIC and CRC.unpack_from(foot, FOOTER.size)[0] == zlib.crc32(foot[: FOOTER.size]):
             sealed = data_bytes
-    return ChunkHead(number, data_size, created, sealed)
+    return ChunkHead(number, data_size, created, sealed, bool(flags & REWRITTEN))
+
+
+def _moved(region: bytes, data_bytes: int) -> dict[int, int]:
+    """A rewritten chunk's moved table: data offset -> global position ({} if it is damaged)."""
+    at = (data_bytes + 7) & ~7
+    if at + MOVED_HEAD.size > len(region):
+        return {}
+    magic, count, _ = MOVED_HEAD.unpack_from(region, at)
+    end = at + MOVED_HEAD.size + 16 * count
+    if magic != MOVED_MAGIC or end + CRC.size > len(region) or \
+            CRC.unpack_from(region, end)[0] != zlib.crc32(region[at:end]):
+        return {}
+    pairs = struct.iter_unpack("<QQ", region[at + MOVED_HEAD.size : end])
+    return {local: position for position, local in pairs}
 
 
 def read_chunk(path: Path) -> Iterator[Record | Damage]:
@@ -73,6 +101,7 @@ def read_chunk(path: Path) -> Iterator[Record | Damage]:
     finally:
         os.close(fd)
     base = head.number * head.data_size
+    moved = _moved(region, head.sealed_bytes) if head.rewritten and head.sealed_bytes is not None else None
     # A record ends with its non-zero length, so a live chunk's data ends before its trailing zeros
     # (the preallocated rest): the search past damage stops there
     # (the suffix's high bytes may be zero: 3 of them are given back).
@@ -83,7 +112,8 @@ def read_chunk(path: Path) -> Iterator[Record | Damage]:
     p = 0
     while p + PREFIX.size <= limit:
         for off, n, *_ in iter_records(region, p, limit):
-            yield decode(region, off, base + off)
+            # a rewritten chunk's records keep their positions (-1: its moved table is damaged)
+            yield decode(region, off, base + off if moved is None else moved.get(off, -1))
             p = off + n
         if p + PREFIX.size > limit:
             return

@@ -69,3 +69,20 @@ def test_broken_header_is_an_error_not_a_write(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="chunk"):
         list(read_chunk(path))
     assert _fingerprint([path]) == before
+
+
+def test_a_rewritten_chunk_gives_the_records_their_positions(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "store", StoreOptions(chunk_size=16 * 1024))
+    store.create_queue(7)
+    store.create_queue(8)
+    kept = {}
+    for i in range(600):
+        queues = [8] if i % 25 == 0 else [7]
+        pos = store.append([NewMessage(b"m%d" % i + b"x" * 100, queues)]).positions[0]
+        if queues == [8]:
+            kept[pos] = b"m%d" % i + b"x" * 100
+    store.retain({7: store.next_offset(7)})
+    assert store.collect().rewrites == 1
+    store.close()
+    records = [r for p in chunk_paths(tmp_path / "store") for r in read_chunk(p)]
+    assert {r.position: r.data for r in records if isinstance(r, Record) and r.placements[0][0] == 8} == kept
