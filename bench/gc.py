@@ -8,9 +8,10 @@ Run: ``.venv/bin/python -m bench.gc`` (``--scale 0.1`` for a quick run, ``--json
    collector pass: chunk file bytes on disk before and after, against ``audit``'s live bytes.
 2. Cost: a store of sealed chunks a third live (one message in three kept), collected by the
    background thread's loop at its default duty while one thread publishes batches of 100 messages
-   of 100 bytes into another queue: the publish rate in a window while the collector works against
-   the rate in a window just before on the same store, and how fast the collector reclaims (freed
-   MB/s of wall time). The same pass run at full speed (Store.collect) gives the collector's own rate.
+   of 100 bytes into another queue: the publish rate in windows while the collector works against
+   windows on the same store while it is paused (alternating, so the machine's other load hits both
+   alike), and how fast the collector reclaims (freed MB/s of the windows it worked in). The same
+   pass at full speed (Store.collect) gives the collector's own rate.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.storage import FsyncMode, GcReport, NewMessage, Store, StoreClosed, StoreOptions
+from app.storage import FsyncMode, GcReport, NewMessage, Store, StoreOptions
 from app.storage.gc import collect
 
 MIB = 1 << 20
@@ -115,36 +116,30 @@ def cost(directory: Path, scale: float) -> dict[str, Any]:
         sealed_before = _log_bytes(store, sealed_only=True)
         upto = max(c.number for c in store.chunks() if c.state == "sealed")  # what publishing adds is not counted
         # Alternating windows on the same store and publisher, so that the machine's other load hits
-        # both alike: idle, then a window with the collector thread's loop body at its default duty
-        # (stopped at the window's end; the next window's pass goes on with what is left), and so on.
+        # both alike: idle (the collector paused), then a window with the collector thread's loop body
+        # at its default duty, and so on until its pass is done.
         idle: list[float] = []
         busy: list[float] = []
-        freed = copied = 0
+        run, done = threading.Event(), threading.Event()
+        out: dict[str, GcReport] = {}
+
+        def work() -> None:
+            out["report"] = collect(store, 0.5, StoreOptions().gc_duty, run=run)
+            done.set()
+
+        worker = threading.Thread(target=work)
+        worker.start()
         gc_seconds = 0.0
-        while True:
+        while not done.is_set():
             idle.append(_publish_rate(store, window)[0])
-            stop, done = threading.Event(), threading.Event()
-            out: dict[str, GcReport] = {}
-
-            def run(stop: threading.Event = stop, done: threading.Event = done, out: dict[str, GcReport] = out) -> None:
-                try:
-                    out["report"] = collect(store, 0.5, StoreOptions().gc_duty, stop)
-                except StoreClosed:
-                    pass
-                done.set()
-
+            run.set()
             t0 = time.perf_counter()
-            worker = threading.Thread(target=run)
-            worker.start()
             busy.append(_publish_rate(store, window, until=done)[0])
-            stop.set()
-            worker.join()
+            run.clear()
             gc_seconds += time.perf_counter() - t0
-            after = sum(os.stat(c.path).st_blocks * 512 for c in store.chunks() if c.number <= upto)
-            freed = sealed_before - after
-            copied = sum(c.data_bytes for c in store.chunks() if c.rewritten)
-            if "report" in out or len(busy) >= 500:  # the pass finished within the window
-                break
+        worker.join()
+        freed = sealed_before - sum(os.stat(c.path).st_blocks * 512 for c in store.chunks() if c.number <= upto)
+        copied = out["report"].bytes_copied
     with Store.open(directory / "c", _options(tail_cache_bytes=0)) as store:
         for q in (EVENTS, AUDIT, PUBLISH):
             store.create_queue(q)

@@ -80,10 +80,12 @@ class _Aborted(Exception):
 class _Pacer:
     """Sleep so that work takes at most ``duty`` of the wall time, in slices of a few milliseconds."""
 
-    def __init__(self, store: Store, duty: float, stop: threading.Event | None) -> None:
+    def __init__(self, store: Store, duty: float, stop: threading.Event | None,
+                 run: threading.Event | None = None) -> None:
         self.store = store
         self.duty = duty
         self.stop = stop
+        self.run = run  # cleared: wait (bench/gc.py alternates windows with and without the collector)
         self.started = time.perf_counter()
         self.n = 0
 
@@ -94,6 +96,8 @@ class _Pacer:
         self.check()
 
     def check(self) -> None:
+        if self.run is not None:
+            self.run.wait()
         if self.store._closed or (self.stop is not None and self.stop.is_set()):
             raise StoreClosed("the store is closing")
         if self.duty >= 1:
@@ -141,8 +145,10 @@ def _worth_alone(c: Chunk, live: int, threshold: float, size: int) -> bool:
     return live < threshold * c.data_bytes
 
 
-def collect(store: Store, threshold: float, duty: float, stop: threading.Event | None = None) -> GcReport:
-    """One pass: every run the plan finds, rewritten in order (step 0 of the docstring first)."""
+def collect(store: Store, threshold: float, duty: float, stop: threading.Event | None = None,
+            run: threading.Event | None = None) -> GcReport:
+    """One pass: every run the plan finds, rewritten in order (step 0 of the docstring first).
+    ``stop`` set: the pass ends at its next step; ``run`` cleared: the pass waits at its next step."""
     t0 = time.perf_counter()
     report = GcReport()
     runs = plan(store, threshold, store.live_bytes(), store._end)
@@ -159,12 +165,13 @@ def collect(store: Store, threshold: float, duty: float, stop: threading.Event |
                 qi.first = qi.floor
             floors[q] = qi.first
     store.flush()  # step 0: the floors above (or higher ones) and the recovery point (past the runs) are durable
-    pacer = _Pacer(store, duty, stop)
-    for run in runs:
+    pacer = _Pacer(store, duty, stop, run)
+    for sources in runs:
+        pacer.check()
         try:
-            _rewrite(store, run, floors, pacer, report)
+            _rewrite(store, sources, floors, pacer, report)
         except _Aborted as exc:
-            log.info("collector: rewrite of chunks %d..%d given up: %s", run[0].number, run[-1].last, exc)
+            log.info("collector: rewrite of chunks %d..%d given up: %s", sources[0].number, sources[-1].last, exc)
     report.seconds = time.perf_counter() - t0
     if report.rewrites:
         log.info("collector: %s", report)
