@@ -25,10 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.storage import FsyncMode, GcReport, NewMessage, Store, StoreOptions
+from app.storage import FsyncMode, GcReport, NewMessage, Store, StoreClosed, StoreOptions
 from app.storage.gc import collect
 
 MIB = 1 << 20
+WINDOWS = 8  # pairs of publish windows (idle, collector working)
 EVENTS, AUDIT, PUBLISH = 1, 2, 3
 
 
@@ -120,26 +121,31 @@ def cost(directory: Path, scale: float) -> dict[str, Any]:
         # at its default duty, and so on until its pass is done.
         idle: list[float] = []
         busy: list[float] = []
-        run, done = threading.Event(), threading.Event()
+        run, done, stop = threading.Event(), threading.Event(), threading.Event()
         out: dict[str, GcReport] = {}
 
         def work() -> None:
-            out["report"] = collect(store, 0.5, StoreOptions().gc_duty, run=run)
+            try:
+                out["report"] = collect(store, 0.5, StoreOptions().gc_duty, stop, run)
+            except StoreClosed:  # stopped after the last window
+                pass
             done.set()
 
         worker = threading.Thread(target=work)
         worker.start()
         gc_seconds = 0.0
-        while not done.is_set():
+        while not done.is_set() and len(busy) < WINDOWS:  # publishing grows the store: bounded
             idle.append(_publish_rate(store, window)[0])
             run.set()
             t0 = time.perf_counter()
             busy.append(_publish_rate(store, window, until=done)[0])
             run.clear()
             gc_seconds += time.perf_counter() - t0
+        stop.set()
+        run.set()
         worker.join()
         freed = sealed_before - sum(os.stat(c.path).st_blocks * 512 for c in store.chunks() if c.number <= upto)
-        copied = out["report"].bytes_copied
+        copied = sum(c.data_bytes for c in store.chunks() if c.rewritten)
     with Store.open(directory / "c", _options(tail_cache_bytes=0)) as store:
         for q in (EVENTS, AUDIT, PUBLISH):
             store.create_queue(q)
@@ -150,13 +156,15 @@ def cost(directory: Path, scale: float) -> dict[str, Any]:
         "store_mb": megabytes,
         "sealed_bytes_before_gc": sealed_before,
         "windows": len(busy),
+        "gc_pass_finished": done.is_set() and "report" in out,
         "window_seconds": window,
         "publish_idle_msgs_s": round(mean_idle),
         "publish_during_gc_msgs_s": round(mean_busy),
         "publish_during_gc_share": round(mean_busy / mean_idle, 3),
         "gc_duty": StoreOptions().gc_duty,
         "gc_thread_seconds": round(gc_seconds, 2),
-        "gc_thread_reclaim_mb_s": round(freed / 1e6 / gc_seconds, 1),
+        "gc_thread_freed_bytes": freed,
+        "gc_thread_reclaim_mb_s": round(freed / 1e6 / gc_seconds, 2),
         "gc_thread_copied_mb_s": round(copied / 1e6 / gc_seconds, 1),
         "gc_full_speed_seconds": round(full.seconds, 2),
         "gc_full_speed_reclaim_mb_s": round(full.bytes_freed / 1e6 / full.seconds, 1),

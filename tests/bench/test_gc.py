@@ -17,4 +17,4 @@ def test_gc_benchmark_runs_at_a_tiny_scale(capsys: pytest.CaptureFixture[str]) -
     assert scenario["sealed_bytes_after_gc"] <= 4 * 4096 + 2 * scenario["sealed_live_bytes"]
     assert scenario["chunk_files_after"] == 2  # one rewritten file and the active chunk
     assert cost["publish_idle_msgs_s"] > 0 and cost["publish_during_gc_msgs_s"] > 0
-    assert cost["gc_full_speed_reclaim_mb_s"] > 0 and cost["gc_thread_reclaim_mb_s"] > 0
+    assert cost["gc_full_speed_reclaim_mb_s"] > 0 and cost["gc_thread_freed_bytes"] >= 0 and cost["windows"] > 0
