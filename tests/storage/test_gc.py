@@ -109,6 +109,24 @@ def test_collect_merges_sparse_chunks_and_keeps_ids(open_store: Callable[..., St
     assert [c.state for c in store.chunks()] == ["active"]
 
 
+def test_the_issue_scenario_disk_within_twice_the_live_data(tmp_path: Path) -> None:
+    """Issue 16, scaled down: events is consumed, audit keeps one message in 20; after retention
+    and one pass the sealed chunk files take at most twice audit's live bytes (before: 20x)."""
+    options = StoreOptions(chunk_size=64 * 1024, index_chunk_entries=1024)
+    with Store.open(tmp_path / "store", options) as store:
+        store.create_queue(EVENTS)
+        store.create_queue(AUDIT)
+        audit = _fill(store, 16_000, 20)
+        store.retain({EVENTS: store.next_offset(EVENTS)})
+        live = sum(c.live_bytes for c in store.chunks() if c.state == "sealed")
+        assert _sealed_file_bytes(store) > 10 * live
+        store.collect()
+        sealed = [c for c in store.chunks() if c.state == "sealed"]
+        assert 1 <= len(sealed) <= 2 * live / (0.5 * options.chunk_size) + 1  # the file-count bound
+        assert _sealed_file_bytes(store) <= 2 * live
+        _check_audit(store, audit)
+
+
 def test_rewrite_again_after_more_consumption(open_store: Callable[..., Store]) -> None:
     store = open_store()
     store.create_queue(EVENTS)
