@@ -22,9 +22,11 @@ fit one chunk together), so the file count stays below 2 x live bytes / (0.5 x c
 
 Order of operations for one rewrite (the invariant each step keeps is on the right):
 
-  0. flush(): floors and the recovery point are durable    a crash never brings back a floor below
-     before the live set is chosen, from those floors.      what the rewrite drops, and no replay
-                                                            ever starts inside a rewritten chunk
+  0. (only when the plan found work) raise each queue's     a crash never brings back a floor below
+     first offset to its floor (what a rewrite drops stops  what the rewrite drops, and no replay
+     being readable, as when retention deletes a chunk);    ever starts inside a rewritten chunk
+     flush(): floors and the recovery point are durable
+     before the live set is chosen, from those floors.
   1. copy the live records into ``<first>.chunk.gc.tmp``;   crash: the .tmp is deleted on open (all
      header (REWRITTEN), records, moved table, footer;      *.tmp are), the old files are untouched
      fsync it.
@@ -43,8 +45,10 @@ stays valid after the file is replaced or deleted; the mapping is released when 
 drops it (the collector closes only the file descriptor). Both files serve the same positions with
 the same bytes, so whichever a reader sees, it reads the right record.
 
-Low priority: the collector thread works at most ``gc_duty`` of the wall time (it sleeps the rest,
-which also gives the GIL back to the publish path); it holds the writer lock only for step 3.
+Low priority: the collector thread spends at most ``gc_duty`` of the wall time in CPU time of its
+own (it sleeps the rest, which also gives the GIL back to the publish path); it holds the writer
+lock only for step 3. After a merge with the record format 2 branch: a rewritten file must carry its
+sources' record format version, so a run must not mix chunks of two versions.
 Records are opaque here: they are found through the indexes (position, length), checked with
 record.py's ``record_length`` (length and CRC) and copied as bytes.
 """
