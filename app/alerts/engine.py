@@ -1,5 +1,6 @@
 """The alert engine: every few seconds, measure every enabled rule on the read model, step each
-alert's state machine, keep states and transitions in SQLite, and hand notices to the outbox.
+alert's state machine, keep states, transitions and the mails to send in SQLite, and hand the mails
+to the outbox.
 
 Runs on the event loop (the views read in-memory broker state) as one of the app's background jobs;
 its SQL goes through worker threads. Rules are re-read at each evaluation, so a rule changed with
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.alerts.mail import Notification
 from app.alerts.outbox import Outbox
@@ -21,7 +22,7 @@ from app.alerts.state import Alert, Notice, State
 from app.alerts.trend import HOUR_MS, Watch
 from app.broker import views
 from app.broker.broker import Broker
-from app.meta.alerts import AlertRepository, AlertRuleRow, AlertStateRow, NewAlertEvent
+from app.meta.alerts import AlertRepository, AlertRuleRow, AlertStateRow, NewAlertEvent, NewOutboxMail
 
 log = logging.getLogger("chunkmq.alerts")
 
@@ -124,8 +125,9 @@ class AlertEngine:
                 notes.append(await self._notification(Notice.RESOLVED, rule, alert, obs, now))
             self.rules = by_id
             self.alerts = {k: a for k, a in seen.items() if a.state is not State.OK}
-            await self._persist(events)
-            self.outbox.put(notes)
+            letters = self.outbox.address(notes)
+            ids = await self._persist(events, [x.row() for x in letters])
+            self.outbox.put([replace(x, id=i) for x, i in zip(letters, ids, strict=True)])
             if now - self._pruned_at >= HOUR_MS:  # the history is kept CHUNKMQ_ALERT_HISTORY_DAYS
                 self._pruned_at = now
                 await asyncio.to_thread(self.repo.prune_events, now - self.keep_ms)
@@ -142,14 +144,17 @@ class AlertEngine:
                 await asyncio.sleep(0)
         return out
 
-    async def _persist(self, events: list[NewAlertEvent]) -> None:
-        """Write the states that changed (a new value alone is not a change) and the events."""
+    async def _persist(self, events: list[NewAlertEvent], mails: list[NewOutboxMail]) -> list[int]:
+        """Write the states that changed (a new value alone is not a change), the events, and the
+        mails into the outbox, in one transaction; returns the mails' outbox ids."""
         marks = {k: _mark(a) for k, a in self.alerts.items()}
         changed = [_row(self.alerts[k]) for k, m in marks.items() if self._saved.get(k) != m]
         gone = [k for k in self._saved if k not in marks]
-        if changed or gone or events:
-            await asyncio.to_thread(self.repo.save, changed, gone, events)
-            self._saved = marks
+        if not (changed or gone or events or mails):
+            return []
+        ids = await asyncio.to_thread(self.repo.save, changed, gone, events, mails)
+        self._saved = marks
+        return ids
 
     @staticmethod
     def _transition(rule: AlertRuleRow, obs: Observation, old: State, new: State, now: int,

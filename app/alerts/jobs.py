@@ -27,7 +27,7 @@ class Alerts:
     def __init__(self, broker: Broker, meta: MetaStore, settings: Settings) -> None:
         self.settings = settings
         self.repo = AlertRepository(meta)
-        self.outbox = Outbox(settings, self.record)
+        self.outbox = Outbox(settings, self.repo)
         self.engine = AlertEngine(broker, self.repo, self.outbox)
 
     async def record(self, events: Sequence[NewAlertEvent]) -> None:
@@ -38,8 +38,10 @@ class Alerts:
             log.exception("could not record %d alert event(s)", len(events))
 
     async def start(self) -> list[asyncio.Task[None]]:
-        """Load the kept states; returns the outbox's task (the evaluation runs on the app's job list)."""
+        """Load the kept states and outbox; returns the outbox's task (the evaluation runs on the app's
+        job list)."""
         await self.engine.load()
+        await self.outbox.load()
         return [asyncio.create_task(self.outbox.run())]
 
     async def close(self) -> None:

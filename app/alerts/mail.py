@@ -182,7 +182,8 @@ _HTML = _env.from_string("""\
 """)
 
 
-def compose(notifications: Sequence[Notification], settings: Settings, recipients: Sequence[str]) -> EmailMessage:
+def compose(notifications: Sequence[Notification], settings: Settings, recipients: Sequence[str],
+            message_id: str | None = None) -> EmailMessage:
     """One mail about `notifications`: a single alert, or a digest of many."""
     links = Links(settings.console_base_url)
     items = [_item(n, links) for n in notifications]
@@ -197,7 +198,7 @@ def compose(notifications: Sequence[Notification], settings: Settings, recipient
     msg["From"] = settings.smtp_from
     msg["To"] = ", ".join(recipients)
     msg["Date"] = datetime.now(UTC)
-    msg["Message-ID"] = make_msgid(domain="chunkmq")
+    msg["Message-ID"] = message_id or make_msgid(domain="chunkmq")
     msg.set_content(_TEXT.render(items=items, alerts_link=links.alerts))
     msg.add_alternative(_HTML.render(items=items, alerts_link=links.alerts), subtype="html")
     return msg

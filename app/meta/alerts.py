@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, tuple_
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy import delete, insert, select, tuple_, update
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.meta import models as m
 from app.meta.engine import IMMEDIATE
@@ -86,6 +86,25 @@ class NewAlertEvent:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """A notice waiting in the outbox; `notice` is opaque here (app/alerts/outbox.py reads it)."""
+
+    id: int
+    at_ms: int
+    recipients: tuple[str, ...]
+    notice: dict[str, Any]
+    attempts: int
+    next_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewOutboxMail:
+    at_ms: int
+    recipients: tuple[str, ...]
+    notice: dict[str, Any]
+
+
 def _rule_row(o: m.AlertRule) -> AlertRuleRow:
     return AlertRuleRow(o.id, o.kind, o.queue, o.group, o.threshold, o.for_seconds, o.renotify_seconds,
                         o.window_seconds, tuple(o.recipients or ()), o.enabled, o.created_at, o.updated_at)
@@ -99,6 +118,11 @@ def _state_row(o: m.AlertState) -> AlertStateRow:
 def _event_row(o: m.AlertEvent) -> AlertEventRow:
     return AlertEventRow(o.id, o.at_ms, o.type, o.state, o.previous, o.rule_id, o.kind, o.queue, o.group,
                          o.value, o.threshold, o.detail)
+
+
+def _add_events(s: Session, events: Sequence[NewAlertEvent]) -> None:
+    if events:
+        s.execute(insert(m.AlertEvent), [{f: getattr(e, f) for f in NewAlertEvent.__slots__} for e in events])
 
 
 def _check_rule(fields: dict[str, Any]) -> None:
@@ -166,9 +190,10 @@ class AlertRepository:
             return [_state_row(r) for r in s.scalars(select(m.AlertState))]
 
     def save(self, states: Sequence[AlertStateRow], gone: Iterable[tuple[int, str, str]],
-             events: Sequence[NewAlertEvent]) -> None:
-        """In one transaction: upsert `states`, delete the states keyed in `gone`, append `events`.
-        States of rules deleted meanwhile are skipped."""
+             events: Sequence[NewAlertEvent], mails: Sequence[NewOutboxMail] = ()) -> list[int]:
+        """In one transaction: upsert `states`, delete the states keyed in `gone`, append `events`,
+        queue `mails` in the outbox (returns their ids, in order). States of rules deleted meanwhile
+        are skipped. One transaction: a crash never keeps a transition without its mail, or the reverse."""
         key = tuple_(m.AlertState.rule_id, m.AlertState.queue, m.AlertState.group)
         with self._write_sessions.begin() as s:
             rule_ids = set(s.scalars(select(m.AlertRule.id)))
@@ -179,8 +204,33 @@ class AlertRepository:
                 s.execute(delete(m.AlertState).where(key.in_(drop)))
             if rows:
                 s.execute(insert(m.AlertState), rows)
-            if events:
-                s.execute(insert(m.AlertEvent), [{f: getattr(e, f) for f in NewAlertEvent.__slots__} for e in events])
+            _add_events(s, events)
+            queued = [m.AlertMail(at_ms=x.at_ms, recipients=list(x.recipients), notice=x.notice) for x in mails]
+            s.add_all(queued)
+            s.flush()
+            return [q.id for q in queued]
+
+    # --- outbox ---------------------------------------------------------------------------------
+
+    def outbox(self) -> list[OutboxRow]:
+        """Every notice waiting to be mailed, oldest first."""
+        with self._sessions() as s:
+            return [OutboxRow(o.id, o.at_ms, tuple(o.recipients), o.notice, o.attempts, o.next_at_ms)
+                    for o in s.scalars(select(m.AlertMail).order_by(m.AlertMail.id))]
+
+    def mail_done(self, ids: Sequence[int], events: Sequence[NewAlertEvent]) -> None:
+        """Sent (or given up): the notices leave the outbox, in the transaction that records it."""
+        with self._write_sessions.begin() as s:
+            s.execute(delete(m.AlertMail).where(m.AlertMail.id.in_(ids)))
+            _add_events(s, events)
+
+    def mail_failed(self, ids: Sequence[int], attempts: int, next_at_ms: int,
+                    events: Sequence[NewAlertEvent]) -> None:
+        """An attempt failed: remember how many were made and when the next may be."""
+        with self._write_sessions.begin() as s:
+            s.execute(update(m.AlertMail).where(m.AlertMail.id.in_(ids))
+                      .values(attempts=attempts, next_at_ms=next_at_ms))
+            _add_events(s, events)
 
     # --- events ---------------------------------------------------------------------------------
 

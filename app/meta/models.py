@@ -289,3 +289,21 @@ class AlertEvent(Base):
     threshold: Mapped[float | None]
     # mail: recipients, subject and the SMTP server's answer (or the connection error)
     detail: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))
+
+
+class AlertMail(Base):
+    """The outbox: an alert notice waiting to be mailed. Written in the transaction that records the
+    alert's transition and deleted once the SMTP server accepted the mail (or it was given up), so a
+    notice survives a crash between the two; `attempts` and `next_at_ms` carry the backoff over a restart."""
+
+    __tablename__ = "alert_outbox"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    at_ms: Mapped[int] = mapped_column(BigInteger)
+    recipients: Mapped[list[str]] = mapped_column(CanonicalJSON)
+    # The notice as app/alerts/outbox.py composes it (rule, measurement, trend): the rule may be gone
+    # by the time the mail goes out.
+    notice: Mapped[dict[str, Any]] = mapped_column(CanonicalJSON)
+    attempts: Mapped[int] = mapped_column(default=0, server_default="0")
+    next_at_ms: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")

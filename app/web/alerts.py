@@ -74,7 +74,7 @@ async def alerts_page(request: Request, session: Session = Depends(current_sessi
         request, "alerts.html", session, rules=rules, describe=describe, current=alerts.engine.current(),
         events=events, kinds=[k.value for k in Kind], units={k.value: u for k, u in UNITS.items()},
         states=EVENT_STATES, state=state, queue=queue, rule_id=rule_id,
-        mail={"sent": outbox.sent, "failed": outbox.failed, "given_up": outbox.given_up,
+        mail={"sent": outbox.sent, "failed": outbox.failed, "given_up": outbox.given_up, "waiting": outbox.waiting,
               "configured": bool(alerts.settings.smtp_host)},
     )
 

@@ -1,17 +1,21 @@
-"""Mail delivery: a refusing or unreachable SMTP server is retried with backoff, and every attempt is
-recorded in the alert history with the server's answer."""
+"""Mail delivery: a refusing or unreachable SMTP server is retried with backoff, every attempt is
+recorded in the alert history with the server's answer, and the outbox survives a crash."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.alerts.harness import T0, running, settings
 from tests.mailbox import Mailbox
-from tests.server import free_port
+from tests.server import ServerProcess, free_port
 
 
 def test_a_refusing_server_is_retried_until_it_takes_the_mail(tmp_path: Path, mailbox: Mailbox) -> None:
@@ -86,3 +90,53 @@ def test_test_email_without_smtp_host_is_a_clear_error(tmp_path: Path) -> None:
             assert r.status_code == 409 and r.json()["error"]["code"] == "smtp_not_configured"
 
     asyncio.run(scenario())
+
+
+def test_the_outbox_survives_kill_9_and_its_mail_goes_out_once(tmp_path: Path, mailbox: Mailbox) -> None:
+    """A real server killed with SIGKILL while its FIRING mail waits to be retried: the mail arrives
+    once, after the restart, and its attempts are counted on across the restart (the backoff state is
+    kept in the outbox too)."""
+    mailbox.refuse_next(1000)
+    server = ServerProcess(
+        tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_SMTP_HOST="127.0.0.1", CHUNKMQ_SMTP_PORT=str(mailbox.port),
+        CHUNKMQ_SMTP_TO="ops@example.com", CHUNKMQ_SMTP_RETRY_SECONDS="0.2", CHUNKMQ_SMTP_ATTEMPTS="5",
+        CHUNKMQ_ALERT_INTERVAL_SECONDS="0.1", CHUNKMQ_ALERT_DIGEST_SECONDS="0.05",
+    ).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as api:
+            for rule in api.get("/api/v1/alerts/rules").json():
+                api.delete(f"/api/v1/alerts/rules/{rule['id']}").raise_for_status()
+            api.post("/api/v1/alerts/rules", json={"kind": "lag_messages", "threshold": 1}).raise_for_status()
+            api.put("/api/v1/queues/q").raise_for_status()
+            api.put("/api/v1/queues/q/groups/g", json={"start": "earliest"}).raise_for_status()
+            api.post("/api/v1/queues/q/publish", json={"messages": [{"body": "m"}] * 3}).raise_for_status()
+            wait_until(lambda: mail_events(api))  # the first attempt was refused
+        server.kill()
+        assert mailbox.received == []
+
+        mailbox.refuse_next(1)  # the first attempt after the restart fails too
+        server.start()
+        [mail] = mailbox.wait_for(1)
+        time.sleep(0.5)  # nothing else comes: not the mail again, and no second FIRING
+        assert len(mailbox.received) == 1
+        assert mail.subject.startswith("[chunkmq] FIRING lag_messages q/g")
+        with httpx.Client(base_url=server.url, timeout=10) as api:
+            wait_until(lambda: any(e["state"] == "sent" for e in mail_events(api)))
+            events = mail_events(api)
+        failed = [e["detail"].split(" to ")[0] for e in events if e["state"] == "failed"]
+        assert failed[-1] == f"attempt {len(failed)}/5" and len(failed) >= 2, failed  # counted on, not from 1
+        assert [e["state"] for e in events].count("sent") == 1
+    finally:
+        server.stop()
+
+
+def mail_events(api: httpx.Client) -> list[dict[str, Any]]:
+    """The mail attempts in the alert history, oldest first."""
+    return [e for e in reversed(api.get("/api/v1/alerts/events").json()) if e["type"] == "mail"]
+
+
+def wait_until(check: Callable[[], object], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
