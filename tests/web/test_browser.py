@@ -14,6 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from tests.mailbox import Mailbox
 from tests.server import ServerProcess
 
 CHROMIUM = "/usr/bin/chromium"
@@ -23,10 +24,12 @@ XSS = "<script>alert(1)</script>"
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
+def server(tmp_path: Path, mailbox: Mailbox) -> Iterator[ServerProcess]:
     proc = ServerProcess(
         tmp_path / "data", CHUNKMQ_CONSOLE_REFRESH_SECONDS="0.5", CHUNKMQ_HISTORY_INTERVAL_SECONDS="0.5",
-        CHUNKMQ_HISTORY_FLUSH_SECONDS="1", CHUNKMQ_CHUNK_SIZE="1048576",
+        CHUNKMQ_HISTORY_FLUSH_SECONDS="1", CHUNKMQ_CHUNK_SIZE="1048576", CHUNKMQ_ALERT_INTERVAL_SECONDS="0.5",
+        CHUNKMQ_ALERT_DIGEST_SECONDS="0.2", CHUNKMQ_SMTP_HOST="127.0.0.1", CHUNKMQ_SMTP_PORT=str(mailbox.port),
+        CHUNKMQ_SMTP_TO="ops@example.com",
     ).start()
     yield proc
     proc.stop()
@@ -70,7 +73,7 @@ def submit(page: Page, form: str, fields: dict[str, str], *, confirm: bool = Fal
     return flash(page)
 
 
-def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path) -> None:
+def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path, mailbox: Mailbox) -> None:
     data = server.data_dir
     password = (data / "admin-password").read_text().strip()
     api = httpx.Client(base_url=server.url, timeout=10,
@@ -168,11 +171,23 @@ def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path
     expect(page.locator("table.messages")).to_contain_text("No messages here.")
     assert api.get("/api/v1/queues/orders-eu").json()["next_offset"] == 42
 
+    # An alert rule from the Alerts page: the billing group's lag (41 since the seek) fires it, and
+    # its mail reaches the SMTP server; the page shows the alert firing and the mail sent.
+    page.goto(server.url + "/alerts")
+    assert "created" in submit(page, 'form[action="/alerts/rules"]', {
+        "kind": "lag_messages", "threshold": "10", "queue": "orders-*", "group": "billing"})
+    [mail] = mailbox.wait_for(1)
+    assert mail.subject.startswith("[chunkmq] FIRING lag_messages orders-eu/billing")
+    page.goto(server.url + "/alerts")
+    expect(page.locator("table").first).to_contain_text("orders-eu")
+    expect(page.locator("table").first.locator(".badge.bad")).to_have_text("firing")
+
     # Screenshots of every page, after some history has been sampled for the charts.
     time.sleep(1.5)
     for name, path in (("overview", "/"), ("exchanges", "/exchanges"), ("exchange", "/exchanges/orders"),
                        ("queues", "/queues"), ("groups", "/groups"), ("storage", "/storage"),
-                       ("access", "/access"), ("definitions", "/definitions")):
+                       ("access", "/access"), ("definitions", "/definitions"), ("alerts", "/alerts"),
+                       ("settings", "/settings")):
         page.goto(server.url + path)
         expect(page.locator("h1")).to_be_visible()
         if page.locator(".chart").count():
