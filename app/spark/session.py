@@ -21,16 +21,13 @@ def session(master: str | None = None, app_name: str = "chunkmq", **conf: str) -
     from app.spark import register
 
     master = master or "local[*]"
+    remote = master.startswith("sc://")
     builder = SparkSession.builder.appName(app_name)
     # sc://host: a Spark Connect server (the data source is registered there through this session)
-    builder = builder.remote(master) if master.startswith("sc://") else builder.master(master)
-    settings = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": "4",
-        **conf,
-    }
+    builder = builder.remote(master) if remote else builder.master(master)
+    # A Connect client can set only runtime settings: the server's own (UI, ...) are its operator's.
+    static = {} if remote else {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+    settings = {**static, "spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "4", **conf}
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # also for local-cluster's worker JVMs
         settings.setdefault("spark.driver.host", "127.0.0.1")
@@ -38,7 +35,7 @@ def session(master: str | None = None, app_name: str = "chunkmq", **conf: str) -
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if not master.startswith("sc://"):
+    if not remote:
         spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
