@@ -7,8 +7,14 @@ tab and runs with `--tabs` tabs open, each repeat publishing --count messages of
 100 (W1's shape) from one keep-alive client process into a fresh queue. The tabs show the overview,
 queues, groups and the publishing queue's own page, and refresh as a user's would: `browser` opens
 them in Debian's headless Chromium (Playwright), `http` polls the same fragments as htmx does
-(HX-Request, every refresh period) without a browser's CPU on the machine. Prints one JSON line per
-run, the medians, and the server's CPU (cores busy) over a quiet window with the tabs open vs none.
+(HX-Request, every refresh period) without a browser's CPU on the machine.
+
+On a shared machine a run's rate moves with whatever else runs, so the runs come in pairs (one
+without tabs, one with, the order alternating) and the summary gives, besides the medians and the
+spread of each kind, the median of the per-pair ratios and the server's CPU per published message
+(all its threads), which the machine's load moves far less than the rate. The console's direct
+cost is then measured alone: the server's CPU over a quiet window with the tabs open vs none, and
+per console request. Prints one JSON line per run, one for the quiet window, and the summary.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,25 +74,37 @@ def login(client: httpx.Client, password: str) -> None:
 
 
 class HttpTabs:
-    """Tabs without a browser: each polls its page's live fragment every refresh period."""
+    """Tabs without a browser, in one logged-in session as a browser's tabs are: each loads its page,
+    then polls the page's live fragment every refresh period."""
 
     def __init__(self, url: str, password: str, pages: list[str], refresh: float) -> None:
+        self.url, self.password, self.pages, self.refresh = url, password, pages, refresh
         self.stop = threading.Event()
         self.requests = 0
-        self.threads = [threading.Thread(target=self.tab, args=(url, password, p, refresh)) for p in pages]
+        self._lock = threading.Lock()
+        self._loaded = threading.Barrier(len(pages) + 1)
 
-    def tab(self, url: str, password: str, page: str, refresh: float) -> None:
-        with httpx.Client(base_url=url, timeout=30) as client:
-            login(client, password)
-            client.get(page)
-            while not self.stop.wait(refresh):
+    def tab(self, cookies: httpx.Cookies, page: str) -> None:
+        with httpx.Client(base_url=self.url, timeout=30, cookies=cookies) as client:
+            # As in a browser: only a page with a live fragment polls (htmx's every-N-seconds trigger).
+            polls = 'hx-trigger="every' in client.get(page).text
+            self._loaded.wait()
+            while polls and not self.stop.wait(self.refresh):
                 client.get(page, headers={"HX-Request": "true"})
-                self.requests += 1
+                with self._lock:
+                    self.requests += 1
 
     def __enter__(self) -> HttpTabs:
+        # The login (a deliberately slow password check) and the first page loads are over before
+        # the measurement starts: what is measured is the tabs left open.
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            login(client, self.password)
+            cookies = client.cookies
+        self.threads = [threading.Thread(target=self.tab, args=(cookies, p)) for p in self.pages]
         for t in self.threads:
             t.start()
-        time.sleep(3)  # the logins (a scrypt check each) are done before the measurement starts
+        self._loaded.wait()
+        time.sleep(0.5)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -114,8 +133,8 @@ class BrowserTabs:
         first.wait_for_url(self.url + "/")
         self.tabs = [first] + [context.new_page() for _ in self.pages[1:]]
         for tab, page in zip(self.tabs, self.pages, strict=True):
-            tab.goto(self.url + page)
-        time.sleep(3)
+            tab.goto(self.url + page)  # waits for the page's load event
+        time.sleep(1)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -152,7 +171,9 @@ def main() -> None:
         token = (data / "admin-token").read_text().strip()
         password = (data / "admin-password").read_text().strip()
         api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-        results: dict[str, list[float]] = {"none": [], "tabs": []}
+        proc = psutil.Process(server.pid)
+        results: dict[str, list[Run]] = {"none": [], "tabs": []}
+        loads = [os.getloadavg()[0]]
         with mp.get_context("spawn").Pool(1) as pool:
             for r in range(args.repeats):
                 for kind in ("none", "tabs") if r % 2 == 0 else ("tabs", "none"):  # no order bias
@@ -161,40 +182,77 @@ def main() -> None:
                     api.put(f"/api/v1/queues/{queue}/groups/g", json={"start": "earliest"}).raise_for_status()
                     choice = args.pages.split(",")
                     pages = [choice[i % len(choice)].format(queue=queue) for i in range(args.tabs)]
-                    tabs: Any
-                    if kind == "none":
-                        tabs = _Nothing()
-                    elif args.mode == "http":
-                        tabs = HttpTabs(url, password, pages, args.refresh)
-                    else:
-                        tabs = BrowserTabs(url, password, pages)
+                    tabs = _Nothing() if kind == "none" else open_tabs(args, url, password, pages)
                     with tabs:
+                        before = server_cpu(proc)
                         rate = pool.apply(publish, (port, token, queue, args.count, args.size))
-                    results[kind].append(rate)
+                        cpu_us = (server_cpu(proc) - before) / args.count * 1e6
+                    results[kind].append(Run(rate, cpu_us))
                     print(orjson.dumps({"run": r, "tabs": 0 if kind == "none" else args.tabs, "mode": args.mode,
-                                        "msgs_per_s": round(rate)}).decode(), flush=True)
+                                        "msgs_per_s": round(rate), "server_cpu_us_per_msg": round(cpu_us, 2),
+                                        "load": round(os.getloadavg()[0], 1)}).decode(), flush=True)
                     api.delete(f"/api/v1/queues/{queue}?force=true")
             # The cost itself, free of the publish noise: server CPU over a quiet window, tabs open vs not.
             queue = "idle"
             api.put(f"/api/v1/queues/{queue}", json={}).raise_for_status()
-            pages = [args.pages.split(",")[i % len(args.pages.split(","))].format(queue=queue) for i in range(args.tabs)]
-            proc = psutil.Process(server.pid)
-            cpu = {}
+            choice = args.pages.split(",")
+            pages = [choice[i % len(choice)].format(queue=queue) for i in range(args.tabs)]
+            cpu, requests = {}, 0
             for kind in ("none", "tabs"):
-                tabs = _Nothing() if kind == "none" else (
-                    HttpTabs(url, password, pages, args.refresh) if args.mode == "http" else BrowserTabs(url, password, pages))
+                tabs = _Nothing() if kind == "none" else open_tabs(args, url, password, pages)
                 with tabs:
-                    before = sum(proc.cpu_times()[:2])
+                    before, sent = server_cpu(proc), getattr(tabs, "requests", 0)
                     time.sleep(args.idle_seconds)
-                    cpu[kind] = (sum(proc.cpu_times()[:2]) - before) / args.idle_seconds
-            print(orjson.dumps({"server_cpu_idle": round(cpu["none"], 4), "server_cpu_tabs": round(cpu["tabs"], 4),
-                                "tabs": args.tabs, "mode": args.mode}).decode())
-        none, with_tabs = statistics.median(results["none"]), statistics.median(results["tabs"])
-        print(orjson.dumps({"median_none": round(none), "median_tabs": round(with_tabs), "tabs": args.tabs,
-                            "mode": args.mode, "change_pct": round(100 * (with_tabs - none) / none, 1)}).decode())
+                    cpu[kind] = (server_cpu(proc) - before) / args.idle_seconds
+                    requests = getattr(tabs, "requests", 0) - sent
+            line: dict[str, Any] = {"server_cpu_idle": round(cpu["none"], 4), "server_cpu_tabs": round(cpu["tabs"], 4),
+                                    "tabs": args.tabs, "mode": args.mode}
+            if requests:  # http mode counts the fragment requests
+                line["console_requests_per_s"] = round(requests / args.idle_seconds, 2)
+                line["server_cpu_ms_per_request"] = round((cpu["tabs"] - cpu["none"]) * args.idle_seconds / requests * 1000, 2)
+            print(orjson.dumps(line).decode(), flush=True)
+        loads.append(os.getloadavg()[0])
+        print(orjson.dumps({**summary(results), "tabs": args.tabs, "mode": args.mode,
+                            "console_cores": round(cpu["tabs"] - cpu["none"], 4),
+                            "load_start_end": [round(x, 1) for x in loads]}).decode())
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
+
+
+@dataclass(frozen=True)
+class Run:
+    rate: float  # msgs/s
+    cpu_us: float  # server CPU per message, all its threads
+
+
+def server_cpu(proc: psutil.Process) -> float:
+    """CPU seconds (user + system) of the server process so far."""
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+def open_tabs(args: argparse.Namespace, url: str, password: str, pages: list[str]) -> HttpTabs | BrowserTabs:
+    return HttpTabs(url, password, pages, args.refresh) if args.mode == "http" else BrowserTabs(url, password, pages)
+
+
+def summary(results: dict[str, list[Run]]) -> dict[str, Any]:
+    """Medians and spread (min, max) of each kind, and the median and spread of the ratio tabs / none
+    within each pair of runs (a pair runs back to back, so it shares the machine's load)."""
+    none, tabs = results["none"], results["tabs"]
+    out: dict[str, Any] = {}
+    for kind, runs in results.items():
+        rates = [r.rate for r in runs]
+        out[f"median_{kind}"] = round(statistics.median(rates))
+        out[f"range_{kind}"] = [round(min(rates)), round(max(rates))]
+        out[f"cpu_us_per_msg_{kind}"] = round(statistics.median(r.cpu_us for r in runs), 2)
+    ratios = [t.rate / n.rate for n, t in zip(none, tabs, strict=True)]
+    out["change_pct"] = round(100 * (out["median_tabs"] - out["median_none"]) / out["median_none"], 1)
+    out["paired_change_pct"] = round(100 * (statistics.median(ratios) - 1), 1)
+    out["paired_change_range_pct"] = [round(100 * (min(ratios) - 1), 1), round(100 * (max(ratios) - 1), 1)]
+    cpu_none, cpu_tabs = out["cpu_us_per_msg_none"], out["cpu_us_per_msg_tabs"]
+    out["cpu_per_msg_change_pct"] = round(100 * (cpu_tabs - cpu_none) / cpu_none, 1)
+    return out
 
 
 class _Nothing:

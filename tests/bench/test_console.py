@@ -21,6 +21,8 @@ def test_console_bench_smoke() -> None:
     runs = [line for line in lines if "run" in line]
     assert sorted(r["tabs"] for r in runs) == [0, 2] and all(r["msgs_per_s"] > 0 for r in runs)
     cpu = next(line for line in lines if "server_cpu_tabs" in line)
-    assert cpu["server_cpu_tabs"] > 0
+    assert cpu["server_cpu_tabs"] > 0 and cpu["console_requests_per_s"] > 0 and "server_cpu_ms_per_request" in cpu
     summary = lines[-1]
     assert summary["median_none"] > 0 and summary["median_tabs"] > 0 and "change_pct" in summary
+    assert summary["cpu_us_per_msg_none"] > 0 and summary["cpu_us_per_msg_tabs"] > 0
+    assert len(summary["paired_change_range_pct"]) == 2 and "paired_change_pct" in summary
