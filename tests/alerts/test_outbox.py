@@ -92,6 +92,26 @@ def test_test_email_without_smtp_host_is_a_clear_error(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_a_mail_waiting_at_shutdown_is_sent_after_the_restart(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        data = tmp_path / "data"
+        async with running(settings(data, mailbox.port, alert_digest_seconds=3600)) as run:
+            await run.rule(kind="lag_messages", threshold=1)
+            await run.queue("q", "g")
+            await run.publish("q", 3)
+            await run.app.state.broker.history.sample(T0)
+            await run.alerts.engine.evaluate(T0)  # fires; its mail waits out the digest window
+            assert run.alerts.outbox.waiting == 1
+        assert mailbox.received == []
+        async with running(settings(data, mailbox.port), clear_rules=False) as run:
+            [mail] = await mailbox.arrived(1)
+            assert mail.subject.startswith("[chunkmq] FIRING lag_messages q/g")
+            await run.alerts.outbox.drain()
+            assert run.alerts.outbox.waiting == 0 and run.alerts.repo.outbox() == []
+
+    asyncio.run(scenario())
+
+
 def test_the_outbox_survives_kill_9_and_its_mail_goes_out_once(tmp_path: Path, mailbox: Mailbox) -> None:
     """A real server killed with SIGKILL while its FIRING mail waits to be retried: the mail arrives
     once, after the restart, and its attempts are counted on across the restart (the backoff state is

@@ -1,6 +1,7 @@
 """A Spark Connect client of its own for tests/spark/test_session.py (a process holding a regular
-Spark session cannot open a Connect one): reads QUEUE from OFFSET through format("chunkmq"), prints
-the rows as JSON, and writes their bodies upper-cased into EXCHANGE through the sink.
+Spark session cannot open a Connect one). In one Spark job, reads QUEUE from OFFSET through
+format("chunkmq") and writes "<offset> <BODY upper-cased> <routing key>" for each message into
+EXCHANGE through the sink; prints the session's class.
 
     python -m tests.spark.connect_job SC_URL BROKER_URL QUEUE OFFSET EXCHANGE
 """
@@ -16,13 +17,11 @@ def main() -> None:
     from app.spark.session import session
 
     spark = session(remote, "chunkmq-connect-test")
-    df = (spark.read.format("chunkmq").option("url", url).option("subscribe", queue)
-          .option("startingOffsets", json.dumps({queue: int(offset)})).option("maxRecordsPerPartition", "100")
-          .load())
-    rows = df.selectExpr("offset", "cast(body as string) as text", "routing_key").orderBy("offset").collect()
-    print(json.dumps({"session": type(spark).__module__, "rows": [list(r) for r in rows]}))
-    (df.selectExpr("upper(cast(body as string)) as body")
+    (spark.read.format("chunkmq").option("url", url).option("subscribe", queue)
+     .option("startingOffsets", json.dumps({queue: int(offset)})).option("maxRecordsPerPartition", "100").load()
+     .selectExpr("format_string('%d %s %s', offset, upper(cast(body as string)), routing_key) as body")
      .write.format("chunkmq").option("url", url).option("exchange", exchange).mode("append").save())
+    print(f"{type(spark).__module__}.{type(spark).__name__}")
     spark.stop()
 
 
