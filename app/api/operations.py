@@ -127,3 +127,5 @@ class AlertCollector(Collector):
         outbox = self.alerts.outbox
         yield CounterMetricFamily("chunkmq_alert_mails_sent", "Alert mails delivered", value=outbox.sent)
         yield CounterMetricFamily("chunkmq_alert_mail_failures", "Alert mail attempts that failed", value=outbox.failed)
+        yield GaugeMetricFamily("chunkmq_alert_mails_waiting", "Alert notices in the outbox, not mailed yet",
+                                value=outbox.waiting)

@@ -36,6 +36,7 @@ def test_a_refusing_server_is_retried_until_it_takes_the_mail(tmp_path: Path, ma
             metrics = (await run.http.get("/metrics")).text
             assert 'chunkmq_alert_firing{group="g",kind="lag_messages",queue="q",rule="' in metrics
             assert "chunkmq_alert_mail_failures_total 2.0" in metrics
+            assert "chunkmq_alert_mails_waiting 0.0" in metrics
 
     asyncio.run(scenario())
 
