@@ -52,6 +52,7 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
+        self.kill()  # not left running behind the failed test
         raise RuntimeError(f"server did not start in {timeout}s:\n{self.log()}")
 
     def log(self) -> str:
