@@ -1,4 +1,5 @@
-"""`python -m bench`: the side-by-side benchmark. `--smoke` is the tiny chunkmq-only run `make test` uses."""
+"""`python -m bench`: the side-by-side benchmark (every peer, the table of docs/benchmarks.md, about 15
+minutes on 2 cores). `--smoke` is the tiny chunkmq-only run `make test` uses."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from bench import machine, report
-from bench.config import ALL_PEERS, ALL_WORKLOADS, Config
+from bench.config import ALL_PEERS, ALL_WORKLOADS, DEFAULT_WORKLOADS, Config
 from bench.runner import run
 
 
@@ -24,19 +25,25 @@ def _csv(text: str) -> list[str]:
 def parse(argv: list[str]) -> Config:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--peers", type=_csv, default=list(ALL_PEERS), help=f"comma list of {','.join(ALL_PEERS)}")
-    p.add_argument("--workloads", type=_csv, default=list(ALL_WORKLOADS), help="comma list of W1..W7")
-    p.add_argument("--count", type=int, default=1_000_000, help="W1/W2 messages (W3 count/5, W5 count*5, W7 count/100)")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--workloads", type=_csv, default=list(DEFAULT_WORKLOADS),
+                   help=f"comma list of {','.join(ALL_WORKLOADS)} (default {','.join(DEFAULT_WORKLOADS)}); "
+                        "B = publish in batches of 1,000 and read back, D = W1 + W2 with fsync before ack")
+    p.add_argument("--count", type=int, default=300_000,
+                   help="W1/W2/B messages (W3 count/5, D count/5, W7 count/100)")
+    p.add_argument("--backlog", type=int, default=100_000, help="W5/W6: messages in the backlog a restart meets")
+    p.add_argument("--max-seconds", type=float, default=20.0,
+                   help="a produce phase stops after this long if --count is not reached yet (0 = never); "
+                        "the rate is what was produced over the time it took, and the consume that follows "
+                        "moves exactly that")
+    p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--latency-rate", type=int, default=2000, help="W4 messages per second")
     p.add_argument("--latency-seconds", type=float, default=10.0)
     p.add_argument("--batch", type=int, default=100, help="messages per confirmed produce call")
     p.add_argument("--pull", type=int, default=1000, help="messages per pull / prefetch window")
     p.add_argument("--fsync", choices=["interval", "always", "never"], default="interval",
-                   help="durability class: chunkmq's fsync mode (interval = every 100 ms, closest to the "
-                        "peers' defaults); always = the fsync-before-ack class for every peer (see --durable)")
-    p.add_argument("--durable", action="store_true",
-                   help="the fsync-before-ack class (= --fsync always): chunkmq --fsync always, Redis "
-                        "appendfsync always, NATS sync_interval always, RabbitMQ quorum queues")
+                   help="durability class of every workload but D: chunkmq's fsync mode (interval = every "
+                        "100 ms, closest to the peers' defaults; always = the fsync-before-ack class, as D: "
+                        "Redis appendfsync always, NATS sync_interval always, RabbitMQ quorum queues)")
     p.add_argument("--timeout", type=float, default=1800.0, help="upper bound of one phase, seconds")
     p.add_argument("--out", type=Path, default=Path("bench/results"))
     p.add_argument("--profile", action="store_true", help="py-spy the chunkmq server during W1 and W2")
@@ -49,7 +56,8 @@ def parse(argv: list[str]) -> Config:
         p.error(f"unknown workloads {sorted(unknown)}")
     return Config(peers=a.peers, workloads=a.workloads, count=a.count, repeat=a.repeat,
                   latency_rate=a.latency_rate, latency_seconds=a.latency_seconds, batch=a.batch,
-                  pull=a.pull, fsync="always" if a.durable else a.fsync, timeout=a.timeout, out_dir=a.out, profile=a.profile)
+                  pull=a.pull, backlog=a.backlog, max_seconds=a.max_seconds, fsync=a.fsync, timeout=a.timeout, out_dir=a.out,
+                  profile=a.profile)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,7 @@ class Phase:
     pull: int = 1000
     timeout: float = 600.0
     rate: int = 0
+    max_seconds: float = 0.0  # produce: stop after this long even if `count` is not reached (0 = never)
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -50,18 +51,23 @@ def stamped_body(size: int) -> bytes:
     return stamp + body_of(max(size - len(stamp), 0))
 
 
-def _produce(a: Adapter, ph: Phase) -> int:
+def _produce(a: Adapter, ph: Phase) -> tuple[int, bool]:
+    """(messages sent, whether --max-seconds cut the phase short)."""
     body = body_of(ph.size)
     full = [body] * ph.batch
     sent = 0
-    deadline = time.monotonic() + ph.timeout
+    start = time.monotonic()
+    deadline = start + ph.timeout
     while sent < ph.count:
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise TimeoutError(f"{ph.adapter}: produced {sent}/{ph.count} before the deadline")
+        if ph.max_seconds and now - start > ph.max_seconds:
+            return sent, True
         n = min(ph.batch, ph.count - sent)
         a.produce(ph.queue, full if n == ph.batch else full[:n])
         sent += n
-    return sent
+    return sent, False
 
 
 def _latency_produce(a: Adapter, ph: Phase) -> int:
@@ -95,7 +101,8 @@ def run_phase(ph: Phase) -> dict[str, Any]:
             adapter.delete(ph.queue)
             n = 0
         elif ph.kind == "produce":
-            n = _produce(adapter, ph)
+            n, capped = _produce(adapter, ph)
+            extra = {"capped": capped}
         elif ph.kind == "consume":
             n = adapter.consume(ph.queue, ph.count, time.monotonic() + ph.timeout)
         elif ph.kind == "latency_produce":

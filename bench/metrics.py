@@ -31,6 +31,10 @@ METRICS: dict[str, Metric] = {m.key: m for m in (
     Metric("w6_restart", "W6", "W6 restart with backlog", "s", False),
     Metric("w7_publish", "W7", "W7 HTTP publish", "msgs/s", True),
     Metric("w7_get", "W7", "W7 HTTP get + ack", "msgs/s", True),
+    Metric("b_publish", "B", "B publish, batches of 1,000 x 100 B", "msgs/s", True),
+    Metric("b_read", "B", "B read back + ack, 1,000 per pull", "msgs/s", True),
+    Metric("d_produce", "D", "D W1 produce, fsync before ack", "msgs/s", True),
+    Metric("d_consume", "D", "D W2 consume + ack, fsync before ack", "msgs/s", True),
 )}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -45,12 +46,17 @@ def _cell(summary: Summary | None, error: str | None, unit: str) -> str:
 
 
 def results_table(records: Records) -> str:
+    """Every peer x workload, then the best chunkmq variant over the best peer (`ratio_lines`)."""
     values, errors, peers = _grouped(records), _errors(records), _peers(records)
-    lines = ["| workload | unit | " + " | ".join(peers) + " |", "|---|---|" + "---:|" * len(peers)]
+    by_metric = {r.metric: r for r in ratios(records)}
+    lines = ["| workload | unit | " + " | ".join(peers) + " | chunkmq / best peer |",
+             "|---|---|" + "---:|" * (len(peers) + 1)]
     for key, m in METRICS.items():
         cells = [_cell(summarize(values.get((key, p), [])), errors.get((key, p)), m.unit) for p in peers]
         if any(cells):
-            lines.append(f"| {m.title} | {m.unit} | " + " | ".join(cells) + " |")
+            r = by_metric.get(key)
+            ratio = f"**{r.ratio:.2f}x** {r.best_peer}" if r else ""
+            lines.append(f"| {m.title} | {m.unit} | " + " | ".join(cells) + f" | {ratio} |")
     return "\n".join(lines)
 
 
@@ -116,6 +122,16 @@ def ratio_lines(records: Records) -> str:
     return "\n".join(lines) if lines else "- (no workload had both a chunkmq and a peer result)"
 
 
+def _load(records: Records) -> str:
+    """The 1-minute load average over the run: sampled at its start, before each workload, at its end."""
+    loads = [r["loadavg"][0] for r in records if r.get("type") == "load"]
+    if not loads:
+        return ""
+    return (f"- load average (1 min) during the run: median {statistics.median(loads):.1f}, "
+            f"min {min(loads):.1f}, max {max(loads):.1f} ({len(loads)} samples; the machine has "
+            f"{next((r['machine']['cores'] for r in records if r.get('type') == 'meta'), '?')} cores)")
+
+
 def header(records: Records) -> str:
     lines, clients = [], []
     for r in records:
@@ -131,14 +147,15 @@ def header(records: Records) -> str:
             state = r["version"] or f"MISSING: {r['error']}"
             lines.append(f"- {r['package']}: {state}")
         elif r.get("type") == "server":
-            lines.append(f"- {r['kind']} durability: {r['durability']}")
+            lines.append(f"- {r['kind']} durability ({r.get('class', 'default')} class): {r['durability']}")
         elif r.get("type") == "client":
             clients.append(f"  - {r['peer']}: {r['setup']}")
         elif r.get("type") == "excluded":
             lines.append(f"- {r['peer']} not run: {r['reason']}")
     # Each peer's client setup (as verified at run time) sits under the clients line.
     at = next((i + 1 for i, line in enumerate(lines) if line.startswith("- clients: ")), len(lines))
-    return "\n".join(lines[:at] + clients + lines[at:])
+    load = _load(records)
+    return "\n".join(lines[:at] + clients + lines[at:] + ([load] if load else []))
 
 
 def render(records: Records) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import shutil
 import sys
 import tempfile
@@ -14,7 +15,7 @@ import orjson
 
 from bench.adapters.registry import ADAPTERS, HTTP_CAPABLE, HTTP_ONLY
 from bench.client import init_worker
-from bench.config import Config
+from bench.config import DURABLE_WORKLOADS, Config
 from bench.metrics import METRICS, Sample
 from bench.peers import install
 from bench.peers.chunkmq import ChunkmqServer
@@ -55,6 +56,12 @@ class Recorder:
         self.out = out
         self.log = log
         self.samples: list[Sample] = []
+        self.installed: set[str] = set()
+        self.described: set[str] = set()
+
+    def load(self, at: str) -> None:
+        """The machine's load average now: the report states the load the numbers were taken under."""
+        self.write({"type": "load", "at": at, "loadavg": [round(x, 2) for x in os.getloadavg()]})
 
     def write(self, record: dict[str, Any]) -> None:
         self.out.write(orjson.dumps(record) + b"\n")
@@ -73,14 +80,15 @@ class Recorder:
         self.add([Sample(adapter, k, repeat, None, METRICS[k].unit, error=error) for k in _metrics_of(covers)])
 
 
-def _run_adapter(cfg: Config, server: Server, adapter: str, rec: Recorder) -> None:
+def _run_adapter(cfg: Config, server: Server, adapter: str, workloads: list[str], rec: Recorder) -> None:
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
     # Two client processes: W4 needs a producer and a consumer at once; the other phases use one.
     pool = ctx.Pool(2, initializer=init_worker, initargs=(ready,))
     try:
-        for name in workloads_for(adapter, cfg.workloads):
+        for name in workloads_for(adapter, workloads):
             fn, covers = ROUTINES[name]
+            rec.load(f"{adapter} {name}")
             for r in range(cfg.repeat):
                 session = Session(cfg, server, adapter, pool, ready)
                 print(f"{adapter}: {name} repeat {r + 1}/{cfg.repeat}", file=rec.log, flush=True)
@@ -106,14 +114,34 @@ def _describe(adapter: str, server: Server) -> str:
         return f"{ADAPTERS[adapter].setup} (could not verify: {type(e).__name__}: {e})"
 
 
+def passes(cfg: Config) -> list[tuple[str, list[str]]]:
+    """(fsync mode, workloads) per round of servers: the default class, then the fsync-before-ack class."""
+    default = [w for w in cfg.workloads if w not in DURABLE_WORKLOADS]
+    durable = [w for w in cfg.workloads if w in DURABLE_WORKLOADS]
+    return [(f, ws) for f, ws in ((cfg.fsync, default), ("always", durable)) if ws]
+
+
 def run(cfg: Config, out: IO[bytes], log: IO[str] = sys.stderr) -> Recorder:
     rec = Recorder(cfg, out, log)
     for unknown in set(cfg.peers) - set(ADAPTERS):
         raise ValueError(f"unknown peer {unknown!r}; known: {', '.join(ADAPTERS)}")
+    rec.load("start")
+    for fsync, workloads in passes(cfg):
+        _run_pass(cfg, fsync, workloads, rec)
+    rec.load("end")
+    return rec
+
+
+def _run_pass(cfg: Config, fsync: str, workloads: list[str], rec: Recorder) -> None:
+    """Every peer that has something to run, one server kind at a time, with servers in `fsync` mode."""
+    log = rec.log
+    klass = "fsync before ack" if fsync == "always" else "default"
     adapters = []
     for a in cfg.peers:
+        if not workloads_for(a, workloads):
+            continue
         why = ADAPTERS[a].no_fsync_before_ack
-        if cfg.fsync == "always" and why:  # it would not be compared with its equal
+        if fsync == "always" and why:  # it would not be compared with its equal
             print(f"{a}: not in the fsync-before-ack class: {why}", file=log, flush=True)
             rec.write({"type": "excluded", "peer": a, "reason": f"not in the fsync-before-ack class: {why}"})
         else:
@@ -121,19 +149,21 @@ def run(cfg: Config, out: IO[bytes], log: IO[str] = sys.stderr) -> Recorder:
     kinds = list(dict.fromkeys(ADAPTERS[a].server for a in adapters))
     installed = install.ensure([k for k in kinds if k != "chunkmq"])
     for inst in installed.values():
-        rec.write({"type": "peer", "kind": inst.kind, "package": inst.package, "version": inst.version,
-                   "error": inst.error})
+        if inst.kind not in rec.installed:  # once per run, not per class
+            rec.installed.add(inst.kind)
+            rec.write({"type": "peer", "kind": inst.kind, "package": inst.package, "version": inst.version,
+                       "error": inst.error})
     for kind in kinds:
         mine = [a for a in adapters if ADAPTERS[a].server == kind]
         inst = installed.get(kind)
         if inst is not None and inst.error:
             print(f"{kind}: MISSING ({inst.error.strip()[:300]})", file=log, flush=True)
             for a in mine:
-                for name in workloads_for(a, cfg.workloads):
+                for name in workloads_for(a, workloads):
                     rec.fail(a, ROUTINES[name][1], 0, f"missing: {inst.package} could not be installed")
             continue
         workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
-        server = SERVERS[kind](workdir, cfg.fsync)
+        server = SERVERS[kind](workdir, fsync)
         try:
             t0 = time.monotonic()
             try:
@@ -141,16 +171,17 @@ def run(cfg: Config, out: IO[bytes], log: IO[str] = sys.stderr) -> Recorder:
             except Exception as e:  # reported as that peer's result, the run goes on
                 print(f"{kind}: failed to start: {e}", file=log, flush=True)
                 for a in mine:
-                    for name in workloads_for(a, cfg.workloads):
+                    for name in workloads_for(a, workloads):
                         rec.fail(a, ROUTINES[name][1], 0, f"server did not start: {e}"[:1000])
                 continue
-            rec.write({"type": "server", "kind": kind, "start_s": round(time.monotonic() - t0, 3),
+            rec.write({"type": "server", "kind": kind, "class": klass, "start_s": round(time.monotonic() - t0, 3),
                        "durability": server.durability(), "endpoint": server.endpoint().__dict__})
             for a in mine:
-                rec.write({"type": "client", "peer": a, "setup": _describe(a, server)})
+                if a not in rec.described:
+                    rec.described.add(a)
+                    rec.write({"type": "client", "peer": a, "setup": _describe(a, server)})
             for a in mine:
-                _run_adapter(cfg, server, a, rec)
+                _run_adapter(cfg, server, a, workloads, rec)
         finally:
             server.stop()
             shutil.rmtree(workdir, ignore_errors=True)
-    return rec

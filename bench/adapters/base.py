@@ -27,7 +27,7 @@ class Adapter(ABC):
     produce_batch: int = 100
     #: the client library and how it is driven, for the report header and docs/benchmarks.md
     setup: str = ""
-    #: None if the peer can fsync before it acknowledges; else why it sits out that class (`--durable`)
+    #: None if the peer can fsync before it acknowledges; else why it sits out that class (workload D)
     no_fsync_before_ack: str | None = None
 
     def __init__(self, endpoint: Endpoint, pull: int = 1000) -> None:

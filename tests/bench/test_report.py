@@ -39,5 +39,5 @@ def test_render_marks_errors_and_ends_with_ratios() -> None:
     records = _records({("chunkmq-http", "w2_consume"): [10.0], ("rabbitmq", "w2_consume"): [5.0]})
     records.append(Sample("nats", "w2_consume", 0, None, "msgs/s", error="missing: nats-server").to_json())
     text = render(records)
-    assert "| W2 consume + ack 100 B | msgs/s | 10 | 5 | missing |" in text
+    assert "| W2 consume + ack 100 B | msgs/s | 10 | 5 | missing | **2.00x** rabbitmq |" in text
     assert text.rstrip().splitlines()[-1].startswith("- W2 consume + ack 100 B: chunkmq-http 10 / rabbitmq 5")

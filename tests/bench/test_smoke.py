@@ -28,6 +28,8 @@ def test_smoke_measures_every_workload_and_stops_the_server(tmp_path: Path) -> N
     # The markdown table was printed and saved, and the server is gone.
     assert "| W1 produce 100 B | msgs/s |" in proc.stdout
     assert list(tmp_path.glob("bench-*.md"))
+    # D ran on a second server started with fsync=always, after the first one stopped.
     servers = [r for r in records if r["type"] == "server"]
-    assert [s["kind"] for s in servers] == ["chunkmq"]
-    assert port_closed(servers[0]["endpoint"]["port"])
+    assert [(s["kind"], s["class"]) for s in servers] == [("chunkmq", "default"), ("chunkmq", "fsync before ack")]
+    assert "fsync=always" in servers[1]["durability"]
+    assert all(port_closed(s["endpoint"]["port"]) for s in servers)
