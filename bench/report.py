@@ -155,13 +155,16 @@ def header(records: Records) -> str:
     # Each peer's client setup (as verified at run time) sits under the clients line.
     at = next((i + 1 for i, line in enumerate(lines) if line.startswith("- clients: ")), len(lines))
     load = _load(records)
-    return "\n".join(lines[:at] + clients + lines[at:] + ([load] if load else []))
+    lines = lines[:1] + ([load] if load else []) + lines[1:]  # right under the command
+    at += 1 if load else 0
+    return "\n".join(lines[:at] + clients + lines[at:])
 
 
 def render(records: Records) -> str:
+    """The table first, then how it was measured: the top of docs/benchmarks.md, ready to paste."""
     return "\n\n".join([
-        header(records),
         results_table(records),
+        header(records),
         cpu_table(records),
         "chunkmq / best peer (median of the best chunkmq variant over the median of the best peer):",
         ratio_lines(records),

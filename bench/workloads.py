@@ -72,7 +72,7 @@ class Session:
             self.phase("delete", name)
 
     def profiled(self, workload: str, repeat: int) -> contextlib.AbstractContextManager[object]:
-        """py-spy on the chunkmq server for W1/W2 of the first repeat, when asked for."""
+        """py-spy on the chunkmq server for W1, W2 and B of the first repeat, when asked for."""
         if not (self.cfg.profile and repeat == 0 and self.server.kind == "chunkmq"
                 and self.server.process is not None):
             return contextlib.nullcontext()
@@ -146,8 +146,10 @@ def b(s: Session, r: int) -> None:
     """Publish in batches of 1,000 (each batch confirmed as stored), read back 1,000 per pull with acks."""
     cfg = s.cfg
     with s.queue(f"bench-b-{r}") as q:
-        n = s.throughput("b_publish", r, "produce", q, cfg.count, size=cfg.size, batch=BIG_BATCH)
-        s.throughput("b_read", r, "consume", q, n, pull=BIG_BATCH)
+        with s.profiled("B-publish", r):
+            n = s.throughput("b_publish", r, "produce", q, cfg.count, size=cfg.size, batch=BIG_BATCH)
+        with s.profiled("B-read", r):
+            s.throughput("b_read", r, "consume", q, n, pull=BIG_BATCH)
 
 
 def d(s: Session, r: int) -> None:
