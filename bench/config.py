@@ -58,5 +58,5 @@ class Config:
     @classmethod
     def smoke_config(cls, out_dir: Path) -> Config:
         """Tiny counts, chunkmq only: proves the harness end to end in seconds (`make test`)."""
-        return cls(peers=["chunkmq-http", "chunkmq-ws"], workloads=list(ALL_WORKLOADS), count=2_000, repeat=1,
-                   latency_rate=200, latency_seconds=1.0, backlog=2_000, timeout=60.0, out_dir=out_dir, smoke=True)
+        return cls(peers=["chunkmq-http", "chunkmq-ws"], workloads=list(ALL_WORKLOADS), count=1_000, repeat=1,
+                   latency_rate=200, latency_seconds=0.5, backlog=1_000, timeout=60.0, out_dir=out_dir, smoke=True)

@@ -65,7 +65,7 @@ def cpu_table(records: Records) -> str:
     server, client, peers = _grouped(records, "server_cpu_s"), _grouped(records, "client_cpu_s"), _peers(records)
     lines = ["| workload (CPU s: server / client) | " + " | ".join(peers) + " |", "|---|" + "---:|" * len(peers)]
     for key, m in METRICS.items():
-        if m.unit != "msgs/s":
+        if m.unit != "msgs/s" or not m.compared:
             continue
         cells = []
         for p in peers:
@@ -99,6 +99,8 @@ def ratios(records: Records) -> list[Ratio]:
     values = _grouped(records)
     out = []
     for key, m in METRICS.items():
+        if not m.compared:
+            continue
         medians = {p: s.median for (k, p), v in values.items() if k == key and (s := summarize(v))}
         ours = {p: v for p, v in medians.items() if p in CHUNKMQ}
         theirs = {p: v for p, v in medians.items() if p not in CHUNKMQ}

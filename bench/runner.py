@@ -8,6 +8,8 @@ import shutil
 import sys
 import tempfile
 import time
+from multiprocessing.pool import Pool
+from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import IO, Any
 
@@ -80,30 +82,51 @@ class Recorder:
         self.add([Sample(adapter, k, repeat, None, METRICS[k].unit, error=error) for k in _metrics_of(covers)])
 
 
-def _run_adapter(cfg: Config, server: Server, adapter: str, workloads: list[str], rec: Recorder) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Event()
-    # Two client processes: W4 needs a producer and a consumer at once; the other phases use one.
-    pool = ctx.Pool(2, initializer=init_worker, initargs=(ready,))
-    try:
-        for name in workloads_for(adapter, workloads):
-            fn, covers = ROUTINES[name]
-            rec.load(f"{adapter} {name}")
-            for r in range(cfg.repeat):
-                session = Session(cfg, server, adapter, pool, ready)
-                print(f"{adapter}: {name} repeat {r + 1}/{cfg.repeat}", file=rec.log, flush=True)
-                try:
-                    fn(session, r)
-                except Exception as e:  # one failed workload must not end the run
-                    rec.add(session.samples)
-                    rec.fail(adapter, covers, r, f"{type(e).__name__}: {e}"[:1000])
-                    if server.process is None or not server.process.alive():
-                        server.start()  # a failed restart (W6) leaves it down; the next repeat needs it
-                    continue
+class ClientPools:
+    """Per adapter, two client processes (W4 needs a producer and a consumer at once; the other phases
+    use one), kept for the whole run: both durability classes use them, and spawning them (every
+    client library imported) costs more than a smoke run's phases."""
+
+    def __init__(self) -> None:
+        self.ctx = multiprocessing.get_context("spawn")
+        self.pools: dict[str, tuple[Pool, Event]] = {}
+
+    def get(self, adapter: str) -> tuple[Pool, Event]:
+        if adapter not in self.pools:
+            ready = self.ctx.Event()
+            self.pools[adapter] = (self.ctx.Pool(2, initializer=init_worker, initargs=(ready,)), ready)
+        return self.pools[adapter]
+
+    def discard(self, adapter: str) -> None:
+        """After a failed phase, whose client may still be busy: the next one gets fresh processes."""
+        pool, _ = self.pools.pop(adapter, (None, None))
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+
+    def close(self) -> None:
+        for adapter in list(self.pools):
+            self.discard(adapter)
+
+
+def _run_adapter(cfg: Config, server: Server, adapter: str, workloads: list[str], rec: Recorder,
+                 pools: ClientPools) -> None:
+    for name in workloads_for(adapter, workloads):
+        fn, covers = ROUTINES[name]
+        rec.load(f"{adapter} {name}")
+        for r in range(cfg.repeat):
+            session = Session(cfg, server, adapter, *pools.get(adapter))
+            print(f"{adapter}: {name} repeat {r + 1}/{cfg.repeat}", file=rec.log, flush=True)
+            try:
+                fn(session, r)
+            except Exception as e:  # one failed workload must not end the run
                 rec.add(session.samples)
-    finally:
-        pool.terminate()
-        pool.join()
+                rec.fail(adapter, covers, r, f"{type(e).__name__}: {e}"[:1000])
+                pools.discard(adapter)
+                if server.process is None or not server.process.alive():
+                    server.start()  # a failed restart (W6) leaves it down; the next repeat needs it
+                continue
+            rec.add(session.samples)
 
 
 def _describe(adapter: str, server: Server) -> str:
@@ -126,13 +149,17 @@ def run(cfg: Config, out: IO[bytes], log: IO[str] = sys.stderr) -> Recorder:
     for unknown in set(cfg.peers) - set(ADAPTERS):
         raise ValueError(f"unknown peer {unknown!r}; known: {', '.join(ADAPTERS)}")
     rec.load("start")
-    for fsync, workloads in passes(cfg):
-        _run_pass(cfg, fsync, workloads, rec)
+    pools = ClientPools()
+    try:
+        for fsync, workloads in passes(cfg):
+            _run_pass(cfg, fsync, workloads, rec, pools)
+    finally:
+        pools.close()
     rec.load("end")
     return rec
 
 
-def _run_pass(cfg: Config, fsync: str, workloads: list[str], rec: Recorder) -> None:
+def _run_pass(cfg: Config, fsync: str, workloads: list[str], rec: Recorder, pools: ClientPools) -> None:
     """Every peer that has something to run, one server kind at a time, with servers in `fsync` mode."""
     log = rec.log
     klass = "fsync before ack" if fsync == "always" else "default"
@@ -181,7 +208,7 @@ def _run_pass(cfg: Config, fsync: str, workloads: list[str], rec: Recorder) -> N
                     rec.described.add(a)
                     rec.write({"type": "client", "peer": a, "setup": _describe(a, server)})
             for a in mine:
-                _run_adapter(cfg, server, a, workloads, rec)
+                _run_adapter(cfg, server, a, workloads, rec, pools)
         finally:
             server.stop()
             shutil.rmtree(workdir, ignore_errors=True)

@@ -112,6 +112,7 @@ def w4(s: Session, r: int) -> None:
     for key in ("p50", "p99", "max"):
         s.add(f"w4_{key}", r, got[f"{key}_ms"], got, cpu, achieved_rate=round(achieved, 1),
               producer_cpu_s=sent["client_cpu_s"])
+    s.add("w4_rate", r, achieved, sent, asked_rate=cfg.latency_rate)
 
 
 def w5_w6(s: Session, r: int) -> None:
