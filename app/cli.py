@@ -43,11 +43,16 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol, except that a connection must send a request's whole headers
     within `header_timeout` seconds of connecting (or of its previous response), or it is closed.
 
+    Past `limit_concurrency` the answer is API.md's error shape (503 `overloaded`), not uvicorn's text.
+
     uvicorn's `timeout_keep_alive` only runs between a response and the next request's first byte:
     a client that sends half a request line or half the headers (slowloris) held its connection, and
     a slot of `limit_concurrency`, for ever (50 such sockets were still open after 90 s).
     """
+    from uvicorn.protocols.http.flow_control import service_unavailable
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from app.api.errors import overloaded
 
     class HttpProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None
@@ -81,6 +86,10 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
+
+        def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+            # Past limit_concurrency uvicorn answers with its plain-text 503: answer API.md's JSON.
+            super()._start_asgi_task(cycle, overloaded if app is service_unavailable else app)
 
     return HttpProtocol
 

@@ -36,7 +36,8 @@ def test_half_sent_requests_are_closed_and_connections_are_bounded(tmp_path: Pat
     try:
         time.sleep(0.2)
         busy = httpx.get(f"{server.url}/healthz")
-        assert busy.status_code == 503  # past the limit: refused at once
+        assert busy.status_code == 503  # past the limit: refused at once, in API.md's error shape
+        assert busy.json()["error"]["code"] == "overloaded" and busy.headers["retry-after"] == "1"
         started = time.monotonic()
         assert all(dropped_by_server(s, 5) for s in slow)
         assert time.monotonic() - started < 3  # after about the one-second header timeout

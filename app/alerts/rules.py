@@ -54,7 +54,9 @@ DESCRIPTIONS = {
 
 
 _GLOB = r"^[A-Za-z0-9._:\-*?\[\]!]{1,200}$"
-ADDRESS = r"^[^@\s,<>]+@[^@\s,<>]+$"
+# No spaces or controls, spelt out: `\s` differs between Python, pydantic's Rust and JSON Schema's regexes.
+_ADDRESS_CHAR = r"[^@,<>\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+ADDRESS = rf"^{_ADDRESS_CHAR}+@{_ADDRESS_CHAR}+$"
 Address = Annotated[str, Field(pattern=ADDRESS, max_length=254)]
 
 

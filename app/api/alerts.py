@@ -13,11 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from app.alerts.engine import AlertView
-from app.alerts.errors import RuleNotFound
+from app.alerts.errors import MailFailed, RuleNotFound, SmtpNotConfigured
 from app.alerts.jobs import Alerts
 from app.alerts.rules import Address, RuleSpec
+from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.deps import json
+from app.broker import codes
 from app.broker.errors import InvalidInput
 from app.meta import InvalidValue, NotFound
 from app.meta.alerts import AlertEventRow, AlertRuleRow
@@ -25,11 +27,17 @@ from app.meta.alerts import AlertEventRow, AlertRuleRow
 router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"])
 
 EVENT_STATES = ("ok", "pending", "firing", "resolved", "sent", "failed")
-RuleId = Path(ge=1, le=2**31 - 1, description="the rule's id")
+RuleId = Path(ge=1, le=2**63 - 1, description="the rule's id")  # SQLite's rowid: POST may follow a PUT of a large id
+
+
+class RuleBody(RuleSpec):
+    """A rule as JSON: strict types (`"enabled": 0` is not false); the console's form is lax."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class TestEmailBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     to: list[Address] = Field(default_factory=list, max_length=50, description="empty: CHUNKMQ_SMTP_TO")
 
@@ -64,7 +72,7 @@ async def _put(request: Request, id: int | None, body: RuleSpec) -> tuple[AlertR
         raise InvalidInput(e.message) from e
 
 
-@router.get("")
+@router.get("", responses=schemas.answers(schemas.Alerts))
 async def current_alerts(request: Request, state: Literal["pending", "firing", "resolved"] | None = None,
                          _: Principal = Depends(authenticate)) -> Response:
     """Alerts that are not OK: pending, firing (first) and resolved."""
@@ -72,19 +80,20 @@ async def current_alerts(request: Request, state: Literal["pending", "firing", "
     return json({"alerts": [alert_json(a) for a in views if state is None or a.state == state]})
 
 
-@router.get("/rules")
+@router.get("/rules", responses=schemas.answers(list[schemas.AlertRule]))
 async def list_rules(request: Request, _: Principal = Depends(authenticate)) -> Response:
     return json([rule_json(r) for r in await asyncio.to_thread(alerts_of(request).repo.list_rules)])
 
 
-@router.post("/rules", status_code=201)
-async def create_rule(request: Request, body: RuleSpec, who: Principal = Depends(authenticate)) -> Response:
+@router.post("/rules", status_code=201, responses=schemas.answers(
+    schemas.AlertRule, codes.INVALID_REQUEST, codes.INVALID_BODY, status=201, description="Created"))
+async def create_rule(request: Request, body: RuleBody, who: Principal = Depends(authenticate)) -> Response:
     who.check_admin()
     row, _ = await _put(request, None, body)
     return json(rule_json(row), 201)
 
 
-@router.get("/rules/{rule_id}")
+@router.get("/rules/{rule_id}", responses=schemas.answers(schemas.AlertRule, RuleNotFound.code))
 async def get_rule(rule_id: int = RuleId, *, request: Request, _: Principal = Depends(authenticate)) -> Response:
     try:
         return json(rule_json(await asyncio.to_thread(alerts_of(request).repo.get_rule, rule_id)))
@@ -92,15 +101,17 @@ async def get_rule(rule_id: int = RuleId, *, request: Request, _: Principal = De
         raise RuleNotFound(e.message) from e
 
 
-@router.put("/rules/{rule_id}")
-async def put_rule(rule_id: int = RuleId, *, request: Request, body: RuleSpec, who: Principal = Depends(authenticate)) -> Response:
+@router.put("/rules/{rule_id}", responses=schemas.answers(
+    schemas.AlertRule, codes.INVALID_REQUEST, codes.INVALID_BODY, created=True))
+async def put_rule(rule_id: int = RuleId, *, request: Request, body: RuleBody, who: Principal = Depends(authenticate)) -> Response:
     """Create rule `rule_id`, or replace it (its alerts start afresh)."""
     who.check_admin()
     row, created = await _put(request, rule_id, body)
     return json(rule_json(row), 201 if created else 200)
 
 
-@router.delete("/rules/{rule_id}", status_code=204)
+@router.delete("/rules/{rule_id}", status_code=204, responses=schemas.answers(
+    None, RuleNotFound.code, status=204, description="Deleted"))
 async def delete_rule(rule_id: int = RuleId, *, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check_admin()
     try:
@@ -110,12 +121,12 @@ async def delete_rule(rule_id: int = RuleId, *, request: Request, who: Principal
     return Response(status_code=204)
 
 
-@router.get("/events")
+@router.get("/events", responses=schemas.answers(list[schemas.AlertEvent]))
 async def events(
     request: Request,
     state: Literal[EVENT_STATES] | None = Query(None, description="transition state or mail outcome"),  # type: ignore[valid-type]
     since: int | None = Query(None, ge=0, le=2**62, description="epoch ms"),
-    rule: int | None = Query(None, ge=1, le=2**31 - 1),
+    rule: int | None = Query(None, ge=1, le=2**63 - 1),
     queue: str | None = Query(None, max_length=200),
     limit: int = Query(500, ge=1, le=10_000),
     _: Principal = Depends(authenticate),
@@ -126,7 +137,8 @@ async def events(
     return json([event_json(e) for e in rows])
 
 
-@router.post("/test-email")
+@router.post("/test-email", responses=schemas.answers(
+    schemas.MailSent, codes.INVALID_REQUEST, codes.INVALID_BODY, SmtpNotConfigured.code, MailFailed.code))
 async def test_email(request: Request, body: TestEmailBody = Body(default_factory=TestEmailBody),
                      who: Principal = Depends(authenticate)) -> Response:
     """Send a test mail now to `to` (default CHUNKMQ_SMTP_TO); 502 smtp_failed with the server's answer."""
@@ -135,7 +147,7 @@ async def test_email(request: Request, body: TestEmailBody = Body(default_factor
     return json({"sent": True, "answer": answer})
 
 
-@router.get("/settings")
+@router.get("/settings", responses=schemas.answers(schemas.MailSettings))
 async def mail_settings(request: Request, who: Principal = Depends(authenticate)) -> Response:
     """The mail settings in effect (never the password: only whether one is set)."""
     who.check_admin()

@@ -9,6 +9,7 @@ from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json
+from app.broker import codes
 from app.broker.routing import Binding
 
 router = APIRouter(prefix="/api/v1/bindings", tags=["bindings"])
@@ -19,7 +20,7 @@ def binding_info(b: Binding) -> dict[str, object]:
             "arguments": dict(b.arguments)}
 
 
-@router.get("")
+@router.get("", responses=schemas.answers(list[schemas.Binding]))
 async def list_bindings(
     request: Request, exchange: str | None = None, queue: str | None = None, who: Principal = Depends(authenticate)
 ) -> Response:
@@ -27,7 +28,9 @@ async def list_bindings(
     return json([binding_info(b) for b in bindings if who.sees(b.queue) or who.sees(b.exchange)])
 
 
-@router.post("", openapi_extra=schemas.body(schemas.BindingCreate))
+@router.post("", openapi_extra=schemas.body(schemas.BindingCreate), responses=schemas.answers(
+    schemas.Binding, codes.INVALID_NAME, codes.INVALID_BODY, codes.EXCHANGE_NOT_FOUND, codes.QUEUE_NOT_FOUND,
+    codes.ALREADY_EXISTS, codes.BODY_TOO_LARGE, created=True))
 async def create_binding(request: Request, who: Principal = Depends(authenticate)) -> Response:
     body = await json_object(request)
     # RabbitMQ's rule: binding writes to the queue and reads from the exchange.
@@ -38,7 +41,8 @@ async def create_binding(request: Request, who: Principal = Depends(authenticate
     return json(binding_info(binding), 201 if created else 200)
 
 
-@router.delete("/{binding_id}", status_code=204)
+@router.delete("/{binding_id}", status_code=204, responses=schemas.answers(
+    None, codes.BINDING_NOT_FOUND, status=204, description="Deleted"))
 async def delete_binding(binding_id: int, request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
     binding = broker.binding(binding_id)

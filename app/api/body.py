@@ -52,8 +52,22 @@ async def json_body(request: Request, max_bytes: int, *, required: bool = True) 
     return parse_json(raw, required=required)
 
 
+def integral(value: Any) -> Any:
+    """`value` with every integral float within 64 bits made an int: JSON has one number type, so
+    `28.0` is the integer 28 (as JSON Schema, and so the OpenAPI document, says)."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() and -(2**63) <= value < 2**63 else value
+    if kind is dict:
+        return {k: integral(v) for k, v in value.items()}
+    if kind is list:
+        return [integral(v) for v in value]
+    return value
+
+
 async def json_object(request: Request, max_bytes: int = 1024 * 1024, *, required: bool = True) -> dict[str, Any]:
+    """The body of a non-publish route: a JSON object, integral numbers as ints."""
     body = await json_body(request, max_bytes, required=required)
     if type(body) is not dict:
         raise InvalidInput("the body must be a JSON object")
-    return body
+    return integral(body)  # type: ignore[no-any-return]

@@ -10,18 +10,21 @@ from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json
+from app.broker import codes
 from app.broker.definitions import export_definitions, import_definitions
 
 router = APIRouter(prefix="/api/v1/definitions", tags=["definitions"])
 
 
-@router.get("")
+@router.get("", responses=schemas.answers(schemas.Definitions))
 async def export(request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check_admin()
     return json(await export_definitions(broker_of(request)))
 
 
-@router.post("", openapi_extra=schemas.body(schemas.Definitions))
+@router.post("", openapi_extra=schemas.body(schemas.Definitions), responses=schemas.answers(
+    schemas.Imported, codes.INVALID_NAME, codes.INVALID_BODY, codes.EXCHANGE_NOT_FOUND, codes.QUEUE_NOT_FOUND,
+    codes.PRECONDITION_FAILED, codes.ALREADY_EXISTS, codes.BODY_TOO_LARGE))
 async def import_(request: Request, who: Principal = Depends(authenticate)) -> Response:
     """Checked whole first: 400 naming a bad entry, 409 naming a conflicting one, and then nothing is
     applied. Answers what was created and what already existed, and the secrets of created tokens."""

@@ -17,7 +17,9 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
+from app.api.allow import allow_header
 from app.broker import codes
 from app.broker.errors import BrokerError
 from app.meta import errors as meta
@@ -81,6 +83,18 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
+async def overloaded(scope: Scope, receive: Receive, send: Send) -> None:
+    """The answer past CHUNKMQ_MAX_CONNECTIONS, in place of uvicorn's plain-text 503 (app/cli.py):
+    sent before the request is read, so the connection closes after it."""
+    body = orjson.dumps({"error": {"code": codes.OVERLOADED, "message": (
+        "the server has as many open connections as CHUNKMQ_MAX_CONNECTIONS allows; try again shortly")}})
+    await send({"type": "http.response.start", "status": 503, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+        (b"retry-after", b"1"), (b"connection", b"close"),
+    ]})
+    await send({"type": "http.response.body", "body": body})
+
+
 def render(exc: BaseException) -> Response:
     error = api_error(exc)
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
@@ -108,9 +122,12 @@ def install(app: FastAPI) -> None:
         return error_response(400, codes.INVALID_REQUEST, _describe(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = _HTTP_CODES.get(exc.status_code, codes.INTERNAL_ERROR if exc.status_code >= 500 else codes.INVALID_BODY)
-        return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # Starlette's names one route's methods; a path may have several
+            headers = {**(headers or {}), "Allow": allow_header(request)}
+        return error_response(exc.status_code, code, str(exc.detail), headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

@@ -9,30 +9,35 @@ from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json
+from app.broker import codes
 from app.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
 from app.broker.views import as_json, exchange_view, exchange_views
 
 router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
 
 
-@router.get("")
+@router.get("", responses=schemas.answers(list[schemas.Exchange]))
 async def list_exchanges(request: Request, who: Principal = Depends(authenticate)) -> Response:
     return json([as_json(e) for e in exchange_views(broker_of(request)) if who.sees(e.name or DEFAULT_EXCHANGE_ALIAS)])
 
 
-@router.get("/{name}")
+@router.get("/{name}", responses=schemas.answers(schemas.Exchange, codes.INVALID_NAME, codes.EXCHANGE_NOT_FOUND))
 async def get_exchange(name: str, request: Request, _: Principal = Depends(authenticate)) -> Response:
     return json(as_json(exchange_view(broker_of(request).exchange(exchange_from_path(name)))))
 
 
-@router.put("/{name}", openapi_extra=schemas.body(schemas.ExchangeDeclare))
+@router.put("/{name}", openapi_extra=schemas.body(schemas.ExchangeDeclare), responses=schemas.answers(
+    schemas.Exchange, codes.INVALID_NAME, codes.INVALID_BODY, codes.PRECONDITION_FAILED, codes.ALREADY_EXISTS,
+    codes.BODY_TOO_LARGE, created=True))
 async def declare_exchange(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("configure", name)
     exchange, created = await broker_of(request).declare_exchange(name, await json_object(request))
     return json(as_json(exchange_view(exchange)), 201 if created else 200)
 
 
-@router.delete("/{name}", status_code=204)
+@router.delete("/{name}", status_code=204, responses=schemas.answers(
+    None, codes.INVALID_NAME, codes.INVALID_BODY, codes.EXCHANGE_NOT_FOUND, codes.PRECONDITION_FAILED,
+    status=204, description="Deleted"))
 async def delete_exchange(
     name: str, request: Request, if_unused: bool = False, who: Principal = Depends(authenticate)
 ) -> Response:

@@ -11,6 +11,7 @@ from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json, raw_json
+from app.broker import codes
 from app.broker.errors import InvalidInput
 from app.broker.fields import reject_unknown
 from app.broker.names import check_name
@@ -22,7 +23,7 @@ MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
 
 
-@router.get("")
+@router.get("", responses=schemas.answers(list[schemas.Group], codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def list_groups(queue: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
     q = broker.queue(check_name(queue, "queue name"))
@@ -31,14 +32,17 @@ async def list_groups(queue: str, request: Request, who: Principal = Depends(aut
     return json([group_json(group_view(broker, q, g)) for g in list(q.groups.values())])
 
 
-@router.get("/{group}")
+@router.get("/{group}", responses=schemas.answers(
+    schemas.Group, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND))
 async def get_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
     q = broker.queue(check_name(queue, "queue name"))
     return json(group_json(group_view(broker, q, broker.group(q, group))))
 
 
-@router.put("/{group}", openapi_extra=schemas.body(schemas.GroupDeclare, required=False))
+@router.put("/{group}", openapi_extra=schemas.body(schemas.GroupDeclare, required=False), responses=schemas.answers(
+    schemas.Group, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.PRECONDITION_FAILED,
+    codes.ALREADY_EXISTS, codes.BODY_TOO_LARGE, created=True))
 async def declare_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     broker = broker_of(request)
@@ -46,7 +50,9 @@ async def declare_group(queue: str, group: str, request: Request, who: Principal
     return json(group_json(group_view(broker, broker.queue(queue), g)), 201 if created else 200)
 
 
-@router.post("/{group}/pull", openapi_extra=schemas.body(schemas.PullBody, required=False))
+@router.post("/{group}/pull", openapi_extra=schemas.body(schemas.PullBody, required=False), responses=schemas.answers(
+    schemas.Pulled, codes.INVALID_NAME, codes.INVALID_BODY, codes.INVALID_ACK, codes.QUEUE_NOT_FOUND,
+    codes.GROUP_NOT_FOUND, codes.PRECONDITION_FAILED, codes.BODY_TOO_LARGE))
 async def pull(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     body = await json_object(request, required=False)
@@ -77,7 +83,9 @@ async def pull(queue: str, group: str, request: Request, who: Principal = Depend
     return raw_json(await broker.pull(queue, group, max_messages, wait_ms, consumer))
 
 
-@router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody))
+@router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody), responses=schemas.answers(
+    schemas.Acked, codes.INVALID_NAME, codes.INVALID_BODY, codes.INVALID_ACK, codes.QUEUE_NOT_FOUND,
+    codes.GROUP_NOT_FOUND, codes.BODY_TOO_LARGE))
 async def ack(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     broker = broker_of(request)
@@ -86,13 +94,17 @@ async def ack(queue: str, group: str, request: Request, who: Principal = Depends
     return json(result)
 
 
-@router.post("/{group}/nack", openapi_extra=schemas.body(schemas.NackBody))
+@router.post("/{group}/nack", openapi_extra=schemas.body(schemas.NackBody), responses=schemas.answers(
+    schemas.Nacked, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND,
+    codes.BODY_TOO_LARGE))
 async def nack(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     return json(broker_of(request).nack(queue, group, await json_object(request)))
 
 
-@router.post("/{group}/seek", openapi_extra=schemas.body(schemas.SeekBody))
+@router.post("/{group}/seek", openapi_extra=schemas.body(schemas.SeekBody), responses=schemas.answers(
+    schemas.Group, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND,
+    codes.BODY_TOO_LARGE))
 async def seek(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     broker = broker_of(request)
@@ -100,7 +112,8 @@ async def seek(queue: str, group: str, request: Request, who: Principal = Depend
     return json(group_json(group_view(broker, broker.queue(queue), g)))
 
 
-@router.delete("/{group}", status_code=204)
+@router.delete("/{group}", status_code=204, responses=schemas.answers(
+    None, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND, status=204, description="Deleted"))
 async def delete_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("read", check_name(queue, "queue name"))
     await broker_of(request).delete_group(queue, group)

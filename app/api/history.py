@@ -8,8 +8,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
+from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.deps import broker_of, json
+from app.broker import codes
 from app.broker.names import check_name
 
 router = APIRouter(prefix="/api/v1/queues/{queue}", tags=["history"])
@@ -21,7 +23,7 @@ _SINCE = Query(None, ge=0, le=2**53, description="epoch ms of the oldest point (
 _STEP = Query(None, gt=0, le=86_400, description="seconds between points (default: the finest kept for `since`)")
 
 
-@router.get("/history")
+@router.get("/history", responses=schemas.answers(schemas.QueueHistory, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def queue_history(
     queue: str, request: Request, since: int | None = _SINCE, step: float | None = _STEP,
     who: Principal = Depends(authenticate),
@@ -34,7 +36,8 @@ async def queue_history(
                  **series.columns(QUEUE_COLUMNS)})
 
 
-@router.get("/groups/{group}/history")
+@router.get("/groups/{group}/history", responses=schemas.answers(
+    schemas.GroupHistory, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND))
 async def group_history(
     queue: str, group: str, request: Request, since: int | None = _SINCE, step: float | None = _STEP,
     who: Principal = Depends(authenticate),

@@ -12,26 +12,27 @@ from starlette.responses import PlainTextResponse, Response
 
 from app import metrics
 from app.alerts.jobs import Alerts
+from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.deps import broker_of, json, raw_json
-from app.broker import views
+from app.broker import codes, views
 from app.broker.broker import Broker
 from app.broker.views import as_json, overview_json
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/api/v1/overview")
+@router.get("/api/v1/overview", responses=schemas.answers(schemas.Overview))
 async def overview(request: Request, _: Principal = Depends(authenticate)) -> Response:
     return json(overview_json(views.overview(broker_of(request))))
 
 
-@router.get("/api/v1/storage/chunks")
+@router.get("/api/v1/storage/chunks", responses=schemas.answers(list[schemas.Chunk]))
 async def chunks(request: Request, _: Principal = Depends(authenticate)) -> Response:
     return json([as_json(c) for c in views.chunk_views(broker_of(request))])
 
 
-@router.get("/api/v1/messages/{message_id}")
+@router.get("/api/v1/messages/{message_id}", responses=schemas.answers(schemas.Message, codes.MESSAGE_NOT_FOUND))
 async def get_message(message_id: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     queue, body = broker_of(request).get_message(message_id)
     if queue is None:
@@ -41,12 +42,13 @@ async def get_message(message_id: str, request: Request, who: Principal = Depend
     return raw_json(body)
 
 
-@router.get("/healthz", include_in_schema=True)
+@router.get("/healthz", responses=schemas.answers(schemas.Health))
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={**schemas.answers(schemas.Readiness), **schemas.answers(
+    schemas.Readiness, status=503, description="Starting, or publishes are refused for lack of space")})
 async def readyz(request: Request) -> Response:
     broker: Broker | None = getattr(request.app.state, "broker", None)
     if broker is None:
@@ -57,7 +59,9 @@ async def readyz(request: Request) -> Response:
     return json({"status": "ready"})
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
+@router.get("/metrics", response_class=PlainTextResponse, responses=schemas.answers(
+    None, codes.UNAUTHORIZED, media={"text/plain": {"schema": {"type": "string"}}},
+    description="Prometheus text format; 401 only with CHUNKMQ_METRICS_REQUIRE_TOKEN=true"))
 async def prometheus_metrics(request: Request) -> Response:
     """Prometheus text format. Open by default; CHUNKMQ_METRICS_REQUIRE_TOKEN=true asks for a token
     (it names every queue and group)."""

@@ -21,6 +21,7 @@ from app.api import schemas
 from app.api.auth import Principal, bearer
 from app.api.body import parse_json, read_body
 from app.api.deps import send_json
+from app.broker import codes
 from app.broker.broker import Broker
 from app.broker.errors import InvalidInput
 from app.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
@@ -69,7 +70,7 @@ routes = [
 ]
 
 
-def _operation(operation_id: str, summary: str, description: str) -> dict[str, Any]:
+def _operation(operation_id: str, summary: str, description: str, *errors: str) -> dict[str, Any]:
     return {
         "post": {
             "tags": ["publish"],
@@ -77,20 +78,23 @@ def _operation(operation_id: str, summary: str, description: str) -> dict[str, A
             "description": description,
             "operationId": operation_id,
             "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "responses": {
-                "200": {"description": "Stored (API.md, Publishing)", "content": {"application/json": {"schema": {}}}},
-                "default": {"description": "An error: {\"error\": {\"code\", \"message\"}}"},
-            },
+            "responses": schemas.answers(schemas.Published, *errors, description="Stored (docs/api.md, Publish)"),
             **schemas.body(schemas.PublishBody),
         }
     }
 
 
+_PUBLISH_ERRORS = (
+    codes.INVALID_NAME, codes.INVALID_BODY, codes.PRECONDITION_FAILED, codes.MESSAGE_TOO_LARGE,
+    codes.BATCH_TOO_LARGE, codes.QUEUE_FULL, codes.STORAGE_FULL,
+)
 OPENAPI_PATHS = {
     "/api/v1/exchanges/{name}/publish": _operation(
-        "publish", "Publish", "Publish a batch through an exchange (`amq.default` for the default exchange)."
+        "publish", "Publish", "Publish a batch through an exchange (`amq.default` for the default exchange).",
+        codes.EXCHANGE_NOT_FOUND, codes.UNROUTABLE, *_PUBLISH_ERRORS,
     ),
     "/api/v1/queues/{name}/publish": _operation(
-        "publish_to_queue", "Publish to queue", "Publish a batch straight into one queue (no routing)."
+        "publish_to_queue", "Publish to queue", "Publish a batch straight into one queue (no routing).",
+        codes.QUEUE_NOT_FOUND, *_PUBLISH_ERRORS,
     ),
 }

@@ -9,9 +9,9 @@ from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
 from app.api.deps import broker_of, json, raw_json
+from app.broker import codes
 from app.broker.arrow import MEDIA_TYPE as ARROW_STREAM
 from app.broker.arrow import browse_arrow
-from app.broker.errors import InvalidInput
 from app.broker.message import as_base64
 from app.broker.names import check_name
 from app.broker.views import queue_json, queue_view, queue_views
@@ -19,19 +19,21 @@ from app.broker.views import queue_json, queue_view, queue_views
 router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 
 
-@router.get("")
+@router.get("", responses=schemas.answers(list[schemas.Queue]))
 async def list_queues(request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
     return json([queue_json(q) for q in queue_views(broker) if who.sees(q.name)])
 
 
-@router.get("/{name}")
+@router.get("/{name}", responses=schemas.answers(schemas.Queue, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def get_queue(name: str, request: Request, _: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
     return json(queue_json(queue_view(broker, broker.queue(check_name(name, "queue name")))))
 
 
-@router.put("/{name}", openapi_extra=schemas.body(schemas.QueueDeclare, required=False))
+@router.put("/{name}", openapi_extra=schemas.body(schemas.QueueDeclare, required=False), responses=schemas.answers(
+    schemas.Queue, codes.INVALID_NAME, codes.INVALID_BODY, codes.PRECONDITION_FAILED, codes.ALREADY_EXISTS,
+    codes.BODY_TOO_LARGE, created=True))
 async def declare_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("configure", name)
     broker = broker_of(request)
@@ -39,7 +41,8 @@ async def declare_queue(name: str, request: Request, who: Principal = Depends(au
     return json(queue_json(queue_view(broker, queue)), 201 if created else 200)
 
 
-@router.patch("/{name}", openapi_extra=schemas.body(schemas.QueuePatch))
+@router.patch("/{name}", openapi_extra=schemas.body(schemas.QueuePatch), responses=schemas.answers(
+    schemas.Queue, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.BODY_TOO_LARGE))
 async def update_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("configure", name)
     broker = broker_of(request)
@@ -47,7 +50,8 @@ async def update_queue(name: str, request: Request, who: Principal = Depends(aut
     return json(queue_json(queue_view(broker, queue)))
 
 
-@router.delete("/{name}", status_code=204)
+@router.delete("/{name}", status_code=204, responses=schemas.answers(
+    None, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.PRECONDITION_FAILED, status=204, description="Deleted"))
 async def delete_queue(
     name: str, request: Request, force: bool = False, who: Principal = Depends(authenticate)
 ) -> Response:
@@ -56,13 +60,15 @@ async def delete_queue(
     return Response(status_code=204)
 
 
-@router.post("/{name}/purge")
+@router.post("/{name}/purge", responses=schemas.answers(schemas.Purged, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def purge_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     who.check("configure", name)
     return json({"purged": broker_of(request).purge(check_name(name, "queue name"))})
 
 
-@router.get("/{name}/messages")
+@router.get("/{name}/messages", responses=schemas.answers(
+    schemas.Page, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND,
+    media={ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}}}))
 async def browse(
     name: str,
     request: Request,
@@ -75,8 +81,8 @@ async def browse(
 ) -> Response:
     """Read by offset without a group (browsing, Spark)."""
     who.check("read", check_name(name, "queue name"))
-    if offset is not None and timestamp is not None:
-        raise InvalidInput("give offset or timestamp, not both")
+    if offset is not None and timestamp is not None:  # both: from the later of the two
+        offset, timestamp = max(offset, broker_of(request).offset_at(name, timestamp)), None
     if format == "arrow":
         page, next_offset = browse_arrow(broker_of(request), name, offset, timestamp, limit)
         return Response(page, media_type=ARROW_STREAM, headers={"X-Next-Offset": str(next_offset)})

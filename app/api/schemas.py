@@ -1,25 +1,38 @@
-"""Request shapes for the OpenAPI document (/docs, schemathesis).
+"""Request and response shapes for the OpenAPI document (/docs, schemathesis).
 
 Routes parse bodies with orjson and validate them by hand (app/broker does the checks), which is
-several times faster than a pydantic model per message; these models only describe the contract.
+several times faster than a pydantic model per message, and render their answers with orjson;
+these models only describe the contract (`body()` for requests, `answers()` for responses).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
-from app.api.openapi import make_truthful
+from app.api.openapi import NAME_PATTERN, NEW_NAME_PATTERN, error_response, make_truthful, status_of
 
-_NAME = r"^[A-Za-z0-9._:\-]{1,200}$"
+_NAME = NAME_PATTERN
+_NEW_NAME = NEW_NAME_PATTERN
+_EXCHANGE = r"^(?:|(?!\.\.?$)[A-Za-z0-9._:\-]{1,200})$"  # a name, or "" for the default exchange
+_INT64 = 2**63 - 1  # larger JSON numbers are not stored
+_NO_NUL = r"^[^\x00]*$"  # routing keys, tags, headers: stored NUL-free
+# strict base64 (binascii's strict_mode): groups of four, padding only at the end
+_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 _components: dict[str, Any] = {}
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Never used to validate; python-re only because pydantic's default engine has no look-ahead.
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
+
+
+def _not_null(schema: dict[str, Any]) -> None:
+    """An optional field that may be left out but not sent as null (the server refuses null)."""
+    schema.pop("default", None)
 
 
 class ExchangeDeclare(_Strict):
@@ -28,109 +41,492 @@ class ExchangeDeclare(_Strict):
 
 
 class QueueDeclare(_Strict):
-    max_messages: int | None = Field(None, ge=1)
-    max_bytes: int | None = Field(None, ge=1)
-    max_age_seconds: int | None = Field(None, ge=1)
+    max_messages: int | None = Field(None, ge=1, le=_INT64)
+    max_bytes: int | None = Field(None, ge=1, le=_INT64)
+    max_age_seconds: int | None = Field(None, ge=1, le=_INT64)
     overflow: Literal["drop_head", "reject_publish"] = "drop_head"
-    dead_letter_exchange: str | None = Field(None, pattern=_NAME)
+    dead_letter_exchange: str | None = Field(None, pattern=_EXCHANGE, description='"" or amq.default: the default exchange')
     dead_letter_routing_key: str | None = Field(None, max_length=255)
-    max_deliveries: int | None = Field(None, ge=1)
+    max_deliveries: int | None = Field(None, ge=1, le=_INT64)
     ack_timeout_ms: int = Field(30_000, ge=1, le=86_400_000)
 
 
 class QueuePatch(QueueDeclare):
-    producer_visible: bool | None = None
-    consumer_visible: bool | None = None
+    producer_visible: bool = Field(None, json_schema_extra=_not_null)  # type: ignore[assignment]
+    consumer_visible: bool = Field(None, json_schema_extra=_not_null)  # type: ignore[assignment]
 
 
 class BindingCreate(_Strict):
-    exchange: str = Field(pattern=_NAME)
+    exchange: str = Field(pattern=_NAME, description="not the default exchange")
     queue: str = Field(pattern=_NAME)
     routing_key: str = Field("", max_length=255)
-    arguments: dict[str, str] = Field(default_factory=dict)
+    arguments: dict[str, str] = Field(
+        default_factory=dict, description="headers exchanges: x-match all|any and the headers to match",
+        json_schema_extra={"properties": {"x-match": {"type": "string", "enum": ["all", "any"]}}},
+    )
 
 
-class MessageIn(_Strict):
-    body: str | None = Field(None, description="text body; exactly one of body / body_base64")
-    body_base64: str | None = Field(None, description="binary body, base64")
-    routing_key: str = Field("", max_length=255)
-    headers: dict[str, str] = Field(default_factory=dict)
-    tag: str | None = Field(None, min_length=1, max_length=255)
-    idempotency_key: str | None = Field(None, min_length=1, max_length=255)
+class _Message(_Strict):
+    routing_key: str = Field("", max_length=255, pattern=_NO_NUL)
+    headers: dict[str, str] | None = Field(
+        None, max_length=64, description="at most CHUNKMQ_MAX_HEADERS entries",
+        json_schema_extra={"propertyNames": {"pattern": _NO_NUL}, "additionalProperties": {
+            "type": "string", "pattern": _NO_NUL}},
+    )
+    tag: str | None = Field(None, min_length=1, max_length=255, pattern=_NO_NUL)
+    idempotency_key: str | None = Field(None, min_length=1, max_length=255, pattern=_NO_NUL)
+
+
+class TextMessage(_Message):
+    body: str = Field(description="a text body")
+
+
+class BinaryMessage(_Message):
+    body_base64: str = Field(pattern=_BASE64, description="a binary body, base64")
 
 
 class PublishBody(_Strict):
-    messages: list[MessageIn] = Field(min_length=1)
+    messages: list[TextMessage | BinaryMessage] = Field(
+        min_length=1, description="at most CHUNKMQ_MAX_BATCH_MESSAGES (10,000): more is 413 batch_too_large")
     mandatory: bool = False
 
 
 class GroupDeclare(_Strict):
     start: Literal["earliest", "latest"] = "earliest"
-    tag_filter: list[str] | None = Field(None, min_length=1, description="tags to receive; null: every message")
+    tag_filter: list[Annotated[str, Field(min_length=1, max_length=255)]] | None = Field(
+        None, min_length=1, description="tags to receive; null: every message")
 
 
+class AckOffsets(_Strict):
+    offsets: list[Annotated[int, Field(ge=0, le=_INT64)]] = Field(
+        min_length=1, max_length=100_000, description="per-offset ack")
 
-class AckBody(_Strict):
-    offsets: list[int] | None = Field(None, description="per-offset ack")
-    up_to: int | None = Field(None, ge=0, description="cumulative: every offset below it")
+
+class AckUpTo(_Strict):
+    up_to: int = Field(ge=0, le=_INT64, description="cumulative: every offset below it")
+
+
+AckBody = RootModel[AckOffsets | AckUpTo]
 
 
 class PullBody(_Strict):
     max_messages: int = Field(100, ge=1, le=1000)
     wait_ms: int = Field(0, ge=0, le=30_000)
     consumer: str = Field("default", pattern=_NAME)
-    ack: AckBody | None = Field(None, description="acknowledge first (same shape as /ack): saves a round trip")
+    ack: AckOffsets | AckUpTo = Field(
+        None, description="acknowledge first (same shape as /ack): saves a round trip",  # type: ignore[arg-type]
+        json_schema_extra=_not_null)
 
 
 class NackBody(_Strict):
-    offsets: list[int] = Field(min_length=1)
+    offsets: list[Annotated[int, Field(ge=0, le=_INT64)]] = Field(min_length=1, max_length=100_000)
     delay_ms: int = Field(0, ge=0, le=86_400_000)
     requeue: bool = Field(True, description="false: dead-letter (or drop) at once, as AMQP's reject")
 
 
-class SeekBody(_Strict):
-    to: Literal["earliest", "latest"] | None = None
-    offset: int | None = Field(None, ge=0)
-    timestamp: int | None = Field(None, ge=0)
+class SeekTo(_Strict):
+    to: Literal["earliest", "latest"]
+
+
+class SeekOffset(_Strict):
+    offset: int = Field(ge=0, le=_INT64)
+
+
+class SeekTimestamp(_Strict):
+    timestamp: int = Field(ge=0, le=_INT64, description="epoch ms")
+
+
+SeekBody = RootModel[SeekTo | SeekOffset | SeekTimestamp]
+
+
+def _ref(shape: Any) -> dict[str, Any]:
+    """The JSON schema of a model (or list[Model]), its models registered as components."""
+    schema = TypeAdapter(shape).json_schema(ref_template="#/components/schemas/{model}")
+    _components.update(schema.pop("$defs", {}))
+    if isinstance(shape, type) and issubclass(shape, BaseModel):
+        _components[shape.__name__] = schema
+        return {"$ref": f"#/components/schemas/{shape.__name__}"}
+    return schema
 
 
 def body(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
     """`openapi_extra` for a route whose body is parsed by hand."""
-    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-    _components.update(schema.pop("$defs", {}))
-    _components[model.__name__] = schema
-    return {
-        "requestBody": {
-            "required": required,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
-        }
-    }
+    return {"requestBody": {"required": required, "content": {"application/json": {"schema": _ref(model)}}}}
 
 
-def install_openapi(app: FastAPI, plain_paths: dict[str, Any]) -> None:
-    """OpenAPI from the FastAPI routes, plus ``plain_paths`` for the plain ASGI routes."""
+def answers(
+    ok: Any, *errors: str, status: int = 200, created: bool = False, media: dict[str, Any] | None = None,
+    description: str = "OK",
+) -> dict[int | str, Any]:
+    """`responses=` of a route: what it answers on success (`ok`: a model, list[Model] or None for no
+    body; `created`: 201 on a create and 200 when it existed identically; `media`: other content
+    types) and the error codes it can answer, grouped by status, each in API.md's error shape.
+    Codes every route shares (auth, Host checks, FastAPI's own validation) are added by
+    app/api/openapi.py. Documentation only: nothing is validated on the way out."""
+    content = {"application/json": {"schema": _ref(ok)}} if ok is not None else {}
+    content.update(media or {})
+    success: dict[str, Any] = {"description": description, **({"content": content} if content else {})}
+    out: dict[int | str, Any] = {}
+    if created:
+        out["201"] = {**success, "description": "Created"}
+        out["200"] = {**success, "description": "Existed already, identical"}
+    else:
+        out[str(status)] = success
+    by_status: dict[int, list[str]] = {}
+    for code in errors:
+        by_status.setdefault(status_of(code), []).append(code)
+    for number, listed in sorted(by_status.items()):
+        out[str(number)] = error_response(listed)
+    return out
+
+
+def install_openapi(app: FastAPI, plain_paths: dict[str, Any], *, secured: bool) -> None:
+    """OpenAPI from the FastAPI routes, plus ``plain_paths`` for the plain ASGI routes; `secured`:
+    tokens are on (CHUNKMQ_AUTH), so /api/v1 declares the bearer scheme."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
             schema["paths"].update(plain_paths)
             schema.setdefault("components", {}).setdefault("schemas", {}).update(_components)
-            app.openapi_schema = make_truthful(schema)
+            app.openapi_schema = make_truthful(schema, secured=secured)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+class DefinedExchange(ExchangeDeclare):
+    name: str = Field(pattern=_NEW_NAME)
+
+
+class DefinedQueue(QueueDeclare):
+    name: str = Field(pattern=_NEW_NAME)
+
+
+class DefinedBinding(BindingCreate):
+    pass
+
+
+class DefinedGroup(GroupDeclare):
+    queue: str = Field(pattern=_NAME)
+    name: str = Field(pattern=_NAME)
+
+
+class Permission(_Strict):
+    token: str = Field(min_length=1, max_length=200, description="the token's name")
+    is_admin: bool = False
+    configure: str = Field("", json_schema_extra={"format": "regex"}, description="a regular expression over names")
+    write: str = Field("", json_schema_extra={"format": "regex"})
+    read: str = Field("", json_schema_extra={"format": "regex"})
 
 
 class Definitions(_Strict):
     """GET/POST /api/v1/definitions (app/broker/definitions.py); every section is optional."""
 
     chunkmq_version: str | None = None
-    exchanges: list[dict[str, Any]] = Field(default_factory=list, description='[{"name", "type", "alternate_exchange"}]')
-    queues: list[dict[str, Any]] = Field(default_factory=list, description='[{"name", ...queue settings}]')
-    bindings: list[dict[str, Any]] = Field(
-        default_factory=list, description='[{"exchange", "queue", "routing_key", "arguments"}]'
-    )
-    groups: list[dict[str, Any]] = Field(default_factory=list, description='[{"queue", "name", "tag_filter"}]')
-    permissions: list[dict[str, Any]] = Field(
-        default_factory=list, description='[{"token", "is_admin", "configure", "write", "read"}]'
-    )
+    exchanges: list[DefinedExchange] = Field(default_factory=list)
+    queues: list[DefinedQueue] = Field(default_factory=list)
+    bindings: list[DefinedBinding] = Field(default_factory=list)
+    groups: list[DefinedGroup] = Field(default_factory=list)
+    permissions: list[Permission] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- answers
+# What the routes answer, for the document only: they render their JSON with orjson (the hot paths
+# pre-encoded bytes), and nothing is validated on the way out. tests/api/test_schemathesis.py
+# checks the live answers against these.
+
+
+class Exchange(BaseModel):
+    name: str = Field(description="amq.default for the default exchange")
+    type: Literal["direct", "fanout", "topic", "headers", "hash"]
+    alternate_exchange: str | None
+    messages_in: int
+    messages_unroutable: int
+    bindings: int
+
+
+class Consumer(BaseModel):
+    id: str
+    last_seen: int = Field(description="epoch ms")
+
+
+class Group(BaseModel):
+    name: str
+    ack_floor: int = Field(description="every offset below it is done")
+    next_offset: int = Field(description="the next offset to deliver for the first time")
+    lag: int
+    lag_seconds: float
+    oldest_unacked_age_ms: int
+    in_flight: int
+    pending_redelivery: int
+    consumers: list[Consumer]
+    tag_filter: list[str] | None
+    missed: int
+    behind_retention: bool
+
+
+class Queue(BaseModel):
+    name: str
+    id: int
+    first_offset: int
+    next_offset: int
+    messages: int
+    bytes: int
+    producer_visible: bool
+    consumer_visible: bool
+    messages_in: int
+    messages_dropped: int
+    dead_lettered: int
+    max_messages: int | None
+    max_bytes: int | None
+    max_age_seconds: int | None
+    overflow: Literal["drop_head", "reject_publish"]
+    dead_letter_exchange: str | None
+    dead_letter_routing_key: str | None
+    max_deliveries: int | None
+    ack_timeout_ms: int
+    groups: list[Group]
+
+
+class Binding(BaseModel):
+    id: int
+    exchange: str
+    queue: str
+    routing_key: str
+    arguments: dict[str, str]
+
+
+class Message(BaseModel):
+    """A message as delivered: `body` for text, `body_base64` for bytes."""
+
+    queue: str | None = Field(description="null: a message no queue holds (unroutable)")
+    offset: int = Field(description="-1: a message no queue holds")
+    id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    timestamp: int = Field(description="epoch ms")
+    exchange: str
+    routing_key: str
+    headers: dict[str, str]
+    tag: str | None
+    body: str | None = Field(None, description="a text body")
+    body_base64: str | None = Field(None, description="a binary body (or any, with encoding=base64)")
+    delivery_count: int
+
+
+class Page(BaseModel):
+    messages: list[Message]
+    next_offset: int
+
+
+class Pulled(BaseModel):
+    messages: list[Message]
+
+
+class Acked(BaseModel):
+    ack_floor: int
+    acked: int
+    not_in_flight: list[int]
+
+
+class Nacked(BaseModel):
+    ack_floor: int
+    nacked: int
+    not_in_flight: list[int]
+    exhausted: int = Field(description="past max_deliveries: dead-lettered, or dropped")
+
+
+class Purged(BaseModel):
+    purged: int
+
+
+class Routed(BaseModel):
+    queue: str
+    offset: int
+
+
+class PublishResult(BaseModel):
+    id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    routed: list[Routed]
+    duplicate: bool
+
+
+class Published(BaseModel):
+    results: list[PublishResult] = Field(description="one per message, in order")
+    durability: Literal["fsync", "interval", "none"]
+
+
+class Totals(BaseModel):
+    exchanges: int
+    queues: int
+    groups: int
+    messages: int
+    bytes: int
+    disk_used_bytes: int
+    disk_free_bytes: int
+    disk_budget_bytes: int
+
+
+class Rates(BaseModel):
+    publish: float
+    deliver: float
+    ack: float
+
+
+class Counters(BaseModel):
+    published: int
+    delivered: int
+    acked: int
+    dead_lettered: int
+    dropped: int
+
+
+class RetentionTotals(BaseModel):
+    freed_bytes: int
+    deleted_chunks: int
+
+
+class Overview(BaseModel):
+    version: str
+    uptime_seconds: float
+    durability: Literal["fsync", "interval", "none"]
+    totals: Totals
+    rates: Rates
+    counters: Counters
+    retention: RetentionTotals
+
+
+class Chunk(BaseModel):
+    number: int
+    state: Literal["active", "sealed"]
+    file: str = Field(description="relative to the data directory")
+    data_bytes: int
+    records: int
+    reads_cache: int
+    reads_disk: int
+    writes: int
+    created_ms: int
+    first_timestamp: int
+
+
+class QueueHistory(BaseModel):
+    queue: str
+    step: float
+    since: int
+    t: list[int]
+    messages: list[float]
+    bytes: list[float]
+    publish_rate: list[float]
+    deliver_rate: list[float]
+
+
+class GroupHistory(BaseModel):
+    queue: str
+    group: str
+    step: float
+    since: int
+    floor_moved_at: int | None
+    t: list[int]
+    lag: list[float]
+    lag_seconds: list[float]
+    ack_rate: list[float]
+    consumers: list[float]
+    ack_floor: list[float]
+
+
+class SectionCounts(BaseModel):
+    exchanges: int
+    queues: int
+    bindings: int
+    groups: int
+    permissions: int
+
+
+class CreatedToken(BaseModel):
+    token: str
+    secret: str
+
+
+class Imported(BaseModel):
+    created: SectionCounts
+    unchanged: SectionCounts
+    tokens: list[CreatedToken] = Field(description="the secrets of the tokens created, shown only here")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "starting", "storage_full"]
+    reason: str | None = None
+
+
+class AlertRule(BaseModel):
+    id: int = Field(ge=1, le=2**63 - 1)
+    kind: Literal["lag_messages", "lag_seconds", "stalled", "no_consumers", "dead_letters", "queue_full", "disk"]
+    queue: str
+    group: str
+    threshold: float
+    for_seconds: float
+    renotify_seconds: float
+    window_seconds: float
+    recipients: list[str]
+    enabled: bool
+    created_at: str = Field(description="ISO 8601")
+    updated_at: str = Field(description="ISO 8601")
+
+
+class Alert(BaseModel):
+    rule_id: int
+    kind: str
+    queue: str
+    group: str
+    state: Literal["pending", "firing", "resolved"]
+    value: float
+    threshold: float
+    since: int = Field(description="epoch ms")
+    fired_at: int | None = Field(description="epoch ms")
+
+
+class Alerts(BaseModel):
+    alerts: list[Alert]
+
+
+class AlertEvent(BaseModel):
+    id: int
+    at: int = Field(description="epoch ms")
+    type: Literal["transition", "mail"]
+    state: str
+    previous: str | None
+    rule_id: int | None
+    kind: str
+    queue: str
+    group: str
+    value: float | None
+    threshold: float | None
+    detail: str
+
+
+class MailSent(BaseModel):
+    sent: bool
+    answer: str = Field(description="the SMTP server's answer")
+
+
+class Smtp(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    host: str
+    port: int
+    starttls: bool
+    tls: bool
+    user: str
+    password_set: bool
+    from_: str = Field(alias="from")
+    to: list[str]
+
+
+class MailSettings(BaseModel):
+    smtp: Smtp
+    console_url: str
+    interval_seconds: float
+    digest_seconds: float

@@ -71,9 +71,11 @@ class DedupRecovery:
     seconds: float = 0.0
 
 
-def parse_exchange(name: str, body: Mapping[str, Any]) -> tuple[ExchangeType, str | None]:
-    """Validate an exchange declare (PUT /exchanges/{name}): its (type, alternate exchange)."""
-    check_new_name(name, "exchange name")
+def parse_exchange(name: str, body: Mapping[str, Any], *, builtin: bool = False) -> tuple[ExchangeType, str | None]:
+    """Validate an exchange declare (PUT /exchanges/{name}): its (type, alternate exchange).
+    `builtin`: a redeclare of the default exchange, whose reserved name is fine."""
+    if not builtin:
+        check_new_name(name, "exchange name")
     unknown = body.keys() - {"type", "alternate_exchange"}
     if unknown:
         raise InvalidInput(f"unknown fields: {', '.join(sorted(unknown))}")
@@ -285,9 +287,11 @@ class Broker(Publishing, Consuming):
 
     @one_at_a_time
     async def declare_exchange(self, name: str, body: Mapping[str, Any]) -> tuple[Exchange, bool]:
-        """Create an exchange, or confirm an identical one. Returns (exchange, created)."""
-        kind, alternate = parse_exchange(name, body)
-        existing = self.routing.exchanges.get(name)
+        """Create an exchange, or confirm an identical one. Returns (exchange, created). As in
+        RabbitMQ, the default exchange (`amq.default`) may be declared as it is, and no other way."""
+        builtin = name == DEFAULT_EXCHANGE_ALIAS
+        kind, alternate = parse_exchange(name, body, builtin=builtin)
+        existing = self.routing.exchanges.get(DEFAULT_EXCHANGE if builtin else name)
         if existing is not None:
             if existing.type is kind and existing.alternate_exchange == alternate:
                 return existing, False
@@ -302,7 +306,7 @@ class Broker(Publishing, Consuming):
     async def delete_exchange(self, name: str, if_unused: bool) -> None:
         exchange = self.exchange(name)
         if name == DEFAULT_EXCHANGE:
-            raise InvalidInput("the default exchange cannot be deleted")
+            raise PreconditionFailed("the default exchange cannot be deleted")
         if if_unused and exchange.bindings:
             raise PreconditionFailed(f"exchange {name!r} has {len(exchange.bindings)} bindings")
         await asyncio.to_thread(self.meta.delete_exchange, name)
@@ -432,6 +436,10 @@ class Broker(Publishing, Consuming):
         parts = [render(qj, offset, position, ts, data, 0) for offset, position, ts, _, _, data in stored]
         next_offset = stored[-1][0] + 1 if stored else max(offset, self.store.first_offset(queue.id))
         return b'{"messages":[%b],"next_offset":%d}' % (b",".join(parts), next_offset)
+
+    def offset_at(self, name: str, timestamp: int) -> int:
+        """The offset of queue `name`'s first message at or after `timestamp` (epoch ms)."""
+        return self.store.offset_for_timestamp(self.queue(name).id, timestamp)
 
     def get_message(self, id_: str) -> tuple[str | None, bytes]:
         """One message by id: (the name of the first queue holding it, if any; its JSON)."""

@@ -45,7 +45,8 @@ STORAGE_ERROR = "storage_error"
 CORRUPT_CHUNK = "corrupt_chunk"
 METADATA_ERROR = "metadata_error"
 # 503
-UNAVAILABLE = "unavailable"  # shutting down, the database is busy, too many connections
+UNAVAILABLE = "unavailable"  # shutting down, the database is busy
+OVERLOADED = "overloaded"  # past CHUNKMQ_MAX_CONNECTIONS open connections
 # 507
 STORAGE_FULL = "storage_full"
 
@@ -61,6 +62,6 @@ STATUS: dict[str, int] = {
     UNROUTABLE: 422,
     QUEUE_FULL: 429,
     INTERNAL_ERROR: 500, STORAGE_ERROR: 500, CORRUPT_CHUNK: 500, METADATA_ERROR: 500,
-    UNAVAILABLE: 503,
+    UNAVAILABLE: 503, OVERLOADED: 503,
     STORAGE_FULL: 507,
 }

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.broker.base import BrokerBase, log, now_ms, one_at_a_time
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
-from app.broker.fields import boolean, non_negative_int, reject_unknown
+from app.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
 from app.broker.group import Group, monotonic_ms
 from app.broker.message import render
 from app.broker.names import check_name
@@ -320,6 +320,6 @@ def _offsets(body: Mapping[str, Any]) -> list[int]:
     offsets = body.get("offsets")
     if type(offsets) is not list or not offsets or len(offsets) > 100_000:
         raise InvalidInput("offsets must be a non-empty list of offsets")
-    if not all(type(o) is int for o in offsets) or min(offsets) < 0:
+    if not all(type(o) is int for o in offsets) or min(offsets) < 0 or max(offsets) > MAX_INT:
         raise InvalidInput("offsets must be non-negative integers")
     return offsets

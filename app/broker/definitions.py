@@ -29,7 +29,7 @@ from app import __version__
 from app.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
 from app.broker.broker import parse_binding, parse_exchange
 from app.broker.consuming import parse_group
-from app.broker.errors import InvalidInput, PreconditionFailed
+from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.names import DEFAULT_EXCHANGE, check_name
 from app.broker.queue import QueueSettings
 from app.meta import TokenRow
@@ -129,6 +129,8 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
     unknown = body.keys() - {*SECTIONS, "chunkmq_version"}
     if unknown:
         raise InvalidInput(f"unknown sections: {', '.join(sorted(unknown))}")
+    if not isinstance(body.get("chunkmq_version"), str | None):
+        raise InvalidInput("chunkmq_version must be a string or null")
     plan = _Plan()
     seen: dict[Any, Any] = {}
 
@@ -176,10 +178,10 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
     for where, e in _entries(body, "bindings"):
         exchange, queue, routing_key, arguments = _checked(where, e, lambda e=e: parse_binding(e))
         if exchange not in broker.routing.exchanges and exchange not in plan.exchanges:
-            raise InvalidInput(f"{where}: exchange {exchange!r} is neither defined nor declared",
-                               code="exchange_not_found")
+            raise NotFound(f"{where}: exchange {exchange!r} is neither defined nor declared",
+                           code="exchange_not_found")
         if not queue_known(queue):
-            raise InvalidInput(f"{where}: queue {queue!r} is neither defined nor declared", code="queue_not_found")
+            raise NotFound(f"{where}: queue {queue!r} is neither defined nor declared", code="queue_not_found")
         binding = {"exchange": exchange, "queue": queue, "routing_key": routing_key, "arguments": arguments}
         key = _binding_key(binding)
         if not _once(seen, where, ("binding", key), key):
@@ -200,7 +202,7 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
 
         tag_filter = _checked(where, e, group_filter)
         if not queue_known(queue):
-            raise InvalidInput(f"{where}: queue {queue!r} is neither defined nor declared", code="queue_not_found")
+            raise NotFound(f"{where}: queue {queue!r} is neither defined nor declared", code="queue_not_found")
         if not _once(seen, where, ("group", queue, name), tag_filter):
             continue
         q = broker.queues.get(queue)

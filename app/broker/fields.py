@@ -20,9 +20,12 @@ def reject_unknown(body: Mapping[str, Any], allowed: Collection[str], where: str
         )
 
 
+MAX_INT = 2**63 - 1  # offsets, timestamps and settings are stored as 64-bit integers
+
+
 def non_negative_int(body: Mapping[str, Any], field: str) -> int:
     value = body[field]
-    if type(value) is not int or value < 0:
+    if type(value) is not int or not 0 <= value <= MAX_INT:
         raise InvalidInput(f"{field} must be a non-negative integer")
     return value
 

@@ -127,7 +127,7 @@ def _parse_any(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Ou
     routing_key = raw.get("routing_key", "")
     if type(routing_key) is not str or len(routing_key) > MAX_ROUTING_KEY:
         raise InvalidInput(f"messages[{index}].routing_key must be a string of at most {MAX_ROUTING_KEY} characters")
-    headers = raw.get("headers") or NO_HEADERS
+    headers = NO_HEADERS if raw.get("headers") in (None, {}) else raw["headers"]  # not false, 0, ""
     if headers is not NO_HEADERS:
         if type(headers) is not dict or not all(type(v) is str for v in headers.values()):
             raise InvalidInput(f"messages[{index}].headers must be an object of strings")

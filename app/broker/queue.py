@@ -41,8 +41,8 @@ class QueueSettings:
             values[name] = body[name]
         for name in ("max_messages", "max_bytes", "max_age_seconds", "max_deliveries"):
             value = values[name]
-            if value is not None and (type(value) is not int or value < 1):
-                raise InvalidInput(f"{name} must be a positive integer or null")
+            if value is not None and (type(value) is not int or not 1 <= value <= 2**63 - 1):  # SQLite's INTEGER
+                raise InvalidInput(f"{name} must be a positive integer (at most 2^63-1) or null")
         timeout = values["ack_timeout_ms"]
         if type(timeout) is not int or not 1 <= timeout <= 24 * 3600 * 1000:
             raise InvalidInput("ack_timeout_ms must be an integer from 1 to 86400000")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, tuple_, update
+from sqlalchemy import delete, func, insert, select, text, tuple_, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.meta import models as m
@@ -125,6 +125,20 @@ def _add_events(s: Session, events: Sequence[NewAlertEvent]) -> None:
         s.execute(insert(m.AlertEvent), [{f: getattr(e, f) for f in NewAlertEvent.__slots__} for e in events])
 
 
+MAX_RULE_ID = 2**63 - 1  # SQLite's largest rowid
+
+
+def _next_rule_id(s: Session) -> int:
+    """The id of a new rule: after the largest, or, once a PUT took the largest possible id, the
+    lowest free one (SQLite's AUTOINCREMENT would fail with "database or disk is full")."""
+    top = s.scalar(select(func.max(m.AlertRule.id)))
+    if top is None or top < MAX_RULE_ID:
+        return 1 if top is None else int(top) + 1
+    gap = s.scalar(text("SELECT MIN(id) + 1 FROM alert_rules WHERE id < :top AND id + 1 NOT IN "
+                        "(SELECT id FROM alert_rules)"), {"top": MAX_RULE_ID})
+    return 1 if gap is None else int(gap)
+
+
 def _check_rule(fields: dict[str, Any]) -> None:
     if fields["kind"] not in m.ALERT_KINDS:
         raise InvalidValue(f"kind must be one of {', '.join(m.ALERT_KINDS)}", entity="alert rule", key=fields["kind"])
@@ -167,6 +181,8 @@ class AlertRepository:
         with self._write_sessions.begin() as s:
             row = s.get(m.AlertRule, id) if id is not None else None
             created = row is None
+            if id is None:
+                id = _next_rule_id(s)
             if row is None:
                 row = m.AlertRule(id=id, **fields)
                 s.add(row)

@@ -114,7 +114,7 @@ def test_bad_or_conflicting_imports_change_nothing(servers: tuple[ServerProcess,
         before = ok(api.get("/api/v1/definitions"))
         bad: list[tuple[Any, int, str, str]] = [
             ({"queues": [{"name": "fresh"}, {"name": "x y"}]}, 400, "invalid_name", "queues[1]"),
-            ({"queues": [{"name": "fresh"}], "groups": [{"queue": "nowhere", "name": "g"}]}, 400,
+            ({"queues": [{"name": "fresh"}], "groups": [{"queue": "nowhere", "name": "g"}]}, 404,
              "queue_not_found", "groups[0]"),
             ({"queues": [{"name": "fresh"}, {"name": "settled", "max_messages": 11}]}, 409,
              "precondition_failed", "queues[1]"),
