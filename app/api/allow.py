@@ -1,32 +1,36 @@
 """`OPTIONS` and `Allow` (RFC 9110 §9.3.7, §15.5.6): which methods a path has, across every route.
 
 FastAPI registers one route per method, so Starlette's own 405 names the methods of the first route
-whose path matched (`Allow: GET` on a path that also has PUT and DELETE). `allowed(app, path)` asks
-every route instead; the error handler puts it on each 405 (app/api/errors.py), and `route`, added
+whose path matched (`Allow: GET` on a path that also has PUT and DELETE). `allowed(routes, path)`
+asks every route instead; the error handler puts it on each 405 (app/api/errors.py), and `route`, added
 after every other route, answers `OPTIONS` on any path that has one with 204 and `Allow`. Other
 requests never reach it: it is last and matches only `OPTIONS`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Match, Mount, Route
 
 from app.broker.errors import NotFound
 
 OPTIONS = "OPTIONS"
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def allowed(routes: list[BaseRoute], path: str) -> list[str]:
-    """The methods of `path` (a WebSocket route counts as GET, its handshake), with OPTIONS; [] when
-    no route has the path."""
-    methods: set[str] = set()
-    for r in routes:
-        if isinstance(r, Route) and r.methods and OPTIONS not in r.methods and r.path_regex.match(path):
-            methods |= r.methods
-        elif isinstance(r, WebSocketRoute) and r.path_regex.match(path):
-            methods.add("GET")
+    """The methods of `path`, with OPTIONS; [] when no route has the path. Each method is tried
+    against every route, as the router would (FastAPI nests included routers, so the route list
+    alone does not say); a WebSocket route counts as GET, its handshake. Mounts (static files)
+    answer any method themselves and are left out."""
+    scope: dict[str, Any] = {"type": "http", "path": path, "root_path": "", "headers": [], "query_string": b""}
+    candidates = [r for r in routes if not isinstance(r, Mount)]
+    methods = {m for m in _METHODS if any(r.matches({**scope, "method": m})[0] is Match.FULL for r in candidates)}
+    if any(r.matches({**scope, "type": "websocket"})[0] is Match.FULL for r in candidates):
+        methods.add("GET")
     return sorted(methods | {OPTIONS}) if methods else []
 
 

@@ -1,4 +1,4 @@
-"""The OpenAPI document tells the truth, and /docs and /redoc work without internet (in process)."""
+"""The OpenAPI document tells the truth (answers, error codes, security), and /docs and /redoc work without internet (in process)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import orjson
 
+from app.broker import codes
 from app.config import Settings
 from app.main import create_app
 
@@ -33,17 +34,58 @@ def test_docs_pages_load_their_assets_from_the_server() -> None:
         assert response.status_code == 200 and len(response.content) > 10_000
 
 
-def test_the_document_has_the_error_shape_201s_patterns_text_metrics_and_bearer() -> None:
+def document(auth: str) -> dict[str, Any]:
+    return create_app(Settings(auth=auth)).openapi()
+
+
+def test_the_document_has_201s_patterns_text_metrics_and_bearer_only_with_tokens() -> None:
     (response,) = get_all("/openapi.json")
-    doc: dict[str, Any] = orjson.loads(response.content)
     assert "HTTPValidationError" not in response.text
-    assert doc["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer"}
-    for path, operations in doc["paths"].items():
+    doc, secured = orjson.loads(response.content), document("on")
+    assert "securitySchemes" not in doc["components"]  # auth off: no token to give
+    assert secured["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer"}
+    for path, operations in secured["paths"].items():
         for method, op in operations.items():
-            assert op["responses"]["400"]["content"]["application/json"]["schema"] == {
-                "$ref": "#/components/schemas/Error"}, (method, path)
             assert ("security" in op) == path.startswith("/api/v1"), (method, path)
+            assert "security" not in doc["paths"][path][method]
     assert {"200", "201"} <= doc["paths"]["/api/v1/queues/{name}"]["put"]["responses"].keys()
     (name,) = [p for p in doc["paths"]["/api/v1/queues/{name}"]["put"]["parameters"] if p["name"] == "name"]
     assert name["schema"]["pattern"].startswith("^(?!")
     assert "text/plain" in doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+
+
+def test_every_route_declares_its_answers_and_error_codes() -> None:
+    """A success with its schema (204: no body), and per error status the codes it can answer."""
+    statuses = {**codes.STATUS, "rule_not_found": 404, "smtp_not_configured": 409, "smtp_failed": 502}
+    for auth in ("on", "off"):
+        doc = document(auth)
+        for path, operations in doc["paths"].items():
+            for method, op in operations.items():
+                where = (auth, method, path)
+                answers = op["responses"]
+                success = [s for s in answers if s.startswith("2")]
+                assert success, where
+                for status in success:
+                    content = answers[status].get("content", {})
+                    if status == "204":
+                        assert not content, where
+                        continue
+                    assert content, where
+                    for media in content.values():
+                        assert media["schema"] not in ({}, None), where
+                errors = [s for s in answers if s[0] in "45"]
+                assert errors or not path.startswith("/api/v1"), where
+                for status in errors:
+                    if path == "/readyz" and status == "503":  # {"status": ...}: a readiness answer
+                        continue
+                    error = answers[status]["content"]["application/json"]["schema"]["properties"]["error"]
+                    listed = error["properties"]["code"]["enum"]
+                    assert listed and all(statuses[c] == int(status) for c in listed), (where, status, listed)
+                if path.startswith("/api/v1") and auth == "on":
+                    assert "unauthorized" in answers["401"]["content"]["application/json"]["schema"][
+                        "properties"]["error"]["properties"]["code"]["enum"], where
+                assert answers["default"]["content"]["application/json"]["schema"] == {
+                    "$ref": "#/components/schemas/Error"}, where
+    publish = document("on")["paths"]["/api/v1/exchanges/{name}/publish"]["post"]["responses"]
+    assert publish["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Published"}
+    assert {"400", "404", "409", "413", "422", "429", "507"} <= publish.keys()
