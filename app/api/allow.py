@@ -14,6 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
+from starlette.types import Scope
 
 from app.broker.errors import NotFound
 
@@ -45,4 +46,14 @@ async def options(request: Request) -> Response:
     return Response(status_code=204, headers={"Allow": allow})
 
 
-route = Route("/{path:path}", options, methods=[OPTIONS], include_in_schema=False)
+class _OptionsRoute(Route):
+    """Matches OPTIONS only: a Route would partly match every other request too, and the router
+    answers an unknown path it partly matched with 405 instead of 404."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] == "http" and scope["method"] == OPTIONS:
+            return super().matches(scope)
+        return Match.NONE, {}
+
+
+route = _OptionsRoute("/{path:path}", options, methods=[OPTIONS], include_in_schema=False)
