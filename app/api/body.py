@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -47,9 +48,7 @@ def parse_json(raw: bytes, *, required: bool = True) -> Any:
         raise InvalidInput(f"the body is not valid JSON: {exc}") from None
 
 
-async def json_body(request: Request, max_bytes: int, *, required: bool = True) -> Any:
-    raw = await read_body(request.receive, request.headers.get("content-length"), max_bytes, codes.BODY_TOO_LARGE)
-    return parse_json(raw, required=required)
+_FLOAT = re.compile(rb"[0-9][.eE]")  # a JSON number with a fraction or exponent (or a string like it)
 
 
 def integral(value: Any) -> Any:
@@ -67,7 +66,9 @@ def integral(value: Any) -> Any:
 
 async def json_object(request: Request, max_bytes: int = 1024 * 1024, *, required: bool = True) -> dict[str, Any]:
     """The body of a non-publish route: a JSON object, integral numbers as ints."""
-    body = await json_body(request, max_bytes, required=required)
+    raw = await read_body(request.receive, request.headers.get("content-length"), max_bytes, codes.BODY_TOO_LARGE)
+    body = parse_json(raw, required=required)
     if type(body) is not dict:
         raise InvalidInput("the body must be a JSON object")
-    return integral(body)  # type: ignore[no-any-return]
+    # Only a body with a float in it is walked (a pull's ack of a thousand offsets costs nothing).
+    return integral(body) if _FLOAT.search(raw) else body  # type: ignore[no-any-return]

@@ -131,3 +131,28 @@ def test_stream_frames_refuse_unknown_fields(shared_server: Any, name: str) -> N
     with httpx.Client(base_url=shared_server.url) as api:
         queue(api, name)
     run(main())
+
+
+def test_the_server_agrees_with_its_openapi_document(api: httpx.Client, name: str) -> None:
+    """What the document allows is accepted and what it forbids is refused (found by schemathesis)."""
+    # JSON has one number type: 28.0 is the integer 28, 28.5 is not an integer
+    assert queue(api, name, max_messages=28.0)["max_messages"] == 28
+    error(api.patch(f"/api/v1/queues/{name}", json={"max_bytes": 28.5}), 400, "invalid_body")
+    error(api.patch(f"/api/v1/queues/{name}", json={"max_deliveries": 2**63}), 400, "invalid_body")  # was a 500
+    fill(api, name, 3)
+    assert len(ok(api.post(f"/api/v1/queues/{name}/groups/g/pull", json={"max_messages": 2.0}))["messages"]) == 2
+    body = {"max_messages": 1e0, "ack": {"up_to": 2.0}}
+    assert len(ok(api.post(f"/api/v1/queues/{name}/groups/g/pull", json=body))["messages"]) == 1
+    assert group(api, name, "g")["ack_floor"] == 2
+    error(api.post(f"/api/v1/queues/{name}/groups/g/seek", json={"timestamp": 2**63}), 400, "invalid_body")
+    # offset and timestamp together: from the later of the two
+    page = ok(api.get(f"/api/v1/queues/{name}/messages", params={"offset": 2, "timestamp": 0}))
+    assert [m["offset"] for m in page["messages"]] == [2]
+    # headers: an object or null, not false
+    bad = {"messages": [{"body": "x", "headers": False}]}
+    error(api.post(f"/api/v1/queues/{name}/publish", json=bad), 400, "invalid_body")
+    # the default exchange: declared as it is, never deleted
+    assert ok(api.put("/api/v1/exchanges/amq.default", json={"type": "direct"}))["name"] == "amq.default"
+    error(api.put("/api/v1/exchanges/amq.default", json={"type": "fanout"}), 409, "precondition_failed")
+    error(api.delete("/api/v1/exchanges/amq.default"), 409, "precondition_failed")
+    error(api.post("/api/v1/definitions", json={"chunkmq_version": {}}), 400, "invalid_body")
