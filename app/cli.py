@@ -43,11 +43,11 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol, except that a connection must send a request's whole headers
     within `header_timeout` seconds of connecting (or of its previous response), or it is closed.
 
-    Past `limit_concurrency` the answer is API.md's error shape (503 `overloaded`), not uvicorn's text.
-
     uvicorn's `timeout_keep_alive` only runs between a response and the next request's first byte:
     a client that sends half a request line or half the headers (slowloris) held its connection, and
     a slot of `limit_concurrency`, for ever (50 such sockets were still open after 90 s).
+
+    Past `limit_concurrency` the answer is API.md's error shape (503 `overloaded`), not uvicorn's text.
     """
     from uvicorn.protocols.http.flow_control import service_unavailable
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
