@@ -406,6 +406,11 @@ class Chunk(BaseModel):
     writes: int
     created_ms: int
     first_timestamp: int
+    live_bytes: int = Field(description="bytes of records some queue still needs")
+    live_share: float = Field(ge=0, le=1, description="live_bytes / CHUNKMQ_CHUNK_SIZE")
+    file_bytes: int = Field(description="what the file takes on disk")
+    rewritten: bool = Field(description="written by the storage collector")
+    last: int = Field(description="the highest chunk number whose records the file holds")
 
 
 class QueueHistory(BaseModel):
