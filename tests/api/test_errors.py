@@ -32,12 +32,15 @@ def _modules(package: str) -> list[ModuleType]:
 
 
 def exception_classes() -> list[type[BaseException]]:
-    """Every exception class defined (not just imported) in the three layers."""
+    """Every public exception class defined (not just imported) in the three layers. A private one
+    (`_Name`, such as the collector's `_Aborted`) is caught inside its own module and never reaches
+    a request."""
     classes: dict[str, type[BaseException]] = {}
     for package in LAYERS:
         for module in _modules(package):
             for _, cls in inspect.getmembers(module, inspect.isclass):
-                if issubclass(cls, BaseException) and cls.__module__.startswith(package):
+                public = not cls.__name__.startswith("_")
+                if issubclass(cls, BaseException) and cls.__module__.startswith(package) and public:
                     classes[f"{cls.__module__}.{cls.__qualname__}"] = cls
     return list(classes.values())
 
