@@ -133,6 +133,9 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
         slow[rows[~binary[rows] | (escaped < p[rows])]] = True
     body_start = np.minimum(p, de)
     raw = page.buf
+    # slow rows get empty views (their bytes may not be text in this layout), patched in below
+    ex_len, rk_len = np.where(slow, 0, ex_len), np.where(slow, 0, rk_len)
+    body_start = np.where(slow, de, body_start)
     exchange = _views(buf, raw, ex_start, ex_len, None).cast(pa.string())
     routing_key = _views(buf, raw, rk_start, rk_len, None).cast(pa.string())
     tag = _views(buf, raw, page.tag_start, page.tag_len, page.tag_len > 0).cast(pa.string())
