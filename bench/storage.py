@@ -9,6 +9,10 @@ Cases:
 - append, batches of 100 and 1,000, fsync=always, 4 writer threads, each waiting for durable()
 - read back every queue sequentially (1,000 per read call), right after the interval run
 - reopen after SIGKILL with an unflushed tail of --tail-mib MiB (the recovery scan + index replay)
+
+First it prints the bytes one message takes on disk: a 100-byte text message with a 9-character
+routing key, no headers, published through the default exchange and through a named one (the
+broker's stored blob, its record in the log, and its queue index entry).
 """
 
 from __future__ import annotations
@@ -173,8 +177,31 @@ def reopen_after_kill(directory: Path, tail_mib: int) -> Result:
     return Result(f"reopen after SIGKILL, {tail_mib} MiB unflushed tail (records replayed)", replayed, dt)
 
 
+def bytes_per_message(directory: Path, count: int = 10_000) -> dict[str, float]:
+    """Log bytes per message (blob + record framing) plus the index entry, for `count` messages of
+    100 text bytes with the routing key "orders.eu", at queue offsets from 0 up."""
+    from app.broker.message import MessageLimits, parse_batch
+    from app.storage.queue_index import ENTRY_SIZE
+
+    out: dict[str, float] = {}
+    for exchange in ("", "orders"):
+        batch = parse_batch([{"body": "x" * 100, "routing_key": "orders.eu"}] * 1000, exchange, MessageLimits(64, 65536))
+        with Store.open(directory / (exchange or "default"), StoreOptions(fsync=FsyncMode.NEVER)) as store:
+            store.create_queue(1)
+            for _ in range(count // 1000):
+                store.append([NewMessage(blob, [1]) for blob in batch.blobs])
+            out[exchange or "(default)"] = store.end_position / count + ENTRY_SIZE
+            out[f"blob {exchange or '(default)'}"] = len(batch.blobs[0])
+    return out
+
+
 def run(records: int, tail_mib: int) -> list[Result]:
     results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as d:
+        sizes = bytes_per_message(Path(d))
+    print(f"bytes per 100-byte message with a routing key, index entry included: default exchange "
+          f"{sizes['(default)']:.1f} (blob {sizes['blob (default)']:.0f}), exchange 'orders' {sizes['orders']:.1f} "
+          f"(blob {sizes['blob orders']:.0f})\n", flush=True)
 
     def case(fn, *args):  # type: ignore[no-untyped-def]
         with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as d:

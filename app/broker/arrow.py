@@ -1,12 +1,13 @@
 """Browse pages as Apache Arrow IPC streams (`GET /api/v1/queues/{q}/messages?format=arrow`).
 
 The columns are the Spark source's schema (`schema()`). They are built column by column, without a
-Python object per message: the stored blobs (message.py: JSON members without the braces) are
-joined into one buffer and read with numpy. In a blob with no backslash every quote delimits a
-string, so the quotes pair up: a string followed by a colon is a key, the next string its value,
-and each column is a set of (start, length) views into the buffer that Arrow copies out in C++.
-Rows that do not fit that shape (escapes, headers, binary bodies) are decoded one by one with
-orjson and patched in; nearly every message of a bulk read takes the vector path.
+Python object per message: the store hands over a page as columns (Store.read_columns: numpy arrays
+and one buffer holding every record), and the stored blobs (message.py) are parsed with numpy too:
+the head byte says which of exchange, routing key and headers follow, each behind its length byte,
+and the body is the rest. Each string column is a set of (start, length) views into the buffer that
+Arrow copies out in C++. Rows that do not fit that shape (JSON escapes in the text, headers, lengths
+of 255 bytes or more, blobs of the older JSON-members layout) are decoded one by one with
+decode_data and patched in; nearly every message of a bulk read takes the vector path.
 
 pyarrow and numpy are imported on the first Arrow request, so serving JSON never loads them.
 """
@@ -14,10 +15,10 @@ pyarrow and numpy are imported on the first Arrow request, so serving JSON never
 from __future__ import annotations
 
 import binascii
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from app.broker.message import FLAG_BINARY, decode_data
+from app.broker.message import BINARY, HAS_EXCHANGE, HAS_HEADERS, HAS_ROUTING_KEY, HEAD, decode_data
+from app.storage.model import ColumnPage
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,86 +55,104 @@ def browse_arrow(broker: Broker, name: str, offset: int | None, timestamp: int |
         offset = store.offset_for_timestamp(queue.id, timestamp)
     elif offset is None:
         offset = store.first_offset(queue.id)
-    stored = store.read(queue.id, offset, limit)
-    next_offset = stored[-1][0] + 1 if stored else max(offset, store.first_offset(queue.id))
-    return ipc_stream(name, stored), next_offset
+    page = store.read_columns(queue.id, offset, limit)
+    next_offset = int(page.offsets[-1]) + 1 if len(page) else max(offset, store.first_offset(queue.id))
+    return page_stream(name, page), next_offset
 
 
-def ipc_stream(queue: str, stored: list[tuple[int, int, int, int, bytes, bytes]]) -> bytes:
-    """Stored tuples (offset, position, timestamp, flags, tag, data) as one Arrow IPC stream."""
+def page_stream(queue: str, page: ColumnPage) -> bytes:
+    """One page of columns as one Arrow IPC stream."""
     import pyarrow as pa
 
     sch = schema()
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, sch) as writer:
-        if stored:
-            writer.write_batch(record_batch(queue, stored, sch))
+        if len(page):
+            writer.write_batch(page_batch(queue, page, sch))
     return sink.getvalue().to_pybytes()
 
 
+def ipc_stream(queue: str, stored: list[tuple[int, int, int, int, bytes, bytes]]) -> bytes:
+    """Stored tuples (offset, position, timestamp, flags, tag, data) as one Arrow IPC stream."""
+    return page_stream(queue, as_page(stored))
+
+
 def record_batch(queue: str, stored: list[tuple[int, int, int, int, bytes, bytes]], sch: pa.Schema) -> pa.RecordBatch:
-    """The columns of one page of stored tuples (tests/broker/test_arrow.py checks them against orjson)."""
+    """The columns of stored tuples (tests/broker/test_arrow.py checks them against decode_data)."""
+    return page_batch(queue, as_page(stored), sch)
+
+
+def as_page(stored: list[tuple[int, int, int, int, bytes, bytes]]) -> ColumnPage:
+    """Stored tuples as a ColumnPage (tags and data joined into one buffer)."""
+    import numpy as np
+
+    n = len(stored)
+    cols = [np.fromiter((row[i] for row in stored), np.int64, n) for i in range(4)]
+    sizes = np.zeros(2 * n, np.int64)
+    sizes[0::2] = np.fromiter((len(row[4]) for row in stored), np.int64, n)
+    sizes[1::2] = np.fromiter((len(row[5]) for row in stored), np.int64, n)
+    ends = np.cumsum(sizes)
+    buf = b"".join([part for row in stored for part in (row[4], row[5])])
+    return ColumnPage(*cols, ends[0::2] - sizes[0::2], sizes[0::2], ends[1::2] - sizes[1::2], sizes[1::2], buf,
+                      int(cols[0][-1]) + 1 if n else 0)
+
+
+def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
+    """The Arrow columns of one page."""
     import numpy as np
     import pyarrow as pa
 
-    n = len(stored)
-    offsets_, positions, timestamps, flags, _, datas = (list(map(itemgetter(i), stored)) for i in range(6))
-    bounds = np.zeros(n + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, datas), np.int64, n), out=bounds[1:])
-    joined = b"".join(datas)
-    buf = np.frombuffer(joined, np.uint8)
-    row_of = _row_finder(bounds)
-    # Rows the vector path cannot read: an escape anywhere, binary bodies, headers (below).
-    slow = np.zeros(n, bool)
-    escaped = np.flatnonzero(buf == 0x5C) if b"\\" in joined else np.zeros(0, np.int64)  # memchr first
-    slow[row_of(escaped)] = True
-    slow |= (np.fromiter(flags, np.int64, n) & FLAG_BINARY).astype(bool)
-    # Without escapes, quotes come in pairs that delimit the strings: a key is a string followed by
-    # a colon, and its value (when a string) is the next pair.
-    quotes = np.flatnonzero(buf == 0x22)
-    if len(escaped):  # their quotes would break the pairing
-        quotes = quotes[~slow[row_of(quotes)]]
-    opens, closes = quotes[0::2], quotes[1::2]
-    after = buf[np.minimum(closes + 1, len(buf) - 1)]
-    keys = np.flatnonzero(after == 0x3A)  # ':'
-    key_len = closes[keys] - opens[keys] - 1
-    first = buf[opens[keys] + 1]
-    string_value = buf[np.minimum(closes[keys] + 2, len(buf) - 1)] == 0x22
-    headers_used = (first == 0x68) & (key_len == 7) & (buf[np.minimum(closes[keys] + 3, len(buf) - 1)] != 0x7D)
-    slow[row_of(opens[keys[headers_used]])] = True
+    n = len(page)
+    buf = np.frombuffer(page.buf + bytes(4), np.uint8)  # padded: probes past a short blob stay in range
+    ds, dl = page.data_start, page.data_len
+    de = ds + dl
+    head = np.where(dl > 0, buf[ds], 0).astype(np.int64)
+    # The vector path reads blobs of the current layout without headers; the rest are patched in.
+    slow = ((head & 0xF0) != HEAD) | ((head & HAS_HEADERS) != 0)
+    p = ds + 1
 
-    def column(initial: int, length: int, typ: pa.DataType, nullable: bool = False) -> pa.Array:
-        """The string value of the key of this first letter and length, for every fast row."""
-        hit = keys[(first == initial) & (key_len == length) & string_value]
-        rows = row_of(opens[hit])
-        begin = np.zeros(n, np.int64)
-        size = np.zeros(n, np.int64)
-        begin[rows] = opens[hit + 1] + 1
-        size[rows] = closes[hit + 1] - opens[hit + 1] - 1
-        valid = None
-        if nullable:
-            present = np.zeros(n, bool)
-            present[rows] = True
-            valid = present | slow
-        return _views(buf, joined, begin, size, valid).cast(typ)
+    def member(bit: int) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal p, slow
+        has = (head & bit) != 0
+        length = np.where(has, buf[np.minimum(p, len(buf) - 1)], 0).astype(np.int64)
+        slow |= length == 0xFF
+        start = p + has
+        p = start + length
+        return start, length
 
-    exchange = column(0x65, 8, pa.string())  # exchange
-    routing_key = column(0x72, 11, pa.string())  # routing_key
-    tag = column(0x74, 3, pa.string(), nullable=True)  # tag
-    body = column(0x62, 4, pa.binary())  # body
+    ex_start, ex_len = member(HAS_EXCHANGE)
+    rk_start, rk_len = member(HAS_ROUTING_KEY)
+    slow |= p > de
+    binary = (head & BINARY) != 0
+    # JSON escapes: anywhere in a text blob, before the body in a binary one
+    if 0x5C in page.buf:
+        escaped = np.flatnonzero(buf == 0x5C)
+        rows = np.searchsorted(ds, escaped, side="right") - 1
+        inside = (rows >= 0) & (escaped < de[np.maximum(rows, 0)])
+        rows, escaped = rows[inside], escaped[inside]
+        slow[rows[~binary[rows] | (escaped < p[rows])]] = True
+    body_start = np.minimum(p, de)
+    raw = page.buf
+    # slow rows get empty views (their bytes may not be text in this layout), patched in below
+    ex_len, rk_len = np.where(slow, 0, ex_len), np.where(slow, 0, rk_len)
+    body_start = np.where(slow, de, body_start)
+    exchange = _views(buf, raw, ex_start, ex_len, None).cast(pa.string())
+    routing_key = _views(buf, raw, rk_start, rk_len, None).cast(pa.string())
+    tag = _views(buf, raw, page.tag_start, page.tag_len, page.tag_len > 0).cast(pa.string())
+    body = _views(buf, raw, body_start, de - body_start, None).cast(pa.binary())
     headers = _maps(np.zeros(n + 1, np.int32), [], [])
     if slow.any():
-        exchange, routing_key, tag, headers, body = _patch(slow, datas, flags, exchange, routing_key, tag, headers, body)
-    pos = np.fromiter(positions, np.uint64, n).astype(">u8").view(np.uint8).reshape(n, 8)
+        exchange, routing_key, headers, body = _patch(slow, page, exchange, routing_key, headers, body)
+    pos = page.positions.astype(">u8").view(np.uint8).reshape(n, 8)
     table = np.frombuffer(_HEX, np.uint8)
     hexed = np.empty((n, 16), np.uint8)
     hexed[:, 0::2] = table[pos >> 4]
     hexed[:, 1::2] = table[pos & 15]
     ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, 16 * n + 1, 16, dtype=np.int32)),
                                                    pa.py_buffer(hexed)])
-    ts = pa.array(np.fromiter(timestamps, np.int64, n) * 1000, pa.timestamp("us", tz="UTC"))
+    ts = pa.array(page.timestamps.astype(np.int64) * 1000, pa.timestamp("us", tz="UTC"))
     columns = [
-        _repeat(queue, n), pa.array(np.fromiter(offsets_, np.int64, n)), ids, ts,
+        _repeat(queue, n), pa.array(page.offsets.astype(np.int64)), ids, ts,
         exchange, routing_key, tag, headers, body,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=sch)
@@ -161,15 +180,6 @@ def _maps(offsets: np.ndarray, keys: list[str], items: list[str]) -> pa.Array:
     return pa.Array.from_buffers(typ, len(offsets) - 1, [None, pa.py_buffer(offsets)], children=[entries])
 
 
-def _row_finder(bounds: np.ndarray) -> Any:
-    import numpy as np
-
-    def row_of(byte_positions: np.ndarray) -> np.ndarray:
-        return np.searchsorted(bounds, byte_positions, side="right") - 1
-
-    return row_of
-
-
 def _views(buf: np.ndarray, joined: bytes, begin: np.ndarray, size: np.ndarray, valid: np.ndarray | None) -> pa.Array:
     """A binary_view array of slices of ``joined``: 16 bytes per row pointing into the buffer, no
     copy of the values (Arrow's cast to binary/string then copies them in C++)."""
@@ -193,19 +203,18 @@ def _views(buf: np.ndarray, joined: bytes, begin: np.ndarray, size: np.ndarray, 
     return pa.Array.from_buffers(pa.binary_view(), n, [mask, pa.py_buffer(views), pa.py_buffer(joined)])
 
 
-def _patch(slow: np.ndarray, datas: tuple[bytes, ...], flags: tuple[int, ...], *cols: pa.Array) -> list[pa.Array]:
-    """Decode the rows the vector path could not read with orjson, and put them in place."""
+def _patch(slow: np.ndarray, page: ColumnPage, *cols: pa.Array) -> list[pa.Array]:
+    """Decode the rows the vector path could not read with decode_data, and put them in place."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    exchange, routing_key, tag, headers, body = cols
+    exchange, routing_key, headers, body = cols
     rows = np.flatnonzero(slow)
-    decoded: list[dict[str, Any]] = [decode_data(datas[i]) for i in rows]
-    bodies = [
-        binascii.a2b_base64(m["body_base64"]) if flags[i] & FLAG_BINARY else m["body"].encode()
-        for i, m in zip(rows, decoded, strict=True)
-    ]
+    raw = page.buf
+    decoded: list[dict[str, Any]] = [
+        decode_data(raw[page.data_start[i] : page.data_start[i] + page.data_len[i]]) for i in rows.tolist()]
+    bodies = [binascii.a2b_base64(m["body_base64"]) if "body_base64" in m else m["body"].encode() for m in decoded]
     mask = pa.array(slow)
 
     def put(col: pa.Array, values: list[Any]) -> pa.Array:
@@ -227,7 +236,6 @@ def _patch(slow: np.ndarray, datas: tuple[bytes, ...], flags: tuple[int, ...], *
     return [
         put(exchange, [m["exchange"] for m in decoded]),
         put(routing_key, [m["routing_key"] for m in decoded]),
-        put(tag, [m["tag"] for m in decoded]),
         headers,
         put(body, bodies),
     ]

@@ -19,7 +19,7 @@ from app.broker.dedup import IdempotencyWindow
 from app.broker.disk import DiskGuard
 from app.broker.errors import NotFound
 from app.broker.group import Group
-from app.broker.message import FLAG_BINARY, UNBOUNDED, MessageLimits, decode_data, parse_message
+from app.broker.message import UNBOUNDED, MessageLimits, decode_data, parse_message
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from app.broker.queue import Queue
 from app.broker.routing import Exchange, RoutingTable
@@ -128,8 +128,8 @@ class BrokerBase:
             log.warning("queue %s: dead-letter exchange %r does not exist", queue.name, s.dead_letter_exchange)
             return 0
         messages: list[NewMessage] = []
-        for offset, _, _, flags, _, data in stored:
-            fields = decode_data(data)
+        for offset, _, _, _, tag, data in stored:
+            fields = decode_data(data, tag)
             headers = dict(fields.get("headers") or {})
             headers.update({
                 "x-death-reason": reason,
@@ -142,7 +142,7 @@ class BrokerBase:
             if delivery_counts is not None:
                 headers["x-delivery-count"] = str(delivery_counts.get(offset, 0))
             routing_key = s.dead_letter_routing_key if s.dead_letter_routing_key is not None else fields["routing_key"]
-            body = {"body_base64": fields["body_base64"]} if flags & FLAG_BINARY else {"body": fields["body"]}
+            body = {"body_base64": fields["body_base64"]} if "body_base64" in fields else {"body": fields["body"]}
             out = parse_message(
                 {"routing_key": routing_key, "headers": headers, "tag": fields.get("tag"), **body}, exchange.name, 0,
                 UNBOUNDED,

@@ -18,6 +18,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -31,7 +32,7 @@ from app.broker.disk import DiskGuard
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.group import Group, monotonic_ms
 from app.broker.history import History
-from app.broker.message import FLAG_SCOPED_KEY, MessageLimits, decode_data, position_of, render
+from app.broker.message import FLAG_SCOPED_KEY, MessageLimits, decode_data, position_of, render, render_all
 from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
 from app.broker.publishing import Publishing, PublishOutcome
 from app.broker.queue import Queue, QueueSettings
@@ -433,7 +434,7 @@ class Broker(Publishing, Consuming):
             offset = self.store.first_offset(queue.id)
         stored = self.store.read(queue.id, offset, limit)
         qj = queue.name_json
-        parts = [render(qj, offset, position, ts, data, 0) for offset, position, ts, _, _, data in stored]
+        parts = render_all(qj, zip(stored, repeat(0)))
         next_offset = stored[-1][0] + 1 if stored else max(offset, self.store.first_offset(queue.id))
         return b'{"messages":[%b],"next_offset":%d}' % (b",".join(parts), next_offset)
 
@@ -451,5 +452,5 @@ class Broker(Publishing, Consuming):
         placements = [(self.queues_by_id[q], o) for q, o in record.placements if q in self.queues_by_id]
         if placements:
             queue, offset = placements[0]
-            return queue.name, render(queue.name_json, offset, record.position, record.timestamp, record.data, 0)
-        return None, render(b"null", -1, record.position, record.timestamp, record.data, 0)
+            return queue.name, render(queue.name_json, offset, record.position, record.timestamp, record.tag, record.data, 0)
+        return None, render(b"null", -1, record.position, record.timestamp, record.tag, record.data, 0)

@@ -11,7 +11,7 @@ from app.broker.base import BrokerBase, log, now_ms, one_at_a_time
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
 from app.broker.group import Group, monotonic_ms
-from app.broker.message import render
+from app.broker.message import render_all
 from app.broker.names import check_name
 from app.broker.queue import Queue
 from app.meta import GroupState
@@ -124,7 +124,7 @@ class Consuming(BrokerBase):
             self.stats.delivered.add(len(taken))
             queue.delivered += len(taken)
         qj = queue.name_json
-        return [render(qj, offset, position, ts, data, count) for (offset, position, ts, _, _, data), count in taken]
+        return render_all(qj, taken)
 
     def _expire(self, queue: Queue, group: Group, now: int) -> None:
         exhausted = group.expire(now, queue.settings.max_deliveries)

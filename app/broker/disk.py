@@ -34,7 +34,7 @@ from app.config import DiskBudgetPolicy, Settings
 from app.storage import NewMessage, Store
 from app.storage.queue_index import ENTRY_SIZE
 from app.storage.queue_index import HEADER_SIZE as INDEX_HEADER_SIZE
-from app.storage.record import FRAME, HEADER_SIZE, PLACEMENT
+from app.storage.record import record_size
 
 _BLOCK = 4096  # allocation granularity assumed for a new chunk file
 
@@ -64,12 +64,7 @@ def free_bytes(root: Path) -> int:
 
 def batch_bytes_bound(messages: Sequence[NewMessage], placements: int) -> int:
     """An upper bound of the bytes a batch takes in a chunk (its records)."""
-    fixed = FRAME + HEADER_SIZE
-    return (
-        sum(len(m.data) + len(m.tag) + len(m.idempotency_key) for m in messages)
-        + len(messages) * fixed
-        + placements * PLACEMENT.size
-    )
+    return sum(record_size(len(m.data), len(m.queues), len(m.idempotency_key), len(m.tag)) for m in messages)
 
 
 class DiskGuard:

@@ -1,20 +1,35 @@
 """Messages as the broker stores and delivers them.
 
-The storage engine keeps an opaque `data` blob per record. The broker puts the JSON members of the
-message that never change into it, already encoded, without the braces:
+The storage engine keeps an opaque `data` blob per record, next to the message's tag (the record's
+own tag field: the index hashes it for filtered reads). The blob is written by `encode_blob`, the one
+place that knows its layout, and read by `blob_fields`::
 
-    "exchange":"orders","routing_key":"orders.eu","headers":{"k":"v"},"tag":"created","body":"text"
+    size   field
+    1      head      0x80 | 0x01 exchange | 0x02 routing key | 0x04 headers | 0x08 binary body
+    1 | 3  length    of the exchange, with 0x01: one byte 0..254, or 0xFF then u16
+    ..     exchange  as JSON escapes it, without the quotes
+    1 | 3  length    of the routing key, with 0x02 (as above)
+    ..     routing key, JSON-escaped, without the quotes
+    1 | 3  length    of the headers, with 0x04 (as above)
+    ..     headers   the JSON object as orjson writes it (`{"k":"v"}`)
+    ..     body      the rest: a text body JSON-escaped without the quotes; a binary body raw
 
-(`"body_base64":"..."` instead of `"body"` for binary messages, flag FLAG_BINARY). Delivering a message
-is then one bytes-format call that wraps that blob with the members that vary (queue, offset, id,
-timestamp, delivery_count): pull and browse never decode and re-encode a body (EQueue's "return the
-binary as stored"). The offline chunk reader decodes it with `decode_data`.
+What is empty is left out: the default exchange "", an empty routing key, no headers (a 100-byte
+text body with a 9-character routing key is a 111-byte blob). Text stays in its JSON-escaped form,
+so delivering a message is one bytes-format call over slices of the blob plus the members that vary
+(queue, offset, id, timestamp, tag, delivery_count): pull and browse never decode and re-encode a
+text body (EQueue's "return the binary as stored"). A binary body is base64-encoded on delivery.
+
+Records written before this layout hold the JSON members themselves, without the braces
+(`"exchange":"","headers":{},"tag":null,"routing_key":"k","body":"text"`): their first byte is a
+quote (0x22), which no head byte is, and `render` and `decode_data` read both.
 """
 
 from __future__ import annotations
 
 import binascii
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,14 +37,23 @@ import orjson
 
 from app.broker.errors import InvalidInput, NotFound
 from app.broker.names import MAX_ROUTING_KEY
+from app.storage.model import StoredMessage
 
-FLAG_BINARY = 1
+FLAG_BINARY = 1  # (also in the blob's head) kept on the record for readers of the flags column
 FLAG_SCOPED_KEY = 2  # the record's idempotency key is scoped to its publish target (app/broker/dedup.py)
 MAX_SHORT_TEXT = 255  # tags and idempotency keys
 NUL = "\0"  # refused in routing keys, header names and values, tags and idempotency keys
 _BACKSLASH = 0x5C  # starts every JSON escape, \u0000 among them
 NO_HEADERS: dict[str, str] = {}  # shared, never mutated: most messages carry no headers
 _FIELDS = frozenset({"body", "body_base64", "routing_key", "headers", "tag", "idempotency_key"})
+
+HEAD = 0x80
+HAS_EXCHANGE = 0x01
+HAS_ROUTING_KEY = 0x02
+HAS_HEADERS = 0x04
+BINARY = 0x08
+FORMAT1 = 0x22  # the first byte of a blob written in the older JSON-members form
+_LONG = 0xFF
 
 
 @dataclass(slots=True)
@@ -72,23 +96,29 @@ def parse_batch(raw: list[Any], exchange: str, limits: MessageLimits, first_inde
     # The fast path: the blob of a plain message is the request's own JSON behind the defaults of the
     # members it lacks, and no object is built for it. This loop was a quarter of the server's CPU in
     # the produce benchmark when every message built a dict, and still half of it with one object each.
-    keyed, bare = _defaults(exchange, False), _defaults(exchange, True)
+    # Per message: one orjson call for the body; the blob's head up to the body is cached per
+    # (exchange, routing key), which repeat.
     routing_keys: list[str] = []
     blobs: list[bytes] = []
     full: dict[int, Outgoing] = {}
     add_key, add_blob, dumps = routing_keys.append, blobs.append, orjson.dumps
+    heads = _heads_of(exchange)
     for i, item in enumerate(raw, first_index):
-        if type(item) is dict and type(item.get("body")) is str:
+        if type(item) is dict and type(body := item.get("body")) is str:
             size = len(item)
             if size == 2:
                 routing_key = item.get("routing_key")
-                if type(routing_key) is str and len(routing_key) <= MAX_ROUTING_KEY and NUL not in routing_key:
-                    add_key(routing_key)
-                    add_blob(keyed + dumps(item)[1:-1])
-                    continue
+                if type(routing_key) is str:
+                    head = heads.get(routing_key)
+                    if head is None and len(routing_key) <= MAX_ROUTING_KEY and NUL not in routing_key:
+                        head = _head(heads, exchange, routing_key)
+                    if head is not None:
+                        add_key(routing_key)
+                        add_blob(head + dumps(body)[1:-1])
+                        continue
             elif size == 1:
                 add_key("")
-                add_blob(bare + dumps(item)[1:-1])
+                add_blob(_head(heads, exchange, "") + dumps(body)[1:-1])
                 continue
         out = _parse_any(item, exchange, i, limits)
         full[i - first_index] = out
@@ -103,18 +133,76 @@ def parse_message(raw: Any, exchange: str, index: int, limits: MessageLimits) ->
     return batch.full.get(0) or Outgoing(batch.routing_keys[0], NO_HEADERS, None, None, batch.blobs[0], 0)
 
 
-_DEFAULTS: dict[tuple[str, bool], bytes] = {}
+_HEADS: dict[str, dict[str, bytes]] = {}
 
 
-def _defaults(exchange: str, without_routing_key: bool) -> bytes:
-    """The stored members a plain text message does not carry itself (cached per exchange)."""
-    prefix = _DEFAULTS.get((exchange, without_routing_key))
-    if prefix is None:
-        prefix = b'"exchange":%b,%b"headers":{},"tag":null,' % (
-            orjson.dumps(exchange), b'"routing_key":"",' if without_routing_key else b"")
-        if len(_DEFAULTS) < 10_000:
-            _DEFAULTS[(exchange, without_routing_key)] = prefix
-    return prefix
+def _heads_of(exchange: str) -> dict[str, bytes]:
+    heads = _HEADS.get(exchange)
+    if heads is None:
+        heads = {}
+        if len(_HEADS) < 1000:
+            _HEADS[exchange] = heads
+    return heads
+
+
+def _head(heads: dict[str, bytes], exchange: str, routing_key: str) -> bytes:
+    """The blob of a plain text message up to its body (cached per exchange and routing key)."""
+    head = heads.get(routing_key)
+    if head is None:
+        head = encode_blob(_escaped(exchange), _escaped(routing_key), None, b"", False)
+        if len(heads) < 10_000:
+            heads[routing_key] = head
+    return head
+
+
+def _escaped(text: str) -> bytes:
+    """A string as JSON writes it, without the quotes."""
+    return orjson.dumps(text)[1:-1]
+
+
+def _length(n: int) -> bytes:
+    return bytes((n,)) if n < _LONG else b"\xff" + n.to_bytes(2, "little")
+
+
+def encode_blob(exchange: bytes, routing_key: bytes, headers: bytes | None, body: bytes, binary: bool) -> bytes:
+    """The stored blob of one message (layout in the module docstring). ``exchange`` and
+    ``routing_key`` are JSON-escaped without their quotes (b"" for the default exchange and no key),
+    ``headers`` the JSON object or None for none, ``body`` JSON-escaped text, or raw with ``binary``.
+    Each of exchange, routing key and headers is at most 65535 bytes."""
+    head = HEAD | (BINARY if binary else 0)
+    parts = [b""]
+    if exchange:
+        head |= HAS_EXCHANGE
+        parts += (_length(len(exchange)), exchange)
+    if routing_key:
+        head |= HAS_ROUTING_KEY
+        parts += (_length(len(routing_key)), routing_key)
+    if headers is not None:
+        head |= HAS_HEADERS
+        parts += (_length(len(headers)), headers)
+    parts[0] = bytes((head,))
+    parts.append(body)
+    return b"".join(parts)
+
+
+def blob_fields(data: bytes) -> tuple[bytes, bytes, bytes | None, bytes, bool]:
+    """(exchange, routing key, headers, body, binary) of a blob written by `encode_blob`: slices of
+    it, as encode_blob took them (JSON-escaped text; headers a JSON object or None)."""
+    head = data[0]
+    p = 1
+    fields: list[bytes | None] = []
+    for bit in (HAS_EXCHANGE, HAS_ROUTING_KEY, HAS_HEADERS):
+        if head & bit:
+            n = data[p]
+            if n == _LONG:
+                n = int.from_bytes(data[p + 1 : p + 3], "little")
+                p += 2
+            fields.append(data[p + 1 : p + 1 + n])
+            p += 1 + n
+        else:
+            fields.append(None if bit == HAS_HEADERS else b"")
+    exchange, routing_key, headers = fields
+    return exchange or b"", routing_key or b"", headers, data[p:], bool(head & BINARY)
 
 
 def _parse_any(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Outgoing:
@@ -141,23 +229,26 @@ def _parse_any(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Ou
     if "body" in raw:
         if "body_base64" in raw:
             raise InvalidInput(f"messages[{index}] has both body and body_base64")
-        body, flags, body_field = raw["body"], 0, "body"
+        body, flags = raw["body"], 0
         if type(body) is not str:
             raise InvalidInput(f"messages[{index}].body must be a string (use body_base64 for bytes)")
     elif "body_base64" in raw:
-        body, flags, body_field = raw["body_base64"], FLAG_BINARY, "body_base64"
+        body, flags = raw["body_base64"], FLAG_BINARY
         if type(body) is not str or not _is_base64(body):
             raise InvalidInput(f"messages[{index}].body_base64 must be valid base64")
     else:
         raise InvalidInput(f"messages[{index}] needs a body or body_base64")
-    data = orjson.dumps(
-        {"exchange": exchange, "routing_key": routing_key, "headers": headers, "tag": tag, body_field: body}
-    )[1:-1]
+    headers_json = orjson.dumps(headers) if headers else None
+    meta = _escaped(routing_key) + (headers_json or b"") + (_escaped(tag) if tag is not None else b"")
     # The encoded members decide cheaply whether the exact checks are needed: JSON writes a NUL as
-    # \u0000 (a body may hold one), and names and values never take more UTF-8 bytes than the whole.
-    # An int membership test is a memchr; a bytes needle costs several times more.
-    if (_BACKSLASH in data and b"\\u0000" in data) or len(data) > limits.max_header_bytes:
+    # \u0000, and names and values never take more UTF-8 bytes than the whole. An int membership
+    # test is a memchr; a bytes needle costs several times more.
+    if (_BACKSLASH in meta and b"\\u0000" in meta) or len(meta) > limits.max_header_bytes:
         _check_fields(routing_key, headers, tag, index, limits)
+    if flags & FLAG_BINARY:
+        data = encode_blob(_escaped(exchange), _escaped(routing_key), headers_json, binascii.a2b_base64(body), True)
+    else:
+        data = encode_blob(_escaped(exchange), _escaped(routing_key), headers_json, _escaped(body), False)
     return Outgoing(routing_key, headers, tag, key, data, flags)
 
 
@@ -204,17 +295,90 @@ def position_of(message_id_: str) -> int:
         raise NotFound(f"no message with id {message_id_!r}", code="message_not_found") from None
 
 
-def render(queue_json: bytes, offset: int, position: int, timestamp: int, data: bytes, delivery_count: int) -> bytes:
+_PLAIN = (b'{"queue":%b,"offset":%d,"id":"%016x","timestamp":%d,"exchange":"","routing_key":"%b","headers":{},'
+          b'"tag":%b,"body":"%b","delivery_count":%d}')
+_FULL = (b'{"queue":%b,"offset":%d,"id":"%016x","timestamp":%d,"exchange":"%b","routing_key":"%b","headers":%b,'
+         b'"tag":%b,"%b":"%b","delivery_count":%d}')
+_TAGS: dict[bytes, bytes] = {}
+
+
+def tag_json(tag: bytes) -> bytes:
+    """A stored tag as a JSON value (null for none), cached: tags repeat."""
+    if not tag:
+        return b"null"
+    j = _TAGS.get(tag)
+    if j is None:
+        j = orjson.dumps(tag.decode(errors="replace"))
+        if len(_TAGS) < 10_000:
+            _TAGS[tag] = j
+    return j
+
+
+def render(queue_json: bytes, offset: int, position: int, timestamp: int, tag: bytes, data: bytes,
+           delivery_count: int) -> bytes:
     """The JSON of one delivered message (API.md "Messages as delivered")."""
-    return b'{"queue":%b,"offset":%d,"id":"%016x","timestamp":%d,%b,"delivery_count":%d}' % (
-        queue_json, offset, position, timestamp, data, delivery_count,
-    )
+    head = data[0] if data else HEAD
+    if head == HEAD | HAS_ROUTING_KEY and data[1] != _LONG:  # nearly every message: a key and a text body
+        n = data[1] + 2
+        return _PLAIN % (queue_json, offset, position, timestamp, data[2:n], tag_json(tag), data[n:], delivery_count)
+    if head == FORMAT1:
+        return b'{"queue":%b,"offset":%d,"id":"%016x","timestamp":%d,%b,"delivery_count":%d}' % (
+            queue_json, offset, position, timestamp, data, delivery_count)
+    exchange, routing_key, headers, body, binary = blob_fields(data)
+    if binary:
+        body = binascii.b2a_base64(body, newline=False)
+    return _FULL % (queue_json, offset, position, timestamp, exchange, routing_key, headers or b"{}", tag_json(tag),
+                    b"body_base64" if binary else b"body", body, delivery_count)
 
 
-def decode_data(data: bytes) -> dict[str, Any]:
-    """The stored members as a dict (slow path: base64 re-encoding, the offline reader)."""
-    result: dict[str, Any] = orjson.loads(b"{" + data + b"}")
-    return result
+_PLAIN_UNTAGGED = (b'{"queue":%b,"offset":%d,"id":"%016x","timestamp":%d,"exchange":"","routing_key":"%b",'
+                   b'"headers":{},"tag":null,"body":"%b","delivery_count":%d}')
+
+
+def render_all(queue_json: bytes, taken: Iterable[tuple[StoredMessage, int]]) -> list[bytes]:
+    """`render` for each (stored message, delivery count), with the common shape inlined: a page
+    of pull or browse is this loop, one bytes-format call per message."""
+    out: list[bytes] = []
+    add = out.append
+    plain, keyed = _PLAIN_UNTAGGED, HEAD | HAS_ROUTING_KEY
+    for (offset, position, timestamp, _, tag, data), count in taken:
+        if data[0] == keyed and not tag and data[1] != _LONG:
+            n = data[1] + 2
+            add(plain % (queue_json, offset, position, timestamp, data[2:n], data[n:], count))
+            continue
+        add(render(queue_json, offset, position, timestamp, tag, data, count))
+    return out
+
+
+def _text(escaped: bytes) -> str:
+    return escaped.decode() if _BACKSLASH not in escaped else orjson.loads(b'"%b"' % escaped)  # type: ignore[no-any-return]
+
+
+def decode_data(data: bytes, tag: bytes = b"") -> dict[str, Any]:
+    """The stored members (and the record's tag) as a dict with API.md's names: exchange, routing_key,
+    headers, tag, body or body_base64 (slow path: redelivery, the offline reader)."""
+    if data and data[0] == FORMAT1:
+        result: dict[str, Any] = orjson.loads(b"{" + data + b"}")
+        return result
+    exchange, routing_key, headers, body, binary = blob_fields(data) if data else (b"", b"", None, b"", False)
+    out: dict[str, Any] = {
+        "exchange": _text(exchange), "routing_key": _text(routing_key),
+        "headers": orjson.loads(headers) if headers is not None else {},
+        "tag": tag.decode(errors="replace") if tag else None,
+    }
+    if binary:
+        out["body_base64"] = binascii.b2a_base64(body, newline=False).decode()
+    else:
+        out["body"] = _text(body)
+    return out
+
+
+def body_bytes(data: bytes) -> bytes:
+    """The body of a stored message as bytes (UTF-8 for text)."""
+    fields = decode_data(data)
+    if "body_base64" in fields:
+        return binascii.a2b_base64(fields["body_base64"])
+    return str(fields["body"]).encode()
 
 
 def as_base64(page: bytes) -> bytes:

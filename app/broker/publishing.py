@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from app.broker.queue import Overflow, Queue
 from app.broker.routing import Exchange
 from app.storage import AppendedBatch, BatchTooLarge, MessageTooLarge, NewMessage, record_size
 from app.storage import StorageFull as StoreFull
+from app.storage.record import FRAME, HEADER_SIZE, LONG_FRAME, SHORT_MAX
 
 
 @dataclass(slots=True)
@@ -31,6 +32,7 @@ class PublishOutcome:
 
 
 _NOT_DUPLICATE = b'"duplicate":false}'
+_SHORT_DATA = SHORT_MAX - HEADER_SIZE - 12  # data up to this length always takes a short frame (one placement)
 
 
 def as_duplicate(result: bytes) -> bytes:
@@ -89,7 +91,7 @@ class Publishing(BrokerBase):
         batch_keys: dict[str, int] = {}
         # Plain messages route by routing key alone: once per distinct key, and their counts per key.
         routes: dict[str, tuple[int, ...]] = {}
-        per_route: dict[str, list[int]] = {}  # routing key -> [messages, data bytes]
+        per_route: dict[str, list[int]] = {}  # routing key -> [messages, data bytes, long records]
         incoming: dict[int, list[int]] = {}  # queue id -> [messages, bytes on disk] this batch adds
         unroutable = 0
         for i, (routing_key, data) in enumerate(zip(batch.routing_keys, batch.blobs, strict=True)):
@@ -100,10 +102,12 @@ class Publishing(BrokerBase):
                 ids = routes.get(routing_key)
                 if ids is None:
                     ids = routes[routing_key] = self._targets(exchange, target, routing_key, NO_HEADERS)
-                    per_route[routing_key] = [0, 0]
+                    per_route[routing_key] = [0, 0, 0]
                 counts = per_route[routing_key]
                 counts[0] += 1
                 counts[1] += len(data)
+                if len(data) > _SHORT_DATA:
+                    counts[2] += 1
                 slots.append(len(messages))
                 add_message(NewMessage(data, ids))
                 continue
@@ -124,18 +128,22 @@ class Publishing(BrokerBase):
                 unroutable += 1
             tag = out.tag.encode() if out.tag else b""
             key_bytes = key.encode() if key else b""
-            size = record_size(len(data), len(ids), len(key_bytes), len(tag))
+            size = record_size(len(data), len(ids), len(key_bytes), len(tag), *self._placement_bound(ids, len(raw)))
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += 1
                 added[1] += size
             slots.append(len(messages))
             add_message(NewMessage(data, ids, tag, key_bytes, out.flags | FLAG_SCOPED_KEY if key else out.flags))
-        for routing_key, (count, data_bytes) in per_route.items():
+        for routing_key, (count, data_bytes, longs) in per_route.items():
             ids = routes[routing_key]
             if not ids:
                 unroutable += count
-            size = data_bytes + count * record_size(0, len(ids))  # a plain message has no tag or key
+            # a plain message has no tag or key; a long one takes the 8 bytes more of a long frame
+            if len(ids) > 1:
+                longs = count  # (a bound: the threshold below is for one placement)
+            size = data_bytes + count * record_size(0, len(ids), 0, 0, *self._placement_bound(ids, len(raw))) \
+                + longs * (LONG_FRAME - FRAME)
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += count
@@ -215,6 +223,12 @@ class Publishing(BrokerBase):
             [b'{"queue":%b,"offset":%d}' % (by_id[q].name_json, o) for q, o in placements if q in by_id]
         )
         return b'{"id":"%016x","routed":[%b],"duplicate":false}' % (position, routed)
+
+    def _placement_bound(self, ids: Sequence[int], count: int) -> tuple[int, int]:
+        """(queue id, offset) bounds of the one placement of a record of this batch (record_size)."""
+        if len(ids) != 1:
+            return 0xFFFFFFFF, 1 << 63
+        return ids[0], self.store.next_offset(ids[0]) + count
 
     def _check_room(self, incoming: dict[int, list[int]]) -> None:
         """reject_publish: refuse the whole batch when any queue would go over its limits.

@@ -16,10 +16,8 @@ from app.spark.session import session
 
 SCHEMA = ("chunk string, position bigint, timestamp timestamp, flags int, "
           "placements array<struct<queue_id:bigint,offset:bigint>>, idempotency_key string, tag string, "
-          "data binary, damaged_bytes bigint")
-# The broker stores a message's JSON members without braces (exchange, routing_key, headers, tag,
-# body or body_base64): the data column is decoded in Spark SQL with this schema.
-DATA_SCHEMA = "exchange string, routing_key string, headers map<string,string>, tag string, body string, body_base64 string"
+          "data binary, damaged_bytes bigint, exchange string, routing_key string, headers map<string,string>, "
+          "body binary")
 
 
 def store_dir(data_dir: Path) -> Path:
@@ -44,9 +42,24 @@ def chunk_rows(path: str) -> Iterator[tuple[Any, ...]]:
         if isinstance(item, Record):
             yield (name, item.position, dt.datetime.fromtimestamp(item.timestamp / 1000, dt.UTC), item.flags,
                    [(q, o) for q, o in item.placements], item.idempotency_key.decode(errors="replace") or None,
-                   item.tag.decode(errors="replace") or None, item.data, None)
+                   item.tag.decode(errors="replace") or None, item.data, None, *_members(item.data, item.tag))
         else:
-            yield (name, item.position, None, None, None, None, None, None, item.length)
+            yield (name, item.position, None, None, None, None, None, None, item.length, None, None, None, None)
+
+
+def _members(data: bytes, tag: bytes) -> tuple[Any, ...]:
+    """exchange, routing_key, headers, body of a stored message (message.py, either layout); all None
+    for data that is not a broker message."""
+    import binascii
+
+    from app.broker.message import decode_data
+
+    try:
+        m = decode_data(data, tag)
+        body = binascii.a2b_base64(m["body_base64"]) if "body_base64" in m else m["body"].encode()
+        return m["exchange"], m["routing_key"], m["headers"], body
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None, None, None, None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -74,14 +87,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def inspect_frame(spark: Any, paths: list[str]) -> Any:
-    """The records of these chunk files, with the message members decoded from `data`."""
-    from pyspark.sql import functions as F
-
+    """The records of these chunk files, with the message members decoded from `data` (in the tasks)."""
     rdd = spark.sparkContext.parallelize(paths, len(paths)).flatMap(chunk_rows)
-    frame = spark.createDataFrame(rdd, SCHEMA)
-    decoded = F.from_json(F.concat(F.lit("{"), F.col("data").cast("string"), F.lit("}")), DATA_SCHEMA)
-    return (frame.withColumn("m", decoded)
-            .withColumn("exchange", F.col("m.exchange")).withColumn("routing_key", F.col("m.routing_key"))
-            .withColumn("headers", F.col("m.headers"))
-            .withColumn("body", F.coalesce(F.unbase64(F.col("m.body_base64")), F.col("m.body").cast("binary")))
-            .drop("m"))
+    return spark.createDataFrame(rdd, SCHEMA)

@@ -1,4 +1,4 @@
-"""Log chunk files (format version 1).
+"""Log chunk files (format version 2; version 1 is read too).
 
 A chunk file is ``HEADER (64) + data region (data_size) + FOOTER (64)`` bytes long; it is created at
 full size and preallocated (posix_fallocate) so it can be mmapped once and written fast. All integers little-endian.
@@ -6,7 +6,8 @@ full size and preallocated (posix_fallocate) so it can be mmapped once and writt
 Header, at file offset 0::
 
     0   8   magic         b"CMQCHUNK"
-    8   2   version       u16 = 1
+    8   2   version       u16: the record format of the chunk's records (record.py): 2, or 1 for
+                                chunks written before format 2 (read, never appended to)
     10  2   header_size   u16 = 64
     12  4   flags         u32  bit 0 = REWRITTEN (written by the collector, see below); 0 otherwise
     16  8   chunk number  u64
@@ -63,12 +64,12 @@ from pathlib import Path
 
 from . import files
 from .errors import CorruptChunk, StorageError, StorageFull
-from .record import END_OF_BATCH, FRAME, PREFIX, iter_records, record_length
+from .record import END_OF_BATCH, VERSION, declared_length, iter_records, record_length
 
 _LITTLE = sys.byteorder == "little"
 MAGIC = b"CMQCHUNK"
 FOOTER_MAGIC = b"CMQSEALD"
-VERSION = 1
+VERSIONS = (1, VERSION)  # the record formats a chunk may hold
 HEADER = struct.Struct("<8sHHIQQQ")
 FOOTER = struct.Struct("<8sQQQQQ")
 CRC = struct.Struct("<I")
@@ -107,8 +108,10 @@ def _preallocate(fd: int, size: int) -> None:
 class Chunk:
     """One open chunk file: header fields, used data size, statistics and an mmap for reads."""
 
-    def __init__(self, path: Path, number: int, data_size: int, created_ms: int, fd: int, flags: int = 0) -> None:
+    def __init__(self, path: Path, number: int, data_size: int, created_ms: int, fd: int, flags: int = 0,
+                 version: int = VERSION) -> None:
         self.path = path
+        self.version = version  # record format of this chunk's records
         self.number = number
         self.data_size = data_size
         self.base = number * data_size  # global position of data offset 0
@@ -167,10 +170,11 @@ class Chunk:
 
     # --- life cycle ---
     @classmethod
-    def create(cls, root: Path, number: int, data_size: int, created_ms: int) -> Chunk:
+    def create(cls, root: Path, number: int, data_size: int, created_ms: int, version: int = VERSION) -> Chunk:
+        """A new empty chunk; ``version`` lets a copy of old records keep their format."""
         path = files.chunk_path(root, number)
         tmp = files.with_suffix(path, files.TMP_SUFFIX)
-        head = HEADER.pack(MAGIC, VERSION, HEADER_SIZE, 0, number, data_size, created_ms)
+        head = HEADER.pack(MAGIC, version, HEADER_SIZE, 0, number, data_size, created_ms)
         fd = files.create_file(tmp)
         try:
             os.pwrite(fd, head + CRC.pack(zlib.crc32(head)), 0)
@@ -183,7 +187,7 @@ class Chunk:
             os.close(fd)
             tmp.unlink(missing_ok=True)
             raise _fail(exc, f"creating chunk {number}") from exc
-        return cls(path, number, data_size, created_ms, fd)
+        return cls(path, number, data_size, created_ms, fd, 0, version)
 
     @classmethod
     def open(cls, path: Path, number: int, data_size: int) -> Chunk:
@@ -194,7 +198,7 @@ class Chunk:
             if len(raw) < HEADER_SIZE:
                 raise CorruptChunk(f"chunk {number}: header truncated", chunk=number)
             magic, version, hsize, flags, num, dsize, created = HEADER.unpack_from(raw)
-            if (magic, version, hsize) != (MAGIC, VERSION, HEADER_SIZE):
+            if magic != MAGIC or version not in VERSIONS or hsize != HEADER_SIZE:
                 raise CorruptChunk(f"chunk {number}: bad magic or version", chunk=number)
             if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
                 raise CorruptChunk(f"chunk {number}: header CRC mismatch", chunk=number)
@@ -210,7 +214,7 @@ class Chunk:
                 os.ftruncate(fd, full)  # a truncated file: the lost part reads as zeros (end of data)
                 _preallocate(fd, full)
                 os.pwrite(fd, bytes(min(full - size, 4096)), size)
-            return cls(path, number, data_size, created, fd, flags)
+            return cls(path, number, data_size, created, fd, flags, version)
         except BaseException:
             os.close(fd)
             raise
@@ -255,8 +259,10 @@ class Chunk:
         timestamps: tuple[int, int],
         created_ms: int,
         sealed_ms: int,
+        version: int = VERSION,
     ) -> None:
-        """Write a complete, sealed, fsynced rewritten chunk file at ``path`` (a temporary name).
+        """Write a complete, sealed, fsynced rewritten chunk file at ``path`` (a temporary name);
+        ``version`` is the record format of the copied records (that of the chunks they come from).
 
         ``parts`` are whole records in log order, ``positions`` their global positions. The file is
         sparse: the blocks between the moved table and the footer are never written.
@@ -274,7 +280,7 @@ class Chunk:
         at = _align8(local)
         if at + len(moved) > data_size:
             raise ValueError("the records and their moved table do not fit in one chunk")
-        head = HEADER.pack(MAGIC, VERSION, HEADER_SIZE, REWRITTEN, number, data_size, created_ms)
+        head = HEADER.pack(MAGIC, version, HEADER_SIZE, REWRITTEN, number, data_size, created_ms)
         foot = FOOTER.pack(FOOTER_MAGIC, local, len(parts), timestamps[0], timestamps[1], sealed_ms)
         fd = files.create_file(path)
         try:
@@ -371,7 +377,7 @@ class Chunk:
         batch_end = local
         batch_first_ts = first_ts = last_ts = 0
         records = pending = 0
-        for off, n, ts, flags, *_ in iter_records(self.mm, p, base + limit):
+        for off, n, ts, flags, *_ in iter_records(self.mm, p, base + limit, self.version):
             if not pending:
                 batch_first_ts = ts
             pending += 1
@@ -401,8 +407,6 @@ class Chunk:
         """Whether the invalid record at ``local`` is followed by a valid one (a flipped bit in the
         middle of good data, rather than a torn tail)."""
         off = HEADER_SIZE + local
-        if off + PREFIX.size > HEADER_SIZE + limit:
-            return False
-        plen = PREFIX.unpack_from(self.mm, off)[0]
-        nxt = off + plen + FRAME
-        return plen > 0 and nxt < HEADER_SIZE + limit and record_length(self.mm, nxt, HEADER_SIZE + limit) > 0
+        n = declared_length(self.mm, off, HEADER_SIZE + limit, self.version)
+        nxt = off + n
+        return n > 0 and nxt < HEADER_SIZE + limit and record_length(self.mm, nxt, HEADER_SIZE + limit, self.version) > 0

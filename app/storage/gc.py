@@ -203,6 +203,9 @@ def _live_records(store: Store, run: list[Chunk], floors: dict[int, int]) -> lis
 def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pacer, report: GcReport) -> None:
     size = store._size
     number, last = run[0].number, run[-1].last
+    version = run[0].version  # records are copied verbatim: the new file keeps their record format
+    if any(c.version != version for c in run):
+        raise _Aborted("the chunks hold different record formats")
     try:
         records = _live_records(store, run, floors)
     except ValueError as exc:  # a queue deleted under us closed its index
@@ -223,17 +226,17 @@ def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pac
                 continue  # lost before (a quarantine): nothing to copy
             mm = c.mm
             # length and CRC checked: a damaged record is never copied into a file that looks sound
-            if record_length(mm, local, H + c.data_bytes) != length:
+            if record_length(mm, local, H + c.data_bytes, version) != length:
                 raise CorruptChunk(f"record at {pos} fails validation", chunk=c.number, position=pos)
             parts.append(mm[local : local + length])
             positions.append(pos)
             used += length
             if not first_ts:
-                first_ts = timestamp_at(mm, local)
+                first_ts = timestamp_at(mm, local, version)
             pacer.tick()
         if positions:  # records are in log order: timestamps never decrease along it
             c = chunks[positions[-1] // size]
-            last_ts = timestamp_at(c.mm, H + c.local_of(positions[-1]))
+            last_ts = timestamp_at(c.mm, H + c.local_of(positions[-1]), version)
     except ValueError as exc:  # closed by retention
         raise _Aborted("a source chunk was deleted") from exc
     if used + 8 + moved_table_size(len(parts)) > size:
@@ -242,7 +245,7 @@ def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pac
     tmp = files.with_suffix(path, GC_SUFFIX)
     # step 1: a complete, fsynced file under a temporary name
     Chunk.write_rewritten(tmp, number, last, size, parts, positions, (first_ts, last_ts),
-                          run[0].created_ms, int(time.time() * 1000))
+                          run[0].created_ms, int(time.time() * 1000), version)
     freed = sum(_allocated(c.path) for c in run) - _allocated(tmp)
     with store._lock:
         # step 2: the sources must still be what the copy was made from

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 
 class FsyncMode(StrEnum):
@@ -151,3 +152,24 @@ def tag_hash(tag: bytes) -> int:
     if not tag:
         return 0
     return zlib.crc32(tag) or 1
+
+
+@dataclass(slots=True)
+class ColumnPage:
+    """Messages of a queue read column by column (Store.read_columns), for readers that build
+    columnar pages (Arrow) without a Python object per message: numpy arrays of one row per message,
+    and the tags and data as (start, length) slices of one buffer."""
+
+    offsets: Any  # numpy int64 arrays, one row per message
+    positions: Any
+    timestamps: Any  # UTC epoch ms
+    flags: Any  # the caller's bits
+    tag_start: Any
+    tag_len: Any
+    data_start: Any
+    data_len: Any
+    buf: bytes
+    next_offset: int  # the offset after the last entry read
+
+    def __len__(self) -> int:
+        return len(self.offsets)

@@ -27,10 +27,10 @@ from .chunk import (
     MOVED_HEAD,
     MOVED_MAGIC,
     REWRITTEN,
-    VERSION,
+    VERSIONS,
 )
 from .model import Record
-from .record import PREFIX, decode, iter_records, record_length
+from .record import FRAME, decode, iter_records, record_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,7 @@ class ChunkHead:
     created_ms: int
     sealed_bytes: int | None  # data bytes named by a valid footer; None while the chunk is live
     rewritten: bool = False  # written by the collector: positions come from its moved table
+    version: int = 2  # record format of the chunk's records
 
 
 def chunk_paths(store_dir: Path) -> list[Path]:
@@ -65,8 +66,8 @@ def read_head(fd: int) -> ChunkHead:
     if len(raw) < HEADER_SIZE:
         raise ValueError("shorter than a chunk header")
     magic, version, hsize, flags, number, data_size, created = HEADER.unpack_from(raw)
-    if (magic, version, hsize) != (MAGIC, VERSION, HEADER_SIZE):
-        raise ValueError("not a chunk file of format version 1")
+    if magic != MAGIC or version not in VERSIONS or hsize != HEADER_SIZE:
+        raise ValueError(f"not a chunk file of format version {' or '.join(map(str, VERSIONS))}")
     if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
         raise ValueError("chunk header CRC mismatch")
     foot = os.pread(fd, FOOTER_SIZE, HEADER_SIZE + data_size)
@@ -75,7 +76,7 @@ def read_head(fd: int) -> ChunkHead:
         fmagic, data_bytes, *_ = FOOTER.unpack_from(foot)
         if fmagic == FOOTER_MAGIC and CRC.unpack_from(foot, FOOTER.size)[0] == zlib.crc32(foot[: FOOTER.size]):
             sealed = data_bytes
-    return ChunkHead(number, data_size, created, sealed, bool(flags & REWRITTEN))
+    return ChunkHead(number, data_size, created, sealed, bool(flags & REWRITTEN), version)
 
 
 def _moved(region: bytes, data_bytes: int) -> dict[int, int]:
@@ -104,29 +105,29 @@ def read_chunk(path: Path) -> Iterator[Record | Damage]:
     moved = _moved(region, head.sealed_bytes) if head.rewritten and head.sealed_bytes is not None else None
     # A record ends with its non-zero length, so a live chunk's data ends before its trailing zeros
     # (the preallocated rest): the search past damage stops there
-    # (the suffix's high bytes may be zero: 3 of them are given back).
+    # (a format-1 suffix's high bytes may be zero: 3 of them are given back).
     if head.sealed_bytes is None:
         limit = min(len(region), len(region.rstrip(b"\0")) + 3)
     else:
         limit = min(head.sealed_bytes, len(region))
-    p = 0
-    while p + PREFIX.size <= limit:
-        for off, n, *_ in iter_records(region, p, limit):
+    p, version = 0, head.version
+    while p + FRAME <= limit:
+        for off, n, *_ in iter_records(region, p, limit, version):
             # a rewritten chunk's records keep their positions (-1: its moved table is damaged)
-            yield decode(region, off, base + off if moved is None else moved.get(off, -1))
+            yield decode(region, off, base + off if moved is None else moved.get(off, -1), version)
             p = off + n
-        if p + PREFIX.size > limit:
+        if p + FRAME > limit:
             return
-        if head.sealed_bytes is None and PREFIX.unpack_from(region, p)[0] == 0 and not region[p:limit].strip(b"\0"):
+        if head.sealed_bytes is None and region[p] == 0 and not region[p:limit].strip(b"\0"):
             return  # nothing but zeros from here: the end of a live chunk's data
-        q = _next_valid(region, p + 1, limit)
+        q = _next_valid(region, p + 1, limit, version)
         yield Damage(base + p, q - p)
         p = q
 
 
-def _next_valid(region: bytes, start: int, limit: int) -> int:
+def _next_valid(region: bytes, start: int, limit: int, version: int) -> int:
     """The next offset holding a valid record (or the limit): a slow byte-by-byte search, for damage only."""
     for q in range(start, limit):
-        if record_length(region, q, limit):
+        if record_length(region, q, limit, version):
             return q
     return limit

@@ -28,18 +28,7 @@ from .chunk import Chunk
 from .errors import CorruptChunk, StorageError
 from .model import RecoveryReport
 from .queue_index import QueueIndex
-from .record import (
-    END_OF_BATCH,
-    FRAME,
-    HEADER_SIZE,
-    PLACEMENT,
-    PLACEMENT_SIZE,
-    PLACEMENTS_OFFSET,
-    SUFFIX,
-    crc32,
-    iter_records,
-    record_length,
-)
+from .record import END_OF_BATCH, crc32, iter_records, length_before, placements_at, tag_at
 
 if TYPE_CHECKING:
     from .store import Store
@@ -73,21 +62,19 @@ def _scan(c: Chunk, local: int, limit: int, runs: Runs | None, only: set[int] | 
     res.batch_end = local
     batch_first_ts = 0
     tags: dict[bytes, int] = {}
-    placements_at, per_placement, iter_placements = PLACEMENTS_OFFSET, PLACEMENT_SIZE, PLACEMENT.iter_unpack
-    for off, length, ts, flags, n, il, tl, _ in iter_records(mm, p, H + limit):
+    version = c.version
+    for off, length, ts, flags, n, _, tl, _ in iter_records(mm, p, H + limit, version):
         if not res.pending:
             batch_first_ts = ts
         res.pending += 1
         if n and runs is not None:
-            first = off + placements_at
-            t = first + per_placement * n + il
-            tag = mm[t : t + tl] if tl else b""
+            tag = tag_at(mm, off, version) if tl else b""
             th = tags.get(tag)
             if th is None:
                 th = tags[tag] = (crc32(tag) or 1) if tag else 0
             second = length | (th << 32)
             p1 = base + off + 1 if moved is None else c.position_of(off - H) + 1
-            for q, o in iter_placements(mm[first:t - il]):
+            for q, o in placements_at(mm, off, version):
                 if only is None or q in only:
                     pending.append((q, o, p1, second))
         p = off + length
@@ -141,15 +128,7 @@ def _apply_runs(queues: dict[int, QueueIndex], runs: Runs, counted_below: dict[i
 
 def _checkpoint_tail_valid(c: Chunk, local: int) -> bool:
     """Whether a complete record ends exactly at data offset ``local`` (the checkpoint is sound)."""
-    if local == 0:
-        return True
-    if local < FRAME + HEADER_SIZE:
-        return False
-    plen = SUFFIX.unpack_from(c.mm, H + local - SUFFIX.size)[0]
-    start = local - plen - FRAME
-    if start < 0:
-        return False
-    return record_length(c.mm, H + start, H + local) == plen + FRAME
+    return local == 0 or length_before(c.mm, H, H + local, c.version) > 0
 
 
 def recover(store: Store) -> RecoveryReport:

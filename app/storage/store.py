@@ -28,6 +28,7 @@ from .gc import Collector
 from .model import (
     AppendedBatch,
     ChunkInfo,
+    ColumnPage,
     FsyncMode,
     GcReport,
     IndexEntry,
@@ -40,24 +41,31 @@ from .model import (
 )
 from .queue_index import ENTRY, QueueIndex
 from .record import (
-    CALLER_FLAGS,
+    FIELDS_AT,
     FRAME,
     HEAD,
-    PAYLOAD_OFFSET,
-    PLACEMENT_SIZE,
-    PLACEMENTS_OFFSET,
+    L_IDEM,
+    L_MULTI,
+    L_TAG,
+    L_WIDTHS,
+    PAYLOAD,
+    VERSION,
+    WIDTH,
     crc32,
     decode,
     encode_batch,
+    fields_at,
     iter_records,
     record_length,
     timestamp_at,
 )
+from .record import columns as record_columns
 
 log = logging.getLogger("chunkmq.storage")
 
-_head_from = HEAD.unpack_from  # prefix + payload header: one call per record on read
+_head_from = HEAD.unpack_from  # a short record's prefix, CRC and fixed header: one call per record on read
 _iter_entries = ENTRY.iter_unpack
+_ENTRY_DTYPE = [("p1", "<u8"), ("len", "<u4"), ("th", "<u4")]  # queue_index.ENTRY for numpy
 _tail_start_key = itemgetter(0)
 
 
@@ -267,7 +275,7 @@ class Store:
                     f"or chunk_size={self._size}"
                 )
             local = pos - active.base if active is not None else 0
-            if active is None or active.sealed or local + size > self._size:
+            if active is None or active.sealed or active.version != VERSION or local + size > self._size:
                 active = self._roll()
                 delta = active.base - pos
                 pos, local = active.base, 0
@@ -489,7 +497,8 @@ class Store:
         cached = False
         check = verify
         mark = 0
-        frame, payload, placements_at, per_placement = FRAME, PAYLOAD_OFFSET, PLACEMENTS_OFFSET, PLACEMENT_SIZE
+        version = VERSION
+        frame, payload, fields, width, rare = FRAME, PAYLOAD, FIELDS_AT, WIDTH, L_TAG | L_IDEM | L_MULTI
         try:
             for o, (p1, length, _th) in enumerate(_iter_entries(qi.raw(start, end - start)), start):
                 if not hi_lo < p1 <= hi:
@@ -505,18 +514,109 @@ class Store:
                     hi_lo = p1 - 1
                     delta -= 1
                     check = verify and not cached  # the tail cache holds the bytes we wrote
+                    version = cur.version if cur is not None and not cached else VERSION
                 off = p1 + delta
-                plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
-                if plen + frame != length or (check and crc32(src[off + payload : off + payload + plen]) != crc):  # type: ignore[index]
+                if version == VERSION:  # a short record without tag, key or several placements: inline
+                    b, crc, ts_lo, ts_hi, flags, layout = _head_from(src, off)  # type: ignore[call-overload]
+                    if b + frame == length and not layout & rare:
+                        e = off + payload + b
+                        if check and crc32(src[off + payload : e]) != crc:  # type: ignore[index]
+                            raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
+                                               position=p1 - 1)
+                        add((o, p1 - 1, ts_lo | ts_hi << 32, flags, b"", src[off + fields + width[layout & L_WIDTHS] : e]))  # type: ignore[index]
+                        continue
+                got = fields_at(src, off, length, check, version)  # type: ignore[arg-type]
+                if got is None:
                     raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
                                        position=p1 - 1)
-                d = off + placements_at + per_placement * n + il
-                add((o, p1 - 1, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"", src[d + tl : d + tl + dl]))  # type: ignore[index]
+                add((o, p1 - 1, *got))
         except ValueError:
             pass  # a chunk closed under us by retention: what was read so far stands
         if cur is not None:
             self._count(cur, cached, len(out) - mark)
         return out
+
+    def read_columns(self, queue_id: int, offset: int, max_count: int) -> ColumnPage:
+        """Messages at offsets >= max(offset, first_offset), up to max_count, as columns (ColumnPage):
+        what read() returns, without a Python object per message. The records are copied out of
+        the log one span per chunk and parsed with numpy (record.columns); records of format-1 chunks
+        are decoded one by one and appended to the buffer."""
+        import numpy as np
+
+        self._check_open()
+        qi = self._queue(queue_id)
+        start = max(offset, qi.first)
+        end = min(qi.next, start + max(max_count, 0))
+        entries = np.frombuffer(qi.raw(start, end - start) if start < end else b"", _ENTRY_DTYPE)
+        offsets = np.flatnonzero(entries["p1"]) + start
+        entries = entries[entries["p1"] != 0]  # holes: data lost to a quarantine
+        positions = entries["p1"].astype(np.int64) - 1
+        lengths = entries["len"].astype(np.int64)
+        parts: list[bytes] = []
+        used = 0
+        starts = np.full(len(positions), -1, np.int64)  # -1: gone (chunk deleted), dropped below
+        verify = np.zeros(len(positions), bool)  # the tail cache holds the bytes we wrote: no CRC check
+        old: list[tuple[int, tuple[int, int, bytes, bytes]]] = []  # rows of format-1 chunks
+        i = 0
+        try:
+            while i < len(positions):
+                pos = int(positions[i])
+                src, delta, hi, c, cached = self._locate(pos)
+                j = int(np.searchsorted(positions, hi, "left")) if src is not None else \
+                    int(np.searchsorted(positions, pos - pos % self._size + self._size, "left"))
+                j = max(j, i + 1)
+                if src is None:
+                    i = j
+                    continue
+                if c is not None and not cached and c.version != VERSION:
+                    for k in range(i, j):
+                        got = fields_at(src, int(positions[k]) + delta, int(lengths[k]), self.options.verify_reads, c.version)  # type: ignore[arg-type]
+                        if got is None:
+                            raise CorruptChunk(f"record at {positions[k]} fails validation", chunk=c.number,
+                                               position=int(positions[k]))
+                        old.append((k, got))
+                    i = j
+                    continue
+                lo = pos + delta
+                top = int(positions[j - 1] + lengths[j - 1]) + delta
+                need = int(lengths[i:j].sum())
+                if top - lo <= 4 * need + (1 << 20):  # one copy of the span, other queues' records and all
+                    parts.append(src[lo:top])  # type: ignore[index]
+                    starts[i:j] = positions[i:j] - pos + used
+                    used += top - lo
+                else:  # a sparse queue: each record on its own
+                    ends = np.cumsum(lengths[i:j])
+                    parts.append(b"".join([src[a + delta : a + delta + m]  # type: ignore[index]
+                                           for a, m in zip(positions[i:j].tolist(), lengths[i:j].tolist(), strict=True)]))
+                    starts[i:j] = ends - lengths[i:j] + used
+                    used += need
+                verify[i:j] = self.options.verify_reads and not cached
+                if c is not None:
+                    self._count(c, cached, j - i)
+                i = j
+        except ValueError:  # a chunk closed under us by retention: what was read so far stands
+            starts[i:] = -1
+            if i < len(offsets):
+                end = int(offsets[i])
+        buf = b"".join(parts)
+        ts, flags, tag_start, tag_len, data_start, data_len, ok = record_columns(
+            buf, starts, lengths, verify)
+        ok &= starts >= 0
+        for k, (t, f, tag, data) in old:  # format-1 rows: their fields appended to the buffer
+            ts[k], flags[k], tag_start[k], tag_len[k] = t, f, used, len(tag)
+            data_start[k], data_len[k] = used + len(tag), len(data)
+            parts.append(tag + data)
+            used += len(tag) + len(data)
+            ok[k] = True
+        if old:
+            buf = b"".join(parts)
+        bad = np.flatnonzero(~ok & (starts >= 0))
+        if len(bad):
+            pos = int(positions[bad[0]])
+            raise CorruptChunk(f"record at {pos} fails validation", chunk=pos // self._size, position=pos)
+        keep = ok
+        return ColumnPage(offsets[keep], positions[keep], ts[keep], flags[keep], tag_start[keep], tag_len[keep],
+                          data_start[keep], data_len[keep], buf, end if start < end else max(start, min(offset, qi.next)))
 
     @staticmethod
     def _count(c: Chunk, cached: bool, n: int) -> None:
@@ -547,16 +647,16 @@ class Store:
                 src, delta, _, c, cached = self._locate(pos)
                 if src is None:
                     continue
-                off = pos + delta
-                plen, crc, ts, flags, n, il, tl, dl = _head_from(src, off)  # type: ignore[call-overload]
-                if plen + FRAME != length or (verify and crc32(src[off + PAYLOAD_OFFSET : off + PAYLOAD_OFFSET + plen]) != crc):  # type: ignore[index]
+                got = fields_at(src, pos + delta, length, verify and not cached,  # type: ignore[arg-type]
+                                c.version if c is not None and not cached else VERSION)
+                if got is None:
                     raise CorruptChunk(f"record at {pos} fails validation", chunk=pos // self._size, position=pos)
-                if max_bytes is not None and out and used + dl > max_bytes:
+                ts, flags, tag, data = got
+                if max_bytes is not None and out and used + len(data) > max_bytes:
                     o -= 1
                     break
-                used += dl
-                d = off + PLACEMENTS_OFFSET + PLACEMENT_SIZE * n + il
-                out.append((o, pos, ts, flags & CALLER_FLAGS, src[d : d + tl] if tl else b"", src[d + tl : d + tl + dl]))  # type: ignore[index]
+                used += len(data)
+                out.append((o, pos, ts, flags, tag, data))
                 if c is not None:
                     self._count(c, cached, 1)
                 if len(out) >= max_count:
@@ -583,11 +683,11 @@ class Store:
         if local < 0:
             raise KeyError(position)
         try:
-            n = record_length(c.mm, CHUNK_HEADER + local, CHUNK_HEADER + c.data_bytes)
+            n = record_length(c.mm, CHUNK_HEADER + local, CHUNK_HEADER + c.data_bytes, c.version)
             if not n:
                 raise KeyError(position)
             c.reads_disk += 1
-            return decode(c.mm, CHUNK_HEADER + local, position)
+            return decode(c.mm, CHUNK_HEADER + local, position, c.version)
         except ValueError as exc:  # closed by retention
             raise KeyError(position) from exc
 
@@ -602,7 +702,7 @@ class Store:
         if local < 0:
             return None
         try:
-            return timestamp_at(c.mm, CHUNK_HEADER + local)
+            return timestamp_at(c.mm, CHUNK_HEADER + local, c.version)
         except ValueError:
             return None
 
@@ -639,8 +739,8 @@ class Store:
                 p = CHUNK_HEADER + (c.moved_offsets[i] if i < len(c.moved_offsets) else c.data_bytes)  # type: ignore[arg-type]
             limit = CHUNK_HEADER + min(c.data_bytes, end - c.base)
             try:
-                for off, n, *_ in iter_records(c.mm, p, limit):
-                    yield decode(c.mm, off, c.position_of(off - CHUNK_HEADER))
+                for off, n, *_ in iter_records(c.mm, p, limit, c.version):
+                    yield decode(c.mm, off, c.position_of(off - CHUNK_HEADER), c.version)
                     p = off + n
                 if p < limit:
                     log.error("chunk %d: invalid record at data offset %d; rest of the chunk skipped",

@@ -65,6 +65,9 @@ def test_chunks_go_once_every_group_has_passed_them(fast_retention: ServerProces
         assert overview["totals"]["disk_used_bytes"] < used
 
 
+ROUNDS = 20  # enough 100-byte events to fill at least 3 chunks
+
+
 def test_the_collector_rewrites_chunks_a_slow_queue_pins(fast_retention: ServerProcess) -> None:
     """The issue-16 scenario, small: events is consumed, audit keeps one message in 20; the pinned
     chunks are rewritten into one file, and audit's messages keep their offsets and ids."""
@@ -73,21 +76,21 @@ def test_the_collector_rewrites_chunks_a_slow_queue_pins(fast_retention: ServerP
         queue(api, "audit")
         ok(api.put("/api/v1/queues/events/groups/g", json={}), 201)
         ids = []
-        for i in range(12):
+        for i in range(ROUNDS):
             events = [{"body": "e" * 100, "routing_key": "events"} for _ in range(19)]
             result = publish(api, "amq.default", *events, {"body": f"audit-{i}", "routing_key": "audit"})
             ids.append(result["results"][-1]["id"])
         before = ok(api.get("/api/v1/storage/chunks"))
         sealed = [c for c in before if c["state"] == "sealed"]
         assert len(sealed) >= 3 and all(c["live_share"] > 0.5 and not c["rewritten"] for c in sealed)
-        ok(api.post("/api/v1/queues/events/groups/g/seek", json={"offset": 12 * 19}))  # events consumed
+        ok(api.post("/api/v1/queues/events/groups/g/seek", json={"offset": ROUNDS * 19}))  # events consumed
         assert wait_until(lambda: any(c["rewritten"] for c in ok(api.get("/api/v1/storage/chunks"))))
         after = ok(api.get("/api/v1/storage/chunks"))
         rewritten = [c for c in after if c["rewritten"]]
         assert len(rewritten) == 1 and rewritten[0]["last"] >= sealed[-1]["number"]
         assert rewritten[0]["file_bytes"] < 16384 and rewritten[0]["live_bytes"] <= rewritten[0]["data_bytes"]
-        assert [m["body"] for m in browse(api, "audit")] == [f"audit-{i}" for i in range(12)]
-        assert [m["offset"] for m in browse(api, "audit")] == list(range(12))
+        assert [m["body"] for m in browse(api, "audit")] == [f"audit-{i}" for i in range(ROUNDS)]
+        assert [m["offset"] for m in browse(api, "audit")] == list(range(ROUNDS))
         for i, id_ in enumerate(ids):
             assert ok(api.get(f"/api/v1/messages/{id_}"))["body"] == f"audit-{i}"
 

@@ -27,12 +27,13 @@ def _stored(messages: list[dict[str, object]], exchange: str = "ex") -> list[tup
     for i in range(len(messages)):
         out = batch.full.get(i)
         data, flags = (out.data, out.flags) if out else (batch.blobs[i], 0)
-        rows.append((i + 5, 4096 * i + 255, 1_732_150_000_123 + i, flags, b"", data))
+        tag = out.tag.encode() if out and out.tag else b""
+        rows.append((i + 5, 4096 * i + 255, 1_732_150_000_123 + i, flags, tag, data))
     return rows
 
 
 def _expected(row: tuple[int, int, int, int, bytes, bytes]) -> dict[str, object]:
-    m = decode_data(row[5])
+    m = decode_data(row[5], row[4])
     body = binascii.a2b_base64(m["body_base64"]) if row[3] & FLAG_BINARY else m["body"].encode()
     return {"offset": row[0], "id": f"{row[1]:016x}", "exchange": m["exchange"], "routing_key": m["routing_key"],
             "tag": m["tag"], "headers": sorted((m["headers"] or {}).items()), "body": body}
@@ -49,6 +50,15 @@ def test_vector_decoder_matches_orjson(messages: list[dict[str, object]]) -> Non
         out = {k: v for k, v in out.items() if k not in ("queue", "timestamp")}
         out["headers"] = sorted(out["headers"])
         assert out == _expected(row)
+
+
+def test_blobs_of_the_older_layout_are_decoded_too() -> None:
+    """Records of format-1 stores hold the JSON members themselves (message.py)."""
+    old = b'"exchange":"ex","routing_key":"k\\"q","headers":{"h":"v"},"tag":"t","body":"caf\xc3\xa9"'
+    stored = [*_stored([{"body": "new", "routing_key": "k"}]), (9, 512, 1_732_150_000_000, 0, b"t", old)]
+    got = arrow.record_batch("q", stored, arrow.schema()).to_pylist()
+    assert [(r["exchange"], r["routing_key"], r["tag"], r["headers"], r["body"]) for r in got] == [
+        ("ex", "k", None, [], b"new"), ("ex", 'k"q', "t", [("h", "v")], "café".encode())]
 
 
 def test_ipc_stream_round_trip_and_empty_page() -> None:

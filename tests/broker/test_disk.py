@@ -43,7 +43,8 @@ def metric(api: httpx.Client, name: str, **labels: str) -> float | None:
 
 
 def batch(start: int, n: int = 100) -> dict[str, object]:
-    return {"messages": [{"body": f"m{i:06d}-" + "x" * 80} for i in range(start, start + n)]}
+    # messages of about 160 bytes on disk: the budget is reached after 10,000 or so of them
+    return {"messages": [{"body": f"m{i:06d}-" + "x" * 128} for i in range(start, start + n)]}
 
 
 def test_at_the_budget_publishes_get_507_and_nothing_unconsumed_is_deleted(tmp_path: Path) -> None:
@@ -67,7 +68,7 @@ def test_at_the_budget_publishes_get_507_and_nothing_unconsumed_is_deleted(tmp_p
             # every message that got 200 is there, in order; nothing was dropped or missed
             got = [m["body"] for o in range(0, accepted, 1000) for m in ok(
                 api.get("/api/v1/queues/q/messages", params={"offset": o, "limit": 1000}))["messages"]]
-            assert got == [f"m{i:06d}-" + "x" * 80 for i in range(accepted)]
+            assert got == [f"m{i:06d}-" + "x" * 128 for i in range(accepted)]
             info = ok(api.get("/api/v1/queues/q"))
             assert info["first_offset"] == 0 and info["messages_dropped"] == 0
             assert ok(api.get("/api/v1/queues/q/groups/g"))["missed"] == 0

@@ -16,7 +16,7 @@ from tests.server import ServerProcess
 
 
 def test_inspect_a_stopped_broker(spark: Any, tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_CHUNK_SIZE="65536").start()
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_CHUNK_SIZE="32768").start()
     try:
         with httpx.Client(base_url=server.url) as api:
             api.put("/api/v1/queues/q").raise_for_status()

@@ -47,7 +47,8 @@ def _sealed_file_bytes(store: Store) -> int:
 
 
 def _check_audit(store: Store, audit: list[tuple[int, int, bytes]]) -> None:
-    got = [(o, p, d) for o, p, _, _, _, d in store.read(AUDIT, 0, 10_000)]
+    # from the first expected offset: retention keeps whole chunks, so a floor may leave a few below it
+    got = [(o, p, d) for o, p, _, _, _, d in store.read(AUDIT, audit[0][0] if audit else 0, 10_000)]
     assert got == audit  # same offsets, same positions (the message ids), same bytes, CRCs checked
     for _, pos, data in audit:
         assert store.read_at(pos).data == data

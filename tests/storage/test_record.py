@@ -6,25 +6,25 @@ from hypothesis import strategies as st
 
 from app.storage import MessageTooLarge, NewMessage, tag_hash
 from app.storage.record import (
-    DATA_LEN_OFFSET,
-    END_OF_BATCH,
-    FLAGS_OFFSET,
-    FLAGS_SIZE,
+    FIELDS_AT,
     FRAME,
     HEAD,
-    HEADER,
     HEADER_SIZE,
-    PAYLOAD_OFFSET,
-    PLACEMENT,
-    PLACEMENT_SIZE,
-    PLACEMENTS_OFFSET,
-    RECORD_OVERHEAD,
+    L_END,
+    LONG_FRAME,
+    PAYLOAD,
+    declared_length,
     decode,
     encode_batch,
     iter_records,
+    length_before,
+    placements_at,
     record_length,
     record_size,
+    timestamp_at,
 )
+
+LAYOUT_AT = PAYLOAD + 7  # a short record's layout byte
 
 
 def _encode(batch: list[NewMessage], position: int = 0) -> tuple[bytes, list]:
@@ -57,10 +57,9 @@ def test_round_trip_all_fields() -> None:
 
 def test_end_of_batch_only_on_last_record() -> None:
     buf, _ = _encode([NewMessage(b"a", [1]), NewMessage(b"b", [1])])
-    first_flags = int.from_bytes(buf[FLAGS_OFFSET : FLAGS_OFFSET + FLAGS_SIZE], "little")
-    assert not first_flags & END_OF_BATCH
+    assert not buf[LAYOUT_AT] & L_END
     second = record_length(buf, 0, len(buf))
-    assert int.from_bytes(buf[second + FLAGS_OFFSET : second + FLAGS_OFFSET + FLAGS_SIZE], "little") & END_OF_BATCH
+    assert buf[second + LAYOUT_AT] & L_END
 
 
 def test_every_single_bit_flip_is_detected() -> None:
@@ -97,19 +96,43 @@ def test_tag_hash() -> None:
 @given(data=st.binary(max_size=300), tag=st.binary(max_size=40), key=st.binary(max_size=40),
        queues=st.lists(st.integers(1, 2), max_size=4))
 def test_record_size_is_the_encoded_size(data: bytes, tag: bytes, key: bytes, queues: list[int]) -> None:
-    """record_size, which publish limits are checked with, is exactly what the encoder writes and
-    what the index entry (and so the queue's byte count) records."""
-    buf, _, entries = encode_batch([NewMessage(data, queues, tag, key)], 0, 0, {1: 0, 2: 0}, 1 << 20, {})
-    size = record_size(len(data), len(queues), len(key), len(tag))
-    assert len(buf) == size == record_length(buf, 0, len(buf))
+    """record_size, which publish limits are checked with, bounds what the encoder writes; the index
+    entry (and so the queue's byte count) records the exact size."""
+    buf, _, entries = encode_batch([NewMessage(data, queues, tag, key)], 0, 0, {1: 0, 2: 70000}, 1 << 20, {})
+    size = len(buf)
+    assert size == record_length(buf, 0, len(buf)) <= record_size(len(data), len(queues), len(key), len(tag))
     for flat in entries.values():
         assert all(length & 0xFFFFFFFF == size for length in flat[1::2])
 
 
 def test_layout_constants_follow_each_other() -> None:
-    assert (PAYLOAD_OFFSET, FLAGS_OFFSET, DATA_LEN_OFFSET, PLACEMENTS_OFFSET) == (8, 16, 24, 28)
-    assert (HEADER_SIZE, FRAME, RECORD_OVERHEAD) == (20, 12, 32)
-    assert HEAD.size == PLACEMENTS_OFFSET and HEADER.size == HEADER_SIZE and PLACEMENT.size == PLACEMENT_SIZE
+    assert (PAYLOAD, HEADER_SIZE, FIELDS_AT, FRAME, LONG_FRAME) == (5, 8, 13, 6, 14)
+    assert HEAD.size == PAYLOAD + HEADER_SIZE == FIELDS_AT
+
+
+@pytest.mark.parametrize(("queue", "offset", "size"), [(1, 0, 117), (1, 65535, 117), (300, 65536, 119),
+                                                       (70000, 1 << 24, 122), (1, 1 << 32, 123)])
+def test_a_100_byte_record_takes_its_data_plus_17_to_23_bytes(queue: int, offset: int, size: int) -> None:
+    """Format 2 writes the placement in the fewest bytes that hold it (format 1: 144 bytes for all)."""
+    buf, _, _ = encode_batch([NewMessage(b"x" * 100, [queue])], 1, 0, {queue: offset}, 1 << 20, {})
+    assert len(buf) == size
+    assert placements_at(buf, 0) == [(queue, offset)]
+
+
+def test_long_records_and_reading_backwards() -> None:
+    """Payloads of 255 bytes and more take the 5-byte prefix and suffix; the suffix reads backwards."""
+    batch = [NewMessage(b"a" * 200, [1]), NewMessage(b"b" * 247, [1]), NewMessage(b"c" * 5000, [2], tag=b"t"),
+             NewMessage(b"d", [1])]
+    buf, _ = _encode(batch)
+    heads = list(iter_records(buf, 0, len(buf)))
+    assert [h[1] for h in heads] == [6 + 8 + 3 + 200, 14 + 8 + 3 + 247, 14 + 8 + 2 + 3 + 1 + 5000, 6 + 8 + 3 + 1]
+    assert [decode(buf, h[0], 0).data for h in heads] == [m.data for m in batch]
+    assert all(timestamp_at(buf, h[0]) == 1234 for h in heads)
+    for h in heads:
+        assert declared_length(buf, h[0], len(buf)) == h[1]
+        assert length_before(buf, 0, h[0] + h[1]) == h[1]
+        assert length_before(buf, 0, h[0] + h[1] - 1) == 0  # not a record boundary
+    assert declared_length(bytes(16), 0, 16) == 0
 
 
 def test_iter_records_stops_at_the_first_invalid_record() -> None:
@@ -119,6 +142,6 @@ def test_iter_records_stops_at_the_first_invalid_record() -> None:
     assert sum(h[1] for h in heads) == len(buf)
     assert [h[7] for h in heads] == [1, 2, 3]  # data_len
     bad = bytearray(buf)
-    bad[heads[1][0] + PLACEMENTS_OFFSET] ^= 1  # a placement byte of the second record: CRC mismatch
+    bad[heads[1][0] + FIELDS_AT] ^= 1  # a placement byte of the second record: CRC mismatch
     assert [h[0] for h in iter_records(bytes(bad), 0, len(bad))] == [0]
     assert list(iter_records(buf, 0, heads[2][0] + 3)) == heads[:2]  # the third is cut by the limit

@@ -9,12 +9,12 @@ import pytest
 
 from app.storage import CorruptChunk, NewMessage, Store, StoredMessage, tag_hash
 from app.storage.chunk import HEADER_SIZE
-from app.storage.record import PLACEMENT_SIZE, PLACEMENTS_OFFSET
+from app.storage.record import FIELDS_AT
 from tests.storage.conftest import SMALL, crash_image, msgs
 
 Opener = Callable[..., Store]
 
-DATA_AT = PLACEMENTS_OFFSET + PLACEMENT_SIZE  # a record's data, with one placement, no tag, no key
+DATA_AT = FIELDS_AT + 3  # a record's data, with one placement (queue id < 256, offset < 65536), no tag, no key
 
 
 def chunk_file(root: Path, number: int) -> Path:
@@ -123,7 +123,7 @@ def test_index_rebuild_after_deleting_or_truncating_index_files(open_store: Open
 
 def test_bad_header_quarantines_that_chunk_only(open_store: Opener, tmp_path: Path) -> None:
     s = open_store()
-    fill(s, 200)
+    fill(s, 300)
     assert len(s.chunks()) >= 3
     s.close()
     with open(chunk_file(tmp_path / "store", 1), "r+b") as f:
@@ -133,7 +133,7 @@ def test_bad_header_quarantines_that_chunk_only(open_store: Opener, tmp_path: Pa
     assert (tmp_path / "store" / "log" / f"{1:020d}.chunk.bad").exists()
     got = r.read(1, 0, 10_000)
     assert got and all(position // SMALL.chunk_size != 1 for _, position, *_ in got)
-    assert got[-1][-1] == b"b198-2"  # everything after the bad chunk is still readable
+    assert got[-1][-1] == b"b298-2"  # everything after the bad chunk is still readable
     r.append(msgs(1, 1))
 
 
@@ -178,7 +178,7 @@ def test_stale_index_entries_beyond_the_log_are_zeroed(open_store: Opener, tmp_p
 
 def test_recovery_scans_only_the_tail(open_store: Opener, tmp_path: Path) -> None:
     s = open_store()
-    fill(s, 100)
+    fill(s, 150)
     s.flush()
     fill(s, 2)
     img = crash_image(tmp_path / "store", tmp_path / "img")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +18,11 @@ from app.storage import (
     StoreClosed,
     StoreOptions,
     UnknownQueue,
+    reader,
     tag_hash,
 )
 from app.storage.chunk import HEADER_SIZE
-from app.storage.record import PLACEMENT_SIZE, PLACEMENTS_OFFSET
+from app.storage.record import FIELDS_AT
 from tests.storage.conftest import SMALL, msgs
 
 Opener = Callable[..., Store]
@@ -78,8 +80,9 @@ def test_chunk_roll_over_at_the_boundary(open_store: Opener) -> None:
     s = open_store()
     s.create_queue(1)
     data_size = SMALL.chunk_size
-    # one record is 12 framing + 32 header/placement + data bytes; fill chunk 0 exactly
-    record = 12 + 32
+    # one record is 14 framing (long) + 8 header + 3 placement (queue id < 256, offset < 65536) + data bytes;
+    # fill chunk 0 exactly
+    record = 14 + 8 + 3
     quarter = data_size // 4 - record
     filled = [s.append([NewMessage(bytes([65 + i]) * quarter, [1])])[0] for i in range(4)]
     assert [a.position for a in filled] == [i * data_size // 4 for i in range(4)]
@@ -88,12 +91,12 @@ def test_chunk_roll_over_at_the_boundary(open_store: Opener) -> None:
     assert third[0].position == data_size  # chunk 1, data offset 0
     info = s.chunks()
     assert [(c.number, c.state, c.data_bytes) for c in info] == [
-        (0, "sealed", data_size), (1, "active", record + 1)]
+        (0, "sealed", data_size), (1, "active", 6 + 8 + 3 + 1)]  # a short record
     # a batch that does not fit the rest goes whole into the next chunk
-    fits = s.append(msgs(1, 60, prefix="b" * 40))
+    fits = s.append(msgs(1, 60, prefix="b" * 70))
     assert {a.position // data_size for a in fits} == {1}
     end_of_1 = s.end_position - data_size
-    big = s.append(msgs(1, 60, prefix="c" * 40))
+    big = s.append(msgs(1, 60, prefix="c" * 70))
     assert {a.position // data_size for a in big} == {2}
     assert big[0].position == 2 * data_size
     assert [(c.number, c.state, c.data_bytes) for c in s.chunks()][1] == (1, "sealed", end_of_1)
@@ -208,7 +211,7 @@ def test_statistics(open_store: Opener) -> None:
     s = open_store()
     s.create_queue(1)
     for _ in range(40):
-        s.append(msgs(1, 5, prefix="x" * 30))
+        s.append(msgs(1, 5, prefix="x" * 58))  # records of about 77 bytes
     s.read(1, 0, 1000)  # from the chunk files
     s.read(1, 195, 5)  # a tail reader: from the cache of recent batches
     info = s.chunks()
@@ -269,7 +272,7 @@ def test_corrupt_record_is_reported_on_read(open_store: Opener, tmp_path: Path) 
     s.close()
     path = tmp_path / "store" / "log" / f"{0:020d}.chunk"
     raw = bytearray(path.read_bytes())
-    raw[HEADER_SIZE + PLACEMENTS_OFFSET + PLACEMENT_SIZE] ^= 0x01  # inside the first record's data
+    raw[HEADER_SIZE + FIELDS_AT + 3] ^= 0x01  # inside the first record's data
     path.write_bytes(bytes(raw))
     (tmp_path / "store" / "checkpoint").unlink()
     s2 = open_store()
@@ -277,3 +280,35 @@ def test_corrupt_record_is_reported_on_read(open_store: Opener, tmp_path: Path) 
     assert s2.recovery.bytes_truncated > 0
     assert list((tmp_path / "store" / "log").glob("*.tail.bad"))
     assert s2.next_offset(1) == 0
+
+
+FORMAT1 = Path(__file__).parent.parent / "fixtures" / "format1" / "broker_dir" / "store"
+
+
+def test_a_store_written_in_record_format_1_stays_readable(tmp_path: Path) -> None:
+    """tests/fixtures/format1: chunks of version 1 are read (every CRC checked) and never appended to;
+    new records go to a new chunk of format 2, and both read back in one call."""
+    copy = shutil.copytree(FORMAT1, tmp_path / "store")
+    options = StoreOptions(chunk_size=8192, index_chunk_entries=64, fsync=FsyncMode.NEVER)
+    with Store.open(copy, options) as s:
+        assert s.recovery.bytes_truncated == 0 and not s.recovery.quarantined
+        assert [c.number for c in s.chunks()] == [0, 1, 2, 3]
+        plain = s.read(1, 0, 1000)
+        assert [o for o, *_ in plain] == list(range(100))
+        assert all(data.startswith(b'"exchange":""') and b"plain message %03d" % o in data for o, *_, data in plain)
+        assert [len(s.read(q, 0, 1000)) for q in (2, 3)] == [6, 6]
+        tagged = s.read_matching(2, 0, 10, frozenset({tag_hash(b"created")}))[0]
+        assert [(o, tag) for o, _, _, _, tag, _ in tagged] == [(1, b"created")]
+        records = list(s.scan())
+        assert len(records) == 106 and sum(len(r.placements) for r in records) == 112
+        assert [r.idempotency_key for r in records if r.idempotency_key] == [b"x/fan/key-1"]
+        last = s.end_position
+        appended = s.append([NewMessage(b"new", [1])])[0]
+        assert appended.position == 4 * 8192 and appended.offsets == [(1, 100)]  # chunk 3 (format 1) was sealed
+        assert s.read_at(records[0].position).data == records[0].data
+    with Store.open(copy, options) as s:
+        got = s.read(1, 99, 10)
+        assert [(o, data[-3:]) for o, *_, data in got] == [(99, b'xx"'), (100, b"new")]
+        assert s.chunks()[3].data_bytes == last - 3 * 8192
+        assert {c.number: c.path.exists() for c in s.chunks()} == {0: True, 1: True, 2: True, 3: True, 4: True}
+        assert sum(1 for _ in reader.read_chunk(s.chunks()[0].path)) > 0
