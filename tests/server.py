@@ -41,7 +41,7 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
+    def start(self, timeout: float = 60.0) -> ServerProcess:
         """Start and wait for /healthz. The free port can be taken before the server binds it (tests
         run in parallel, and every client connection takes an ephemeral port): then another one."""
         for _ in range(BIND_ATTEMPTS - 1):
