@@ -9,8 +9,46 @@ import pytest
 
 from tests.mailbox import Mailbox
 from tests.server import ServerProcess
+from tests.spark import SPARK_TEST_CONF
 
 _names = itertools.count()
+
+# Spark tests share one session (one JVM per worker that runs any): one group for all of them.
+SPARK = ("tests/spark/", "tests/bench/test_spark.py")
+# The groups that take longest (seconds on an idle two-core machine, `pytest --durations`).
+SLOW_GROUPS = (
+    "spark",
+    "tests/api/test_schemathesis.py",
+    "tests/storage/test_crash.py",
+    "tests/broker/test_power_cut.py",
+    "tests/bench/test_peers.py",
+    "tests/web/test_browser.py",
+)
+
+
+def group_of(nodeid: str) -> str:
+    """A test's group: its module (so a module-scoped server starts once), or "spark"."""
+    path = nodeid.split("::", 1)[0]
+    return "spark" if path.startswith(SPARK) else path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest groups first (a stable sort: a group's tests keep their order), so that no long
+    one is left for the end of a parallel run while the other worker idles."""
+    rank = {group: i for i, group in enumerate(SLOW_GROUPS)}
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test` runs on two pytest-xdist workers (addopts in pyproject.toml), which take one
+    group at a time, in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log)
 
 
 @pytest.fixture
@@ -33,7 +71,8 @@ def spark() -> Iterator[Any]:
     two cores, few shuffle partitions."""
     from app.spark.session import session
 
-    s = session("local[2]", "chunkmq-tests", **{"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", **SPARK_TEST_CONF}
+    s = session("local[2]", "chunkmq-tests", **conf)
     yield s
     s.stop()
 

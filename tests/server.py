@@ -11,12 +11,20 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+BIND_ATTEMPTS = 5
+
+
+class PortTaken(Exception):
+    """The server could not bind its port: someone took it after free_port() chose it."""
 
 
 class ServerProcess:
@@ -33,8 +41,19 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        """Start and wait for /healthz. The free port can be taken before the server binds it (tests
+        run in parallel, and every client connection takes an ephemeral port): then another one."""
+        for _ in range(BIND_ATTEMPTS - 1):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                self.port = free_port()
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        logged = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port),
@@ -45,15 +64,27 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+                code, self.proc = self.proc.returncode, None
+                if b"address already in use" in self.log_path.read_bytes()[logged:]:
+                    raise PortTaken(self.port)
+                raise RuntimeError(f"server exited with {code}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                # Ours only when this process listens there: another test's server may answer first.
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200 and self._listening():
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
         self.kill()  # not left running behind the failed test
         raise RuntimeError(f"server did not start in {timeout}s:\n{self.log()}")
+
+    def _listening(self) -> bool:
+        assert self.proc is not None
+        try:
+            connections = psutil.Process(self.proc.pid).net_connections("tcp")
+        except psutil.NoSuchProcess:
+            return False  # exited: the next poll() says why
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == self.port for c in connections)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -114,22 +114,31 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def test_a_thousand_idle_long_polls_cost_no_cpu(server: ServerProcess) -> None:
+    """The server's own CPU time, measured once every poll waits: other work on the machine (tests
+    run in parallel) slows the arrival of the polls, not what an idle wait costs."""
     httpx.put(f"{server.url}/api/v1/queues/idle", json={}).raise_for_status()
+    wait_ms = 12_000  # long enough for a thousand polls to arrive on a busy machine, then 2 s idle
 
     async def main() -> list[int]:
         limits = httpx.Limits(max_connections=1100, max_keepalive_connections=1100)
         async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=limits) as client:
             async def poll(i: int) -> int:
                 response = await client.post("/api/v1/queues/idle/groups/g/pull",
-                                             json={"wait_ms": 6000, "consumer": f"c{i}"})
+                                             json={"wait_ms": wait_ms, "consumer": f"c{i}"})
                 return len(response.json()["messages"])
 
+            sent = time.monotonic()
             polls = [asyncio.create_task(poll(i)) for i in range(1000)]
-            await asyncio.sleep(3.0)  # let every request arrive and settle into its wait
+            # A pull joins the group's consumers and starts its wait in one step (no await between).
+            while len((await client.get("/api/v1/queues/idle/groups/g")).json().get("consumers", ())) < 1000:
+                assert time.monotonic() - sent < wait_ms / 1000 - 3, "the polls did not all arrive"
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.2)  # the last GET's own work is done
             assert server.proc is not None
             before = _cpu_seconds(server.proc.pid)
             await asyncio.sleep(2.0)
             idle_cpu = _cpu_seconds(server.proc.pid) - before
+            assert time.monotonic() - sent < wait_ms / 1000, "the polls timed out while measured"
             assert idle_cpu < 0.2, f"1,000 idle long polls used {idle_cpu:.2f} s of CPU in 2 s"
             await client.post("/api/v1/queues/idle/publish", json={"messages": [{"body": "one"}]})
             return await asyncio.gather(*polls)

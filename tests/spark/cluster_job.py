@@ -13,8 +13,9 @@ import sys
 def main() -> None:
     url, queue, exchange, checkpoint, master, pids_file = sys.argv[1:7]
     from app.spark.session import session
+    from tests.spark import SPARK_TEST_CONF
 
-    spark = session(master, "chunkmq-cluster-test")
+    spark = session(master, "chunkmq-cluster-test", **SPARK_TEST_CONF)
     pids = spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getpid()).distinct().collect()
     with open(pids_file, "w") as f:
         f.write(" ".join(map(str, [os.getpid(), *pids])))
