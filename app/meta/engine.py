@@ -23,6 +23,10 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA journal_size_limit=1048576")
         # SQLite enforces foreign keys (and so ON DELETE CASCADE) only when asked, per connection.
         cursor.execute("PRAGMA foreign_keys=ON")
+        # A writer waits up to 30 s for another's transaction (sqlite3's default is 5 s): on a busy
+        # disk a group-commit round and an admin call can hold the lock longer, and waiting beats
+        # answering "database is locked".
+        cursor.execute("PRAGMA busy_timeout=30000")
     finally:
         cursor.close()
     # The sqlite3 module would BEGIN only before the first INSERT/UPDATE/DELETE, leaving the reads
