@@ -12,7 +12,7 @@ from app import metrics
 from app.broker.base import BrokerBase, now_ms
 from app.broker.dedup import key_scope
 from app.broker.errors import InvalidInput, PreconditionFailed, QueueFull, StorageFull, TooLarge, Unroutable
-from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch
+from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch, parse_binary_batch
 from app.broker.names import DEFAULT_EXCHANGE
 from app.broker.queue import Overflow, Queue
 from app.broker.routing import Exchange
@@ -62,10 +62,12 @@ class Publishing(BrokerBase):
     def _publish_now(
         self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None
     ) -> tuple[bytes, int | None]:
-        """The synchronous part of a publish: validate, route, check limits, append."""
-        if type(raw) is not list or not raw:
+        """The synchronous part of a publish: validate, route, check limits, append. `raw` is the
+        list of message objects of a JSON body, or a binary batch body (bytes)."""
+        binary = type(raw) is bytes
+        if not binary and (type(raw) is not list or not raw):
             raise InvalidInput("messages must be a non-empty array")
-        if len(raw) > self.settings.max_batch_messages:
+        if not binary and len(raw) > self.settings.max_batch_messages:
             raise TooLarge(
                 f"a batch holds at most {self.settings.max_batch_messages} messages", code="batch_too_large"
             )
@@ -81,7 +83,10 @@ class Publishing(BrokerBase):
         now = now_ms()
         # Keys are scoped to the target: the same key on another exchange or queue is another message.
         scope = key_scope("q", queue_name) if queue_name is not None else key_scope("x", exchange.name)
-        batch = parse_batch(raw, exchange.name, self.message_limits)
+        if binary:
+            batch = parse_binary_batch(raw, exchange.name, self.message_limits, self.settings.max_batch_messages)
+        else:
+            batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
         messages: list[NewMessage] = []
         add_message = messages.append
@@ -148,7 +153,7 @@ class Publishing(BrokerBase):
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += count
                 added[1] += size
-        exchange.messages_in += len(raw)
+        exchange.messages_in += len(slots)
         if unroutable:
             exchange.messages_unroutable += unroutable
             if mandatory:
