@@ -97,7 +97,7 @@ class Consuming(BrokerBase):
     ) -> bytes:
         """Deliver up to max_messages; waits up to wait_ms for a publish (or a redelivery) when
         nothing is ready. A publish wakes the wait at once: no polling. The answer is the JSON
-        `{"messages": [...]}`, or with `binary` the messages' binary records back to back."""
+        `{"messages": [...]}`, or with `binary` a binary batch (render_binary)."""
         queue, group = await self.consumer_group(queue_name, group_name)
         deadline = time.monotonic() + wait_ms / 1000
         while True:
@@ -115,7 +115,9 @@ class Consuming(BrokerBase):
                 await asyncio.wait_for(arrived.wait(), remaining)
             except TimeoutError:
                 pass
-        return b"".join(delivered) if binary else b'{"messages":[%b]}' % b",".join(delivered)
+        if binary:
+            return delivered[0] if delivered else render_binary([])
+        return b'{"messages":[%b]}' % b",".join(delivered)
 
     def deliver(
         self, queue: Queue, group: Group, consumer: str, max_messages: int, *, binary: bool = False
@@ -127,9 +129,9 @@ class Consuming(BrokerBase):
         if taken:
             self.stats.delivered.add(len(taken))
             queue.delivered += len(taken)
-        if binary:
-            return [render_binary(offset, position, ts, data, count)
-                    for (offset, position, ts, _, _, data), count in taken]
+        if binary:  # one binary batch for all of them (render_binary), or nothing
+            return [render_binary([(offset, position, ts, data, count)
+                                   for (offset, position, ts, _, _, data), count in taken])] if taken else []
         qj = queue.name_json
         return render_all(qj, taken)
 

@@ -27,10 +27,12 @@ quote (0x22), which no head byte is, and `render` and `decode_data` read both.
 
 from __future__ import annotations
 
+import array
 import binascii
+import itertools
 import struct
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -395,69 +397,113 @@ def as_base64(page: bytes) -> bytes:
 # ---------------------------------------------------------------------------- the binary batch body
 
 BATCH_MEDIA_TYPE = "application/vnd.chunkmq.batch"
-# A publish record (docs/api.md "Binary batches"): body length, routing key length, flags; then the
-# routing key (UTF-8) and the body. Integers little-endian.
-PUBLISH_RECORD = struct.Struct("<IHB")
-# A delivered record: body length, offset, id, timestamp, delivery count, flags, then the lengths of
-# the exchange, routing key, tag and headers (a JSON object, empty when there are none); then those
-# fields and the body, in that order.
-DELIVERED_RECORD = struct.Struct("<IQQQIBBHHI")
+# Layout (docs/api.md "Binary batches"), integers little-endian: a record count n (u32), the records'
+# fixed-size fields as columns of n values each, then their variable fields, one region per field,
+# each the concatenation of that field over the records in order. Columns are read in one call each
+# and the lengths give every field's slice: no Python loop over the records on the way in or out.
+COUNT = struct.Struct("<I")
+PUBLISH_COLUMNS = "IHB"  # body length, routing key length, flags; regions: routing keys, bodies
+# A delivered record's columns: offset, id, timestamp, delivery count, flags, and the lengths of its
+# exchange, routing key, tag, headers (a JSON object, empty when there are none) and body; regions
+# in that order.
+DELIVERED_COLUMNS = "QQQIBBHHII"
 WIRE_BINARY = 1  # record flag: the body is bytes (JSON answers give it as body_base64)
-_MAX_KEY_CACHE = 1024  # distinct routing keys decoded once per batch
+_PUBLISH_ROW = sum(struct.calcsize(code) for code in PUBLISH_COLUMNS)
 
 
-def parse_binary_batch(body: bytes, exchange: str, limits: MessageLimits, max_messages: int) -> ParsedBatch:
+def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedBatch:
     """The records of a binary publish body (BATCH_MEDIA_TYPE), validated, as stored blobs.
 
-    One header unpack and two slices per record and no object per message beyond its blob:
-    routing keys are decoded once per distinct key in the batch. `limits` is unused today (binary
-    records carry no headers); raises InvalidInput for a malformed body, TooLarge past `max_messages`."""
-    del limits
-    keyed = _defaults(exchange, False)
-    routing_keys: list[str] = []
-    blobs: list[bytes] = []
-    full: dict[int, Outgoing] = {}
-    add_key, add_blob, dumps = routing_keys.append, blobs.append, orjson.dumps
-    keys: dict[bytes, tuple[str, bytes]] = {}  # raw routing key -> (key, its JSON)
-    unpack, header = PUBLISH_RECORD.unpack_from, PUBLISH_RECORD.size
-    pos, end, i = 0, len(body), 0
-    if not end:
+    Raises InvalidInput for a malformed body (400) and TooLarge past `max_messages` (413)."""
+    if len(body) < COUNT.size:
+        raise InvalidInput("a binary batch starts with its record count (4 bytes)")
+    (count,) = COUNT.unpack_from(body)
+    if count == 0:
         raise InvalidInput("a binary batch needs at least one record")
-    while pos < end:
-        if i == max_messages:
-            raise TooLarge(f"a batch holds at most {max_messages} messages", code="batch_too_large")
-        if end - pos < header:
-            raise InvalidInput(f"record {i} is truncated: {end - pos} bytes left, a record header takes {header}")
-        body_len, key_len, flags = unpack(body, pos)
-        start = pos + header + key_len
-        stop = start + body_len
-        if stop > end:
-            raise InvalidInput(f"record {i} runs past the end of the body ({stop - end} bytes missing)")
-        if flags & ~WIRE_BINARY:
-            raise InvalidInput(f"record {i} has unknown flags {flags:#x}")
-        raw_key = body[pos + header:start]
-        known = keys.get(raw_key)
-        if known is None:
-            known = _routing_key(raw_key, i)
-            if len(keys) < _MAX_KEY_CACHE:
-                keys[raw_key] = known
-        routing_key, key_json = known
-        payload = body[start:stop]
-        if flags:
-            data = b'%b"routing_key":%b,"body_base64":"%b"' % (
-                keyed, key_json, binascii.b2a_base64(payload, newline=False))
-            full[i] = Outgoing(routing_key, NO_HEADERS, None, None, data, FLAG_BINARY)
-        else:
-            try:
-                text = payload.decode()
-            except UnicodeDecodeError:
-                raise InvalidInput(f"record {i}: a text body must be UTF-8 (set the binary flag for bytes)") from None
-            data = b'%b"routing_key":%b,"body":%b' % (keyed, key_json, dumps(text))
-        add_key(routing_key)
-        add_blob(data)
-        pos = stop
-        i += 1
+    if count > max_messages:
+        raise TooLarge(f"a batch holds at most {max_messages} messages", code="batch_too_large")
+    data_start = COUNT.size + count * _PUBLISH_ROW
+    if len(body) < data_start:
+        raise InvalidInput(f"the record columns are truncated: {count} records need {data_start} bytes, "
+                           f"the body has {len(body)}")
+    body_lens, key_lens, flags = _columns(body, COUNT.size, count, PUBLISH_COLUMNS)
+    keys_end = data_start + sum(key_lens)
+    if keys_end + sum(body_lens) != len(body):
+        raise InvalidInput(f"the records' lengths add up to {keys_end + sum(body_lens) - data_start} bytes, "
+                           f"but {len(body) - data_start} follow the columns")
+    if max(flags) > WIRE_BINARY:
+        raise InvalidInput(f"record {next(i for i, f in enumerate(flags) if f > WIRE_BINARY)} has unknown flags")
+    payloads = _slices(body, keys_end, body_lens)
+    if max(key_lens) == 0:  # every message on the empty routing key (a queue publish)
+        routing_keys, key_json = [""] * count, [b'""'] * count
+    else:
+        raw_keys = _slices(body, data_start, key_lens)
+        known = {raw: _routing_key(raw, raw_keys.index(raw)) for raw in set(raw_keys)}
+        routing_keys = [known[raw][0] for raw in raw_keys]
+        key_json = [known[raw][1] for raw in raw_keys]
+    return _stored(exchange, routing_keys, key_json, payloads, flags)
+
+
+def _columns(buffer: bytes, start: int, count: int, codes: str) -> list[list[int]]:
+    """`count` little-endian values of each struct code in `codes`, column after column."""
+    out = []
+    for code in codes:
+        size = struct.calcsize("<" + code)
+        column = array.array(code)
+        if column.itemsize == size:  # array reads a column at C speed
+            column.frombytes(buffer[start:start + count * size])
+            if sys.byteorder == "big":
+                column.byteswap()
+            out.append(column.tolist())
+        else:  # a platform whose C types have other sizes
+            out.append(list(struct.unpack_from(f"<{count}{code}", buffer, start)))
+        start += count * size
+    return out
+
+
+def _column_bytes(code: str, values: Sequence[int]) -> bytes:
+    """The little-endian column of `values` (the inverse of _columns)."""
+    column = array.array(code, values)
+    if column.itemsize != struct.calcsize("<" + code):
+        return struct.pack(f"<{len(values)}{code}", *values)
+    if sys.byteorder == "big":
+        column.byteswap()
+    return column.tobytes()
+
+
+def _slices(buffer: bytes, start: int, lengths: list[int]) -> list[bytes]:
+    """`buffer` cut into consecutive pieces of `lengths` from `start`."""
+    ends = list(itertools.accumulate(lengths, initial=start))
+    return [buffer[a:b] for a, b in zip(ends, ends[1:])]  # three times faster than map(slice)
+
+
+def _stored(exchange: str, routing_keys: list[str], key_json: list[bytes], payloads: list[bytes],
+            flags: list[int]) -> ParsedBatch:
+    """The stored blobs of binary records (today's JSON members)."""
+    keyed = _defaults(exchange, False)
+    dumps = orjson.dumps
+    try:
+        texts = [p.decode() if not f else "" for p, f in zip(payloads, flags, strict=True)]
+    except UnicodeDecodeError:
+        bad = next(i for i, (p, f) in enumerate(zip(payloads, flags, strict=True)) if not f and not _utf8(p))
+        raise InvalidInput(f"record {bad}: a text body must be UTF-8 (flag 1 marks bytes)") from None
+    blobs = [b'%b"routing_key":%b,"body":%b' % (keyed, k, dumps(t)) for k, t in zip(key_json, texts, strict=True)]
+    full: dict[int, Outgoing] = {}
+    if max(flags):
+        for i, f in enumerate(flags):
+            if f:
+                blobs[i] = b'%b"routing_key":%b,"body_base64":"%b"' % (
+                    keyed, key_json[i], binascii.b2a_base64(payloads[i], newline=False))
+                full[i] = Outgoing(routing_keys[i], NO_HEADERS, None, None, blobs[i], FLAG_BINARY)
     return ParsedBatch(routing_keys, blobs, full)
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _routing_key(raw: bytes, index: int) -> tuple[str, bytes]:
@@ -471,18 +517,20 @@ def _routing_key(raw: bytes, index: int) -> tuple[str, bytes]:
     return key, orjson.dumps(key)
 
 
-def render_binary(offset: int, position: int, timestamp: int, data: bytes, delivery_count: int) -> bytes:
-    """One delivered message as a binary record (DELIVERED_RECORD, then its fields and body)."""
-    members = decode_data(data)
-    exchange = members["exchange"].encode()
-    routing_key = members["routing_key"].encode()
-    tag = (members.get("tag") or "").encode()
-    headers = orjson.dumps(members["headers"]) if members.get("headers") else b""
-    if "body" in members:
-        payload, flags = members["body"].encode(), 0
-    else:
-        payload, flags = binascii.a2b_base64(members["body_base64"]), WIRE_BINARY
-    return DELIVERED_RECORD.pack(
-        len(payload), offset, position, timestamp, delivery_count, flags,
-        len(exchange), len(routing_key), len(tag), len(headers),
-    ) + exchange + routing_key + tag + headers + payload
+def render_binary(stored: list[tuple[int, int, int, bytes, int]]) -> bytes:
+    """Delivered messages (offset, id, timestamp, stored blob, delivery count) as a binary batch."""
+    n = len(stored)
+    offsets, positions, timestamps, blobs, counts = zip(*stored, strict=True) if n else ((),) * 5
+    fields = [decode_data(blob) for blob in blobs]
+    exchanges = [f["exchange"].encode() for f in fields]
+    routing_keys = [f["routing_key"].encode() for f in fields]
+    tags = [(f.get("tag") or "").encode() for f in fields]
+    headers = [orjson.dumps(f["headers"]) if f.get("headers") else b"" for f in fields]
+    bodies = [f["body"].encode() if "body" in f else binascii.a2b_base64(f["body_base64"]) for f in fields]
+    flags = [0 if "body" in f else WIRE_BINARY for f in fields]
+    regions = (exchanges, routing_keys, tags, headers, bodies)
+    columns = (offsets, positions, timestamps, counts, flags, *([len(x) for x in r] for r in regions))
+    parts = [COUNT.pack(n)]
+    parts += [_column_bytes(code, column) for code, column in zip(DELIVERED_COLUMNS, columns, strict=True)]
+    parts += [b"".join(r) for r in regions]
+    return b"".join(parts)

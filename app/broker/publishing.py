@@ -84,7 +84,7 @@ class Publishing(BrokerBase):
         # Keys are scoped to the target: the same key on another exchange or queue is another message.
         scope = key_scope("q", queue_name) if queue_name is not None else key_scope("x", exchange.name)
         if binary:
-            batch = parse_binary_batch(raw, exchange.name, self.message_limits, self.settings.max_batch_messages)
+            batch = parse_binary_batch(raw, exchange.name, self.settings.max_batch_messages)
         else:
             batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full

@@ -84,16 +84,37 @@ class PublishResult:
         return cls(d["id"], [Placement(p["queue"], p["offset"]) for p in d["routed"]], d["duplicate"])
 
 
-@dataclass(slots=True)
 class Published:
-    """The answer to a batch publish: one result per message, in order, and the durability applied."""
+    """The answer to a batch publish: one result per message, in order, and the durability applied.
+    `results` are built on first use: the answer to a large batch is often only checked, and a
+    thousand result objects cost the client more than the publish itself."""
 
-    results: list[PublishResult]
-    durability: str
+    __slots__ = ("_raw", "_results", "durability")
+
+    def __init__(self, results: list[PublishResult] | None, durability: str,
+                 raw: list[dict[str, Any]] | None = None) -> None:
+        self._results = results
+        self._raw = raw or []
+        self.durability = durability
+
+    @property
+    def results(self) -> list[PublishResult]:
+        if self._results is None:
+            self._results = [PublishResult.from_json(r) for r in self._raw]
+        return self._results
+
+    def __len__(self) -> int:
+        return len(self._raw) if self._results is None else len(self._results)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Published) and (self.results, self.durability) == (other.results, other.durability)
+
+    def __repr__(self) -> str:
+        return f"Published(results={self.results!r}, durability={self.durability!r})"
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Published:
-        return cls([PublishResult.from_json(r) for r in d["results"]], d["durability"])
+        return cls(None, d["durability"], d["results"])
 
 
 @dataclass(slots=True)
