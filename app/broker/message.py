@@ -474,7 +474,7 @@ def _column_bytes(code: str, values: Sequence[int]) -> bytes:
 def _slices(buffer: bytes, start: int, lengths: list[int]) -> list[bytes]:
     """`buffer` cut into consecutive pieces of `lengths` from `start`."""
     ends = list(itertools.accumulate(lengths, initial=start))
-    return [buffer[a:b] for a, b in zip(ends, ends[1:])]  # three times faster than map(slice)
+    return [buffer[a:b] for a, b in itertools.pairwise(ends)]  # three times faster than map(slice)
 
 
 def _stored(exchange: str, routing_keys: list[str], key_json: list[bytes], payloads: list[bytes],

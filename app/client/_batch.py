@@ -86,7 +86,7 @@ def decode(batch: bytes, queue: str) -> list[Message]:
             regions.append([b""] * n)
             continue
         ends = list(itertools.accumulate(column_lengths, initial=pos))
-        regions.append([batch[a:b] for a, b in zip(ends, ends[1:])])
+        regions.append([batch[a:b] for a, b in itertools.pairwise(ends)])
         pos = ends[-1]
     exchanges, keys, tags, headers, bodies = regions
     # Most records of a batch share their exchange and routing key and have no tag or headers:
@@ -99,7 +99,7 @@ def decode(batch: bytes, queue: str) -> list[Message]:
         body_values: list[str | bytes] = [b.decode() for b in bodies]
     else:
         body_values = [b if f & BINARY else b.decode() for b, f in zip(bodies, flags, strict=True)]
-    return list(map(Message, itertools.repeat(queue, n), offsets, ["%016x" % i for i in ids], timestamps,
+    return list(map(Message, itertools.repeat(queue, n), offsets, [f"{i:016x}" for i in ids], timestamps,
                     map(texts.__getitem__, keys), map(texts.__getitem__, exchanges), head_dicts, tag_texts,
                     body_values, counts))
 
