@@ -175,6 +175,13 @@ def binary_body(*records: tuple[bytes, bytes, int]) -> bytes:
             + b"".join(k for k, _, _ in records) + b"".join(b for _, b, _ in records))
 
 
+def test_the_example_of_docs_api_md_parses() -> None:
+    example = bytes.fromhex("01000000 02000000 0100 00 6b 6869")  # docs/api.md, Binary batches
+    assert example == binary_body((b"k", b"hi", 0))
+    batch = parse_binary_batch(example, "", 10)
+    assert batch.routing_keys == ["k"] and decode_data(batch.blobs[0])["body"] == "hi"
+
+
 def test_binary_records_store_what_the_json_messages_store() -> None:
     texts = ["plain", 'quote " backslash \\ newline \n ünï', "", "a\0b"]
     keys = ["", "orders.eu", "ü", "orders.eu"]

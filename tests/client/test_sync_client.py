@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.client import _batch
 from chunkmq import (
     Client,
     ConnectionFailed,
@@ -18,6 +19,7 @@ from chunkmq import (
     Unauthorized,
     Unroutable,
 )
+from tests.broker.test_message import binary_body
 from tests.server import ServerProcess, free_port
 
 
@@ -158,6 +160,7 @@ def test_binary_batches_publish_and_pull_the_same_messages_as_json(shared_server
         assert rest[-1].headers == {"k": "v"} and rest[-1].tag == "t"
         assert mq.group(name, "g").ack_floor == 3
         assert mq.pull(name, "g", 10, ack_up_to=6, binary=True) == []
+        assert _batch.encode(["a", b"b"], "k") == binary_body((b"k", b"a", 0), (b"k", b"b", 1))  # docs/api.md
         with pytest.raises(ValueError, match="JSON"):
             mq.publish("", [OutgoingMessage("x", tag="t")], binary=True)
         with pytest.raises(TypeError):
