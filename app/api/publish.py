@@ -89,7 +89,8 @@ def _operation(operation_id: str, summary: str, description: str, *errors: str) 
         "post": {
             "tags": ["publish"],
             "summary": summary,
-            "description": description,
+            "description": description + " The body may also be a binary batch (`Content-Type: "
+                           "application/vnd.chunkmq.batch`, `?mandatory=true`): docs/api.md, Binary batches.",
             "operationId": operation_id,
             "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
             "responses": schemas.answers(schemas.Published, *errors, description="Stored (docs/api.md, Publish)"),
