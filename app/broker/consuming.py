@@ -111,8 +111,9 @@ class Consuming(BrokerBase):
                 raise NotFound(f"queue {queue_name!r} was deleted", code="queue_not_found")
             if group.closed:
                 raise NotFound(f"group {group_name!r} was deleted", code="group_not_found")
-            try:
-                await asyncio.wait_for(arrived.wait(), remaining)
+            try:  # asyncio.timeout, not wait_for: no task per wait, one loop turn less per wake
+                async with asyncio.timeout(remaining):
+                    await arrived.wait()
             except TimeoutError:
                 pass
         if binary:
