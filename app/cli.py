@@ -171,6 +171,9 @@ def _serve(args: argparse.Namespace) -> int:
         ws_ping_interval=settings.ws_ping_interval,
         ws_ping_timeout=settings.ws_ping_timeout,
         log_level=settings.log_level,
+        # uvicorn formats every request's access-log arguments before the logger drops the line:
+        # 4% of the server's time on binary publishes with the log level at warning.
+        access_log=settings.log_level.lower() in ("trace", "debug", "info"),
         timeout_graceful_shutdown=5,
     )
     return 0
