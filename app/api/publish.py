@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from app.api import schemas
 from app.api.auth import Principal, bearer
 from app.api.body import media_type, parse_json, read_body
-from app.api.deps import send_json
+from app.api.deps import send_body, send_json
 from app.broker import codes
 from app.broker.broker import Broker
 from app.broker.errors import InvalidInput
@@ -70,12 +70,18 @@ class PublishEndpoint:
             exchange = exchange_from_path(name)
             who.check("write", exchange or DEFAULT_EXCHANGE_ALIAS)
         raw = await read_body(receive, headers.get("content-length"), broker.settings.max_batch_bytes)
-        if media_type(headers.get("content-type")) == BATCH_MEDIA_TYPE:
-            messages, mandatory = raw, binary_mandatory(scope)  # parsed by the broker, record by record
+        binary = media_type(headers.get("content-type")) == BATCH_MEDIA_TYPE
+        if binary:
+            messages, mandatory = raw, binary_mandatory(scope)  # parsed by the broker, column by column
         else:
             messages, mandatory = publish_args(parse_json(raw))
-        outcome = await broker.publish(exchange, messages, mandatory, queue_name=name if self.to_queue else None)
-        await send_json(send, outcome.json())
+        binary_answer = binary and BATCH_MEDIA_TYPE in headers.get("accept", "")
+        outcome = await broker.publish(exchange, messages, mandatory, queue_name=name if self.to_queue else None,
+                                       binary_answer=binary_answer)
+        if binary_answer:
+            await send_body(send, outcome.results, BATCH_MEDIA_TYPE, [(b"chunkmq-durability", outcome.durability.encode())])
+        else:
+            await send_json(send, outcome.json())
 
 
 routes = [

@@ -517,6 +517,24 @@ def _routing_key(raw: bytes, index: int) -> tuple[str, bytes]:
     return key, orjson.dumps(key)
 
 
+def render_results(positions: list[int], placements: Sequence[tuple[tuple[int, int], ...]],
+                   names: dict[int, bytes]) -> bytes:
+    """The results of a binary publish as a binary batch: the message count, the columns id u64
+    and placement count u16; then the placement count (u32), the columns queue offset u64 and
+    queue name length u8, and the region of queue names, every placement in message order.
+    Placements in queues not in `names` (deleted meanwhile) are left out, as in the JSON results."""
+    flat = [placement for placed in placements for placement in placed]
+    counts = list(map(len, placements))
+    if any(q not in names for q, _ in flat):
+        flat = [(q, o) for q, o in flat if q in names]
+        counts = [sum(q in names for q, _ in placed) for placed in placements]
+    return b"".join((
+        COUNT.pack(len(positions)), _column_bytes("Q", positions), _column_bytes("H", counts),
+        COUNT.pack(len(flat)), _column_bytes("Q", [o for _, o in flat]),
+        _column_bytes("B", [len(names[q]) for q, _ in flat]), b"".join([names[q] for q, _ in flat]),
+    ))
+
+
 def render_binary(stored: list[tuple[int, int, int, bytes, int]]) -> bytes:
     """Delivered messages (offset, id, timestamp, stored blob, delivery count) as a binary batch."""
     n = len(stored)

@@ -12,7 +12,7 @@ from app import metrics
 from app.broker.base import BrokerBase, now_ms
 from app.broker.dedup import key_scope
 from app.broker.errors import InvalidInput, PreconditionFailed, QueueFull, StorageFull, TooLarge, Unroutable
-from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch, parse_binary_batch
+from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch, parse_binary_batch, render_results
 from app.broker.names import DEFAULT_EXCHANGE
 from app.broker.queue import Overflow, Queue
 from app.broker.routing import Exchange
@@ -23,8 +23,8 @@ from app.storage.record import FRAME, HEADER_SIZE, LONG_FRAME, SHORT_MAX
 
 @dataclass(slots=True)
 class PublishOutcome:
-    results: bytes  # the JSON array of per-message results, rendered once (no dicts per message)
-    durability: str
+    results: bytes  # the JSON array of per-message results, rendered once (no dicts per message),
+    durability: str  # or with binary_answer the binary batch of results (render_results)
 
     def json(self) -> bytes:
         """The HTTP answer: {"results": [...], "durability": "..."}."""
@@ -44,13 +44,18 @@ class Publishing(BrokerBase):
     # ------------------------------------------------------------------ publish
 
     async def publish(
-        self, exchange_name: str, raw: Any, mandatory: bool = False, *, queue_name: str | None = None
+        self, exchange_name: str, raw: Any, mandatory: bool = False, *, queue_name: str | None = None,
+        binary_answer: bool = False,
     ) -> PublishOutcome:
         """Route and store a batch; the batch is stored entirely or not at all.
 
-        Returns once the batch is durable under the configured fsync mode.
+        Returns once the batch is durable under the configured fsync mode. With `binary_answer`
+        (binary batches only: they carry no idempotency keys, so no result is a duplicate) the
+        results are a binary batch (render_results) instead of JSON.
         """
-        results, end_position = self._publish_now(exchange_name, raw, mandatory, queue_name)
+        if binary_answer and type(raw) is not bytes:
+            raise InvalidInput("a binary answer needs a binary batch body")
+        results, end_position = self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer)
         if end_position is not None:
             future = self.store.durable(end_position)
             if not future.done():
@@ -60,7 +65,7 @@ class Publishing(BrokerBase):
         return PublishOutcome(results, self.durability)
 
     def _publish_now(
-        self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None
+        self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None, binary_answer: bool = False
     ) -> tuple[bytes, int | None]:
         """The synchronous part of a publish: validate, route, check limits, append. `raw` is the
         list of message objects of a JSON body, or a binary batch body (bytes)."""
@@ -175,16 +180,14 @@ class Publishing(BrokerBase):
             raise StorageFull(f"the disk is full; nothing of this batch was stored ({exc})") from exc
         disk.failure = None
 
+        if binary_answer:  # a binary batch: no keys, no duplicates, nothing to remember
+            self._after_append(incoming, len(messages))
+            names = {q: self.queues_by_id[q].name.encode() for q in incoming}
+            return render_results(appended.positions, appended.placements, names), self.store.end_position
         results = self._results(appended)
         for key, index in batch_keys.items():
             self.dedup.put(key, appended.timestamp, results[index])
-        for queue_id, (count, _) in incoming.items():
-            q = self.queues_by_id[queue_id]
-            q.messages_in += count
-            if q.settings.max_messages is not None or q.settings.max_bytes is not None:
-                self.enforce_limits(q, by_age=False)
-            q.notify()
-        self.stats.published.add(len(messages))
+        self._after_append(incoming, len(messages))
         if len(results) == len(slots):  # the common case: no duplicates at all
             return b"[%b]" % b",".join(results), self.store.end_position
         out_results: list[bytes] = []
@@ -196,6 +199,16 @@ class Publishing(BrokerBase):
             else:
                 out_results.append(results[s])
         return b"[%b]" % b",".join(out_results), self.store.end_position
+
+    def _after_append(self, incoming: dict[int, list[int]], count: int) -> None:
+        """After an append: queue counters, limits (drop_head), waiting consumers, stats."""
+        for queue_id, (added, _) in incoming.items():
+            q = self.queues_by_id[queue_id]
+            q.messages_in += added
+            if q.settings.max_messages is not None or q.settings.max_bytes is not None:
+                self.enforce_limits(q, by_age=False)
+            q.notify()
+        self.stats.published.add(count)
 
     def _targets(
         self, exchange: Exchange, target: Queue | None, routing_key: str, headers: Mapping[str, str]

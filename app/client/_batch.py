@@ -6,6 +6,8 @@ that field over the records, in order).
 
 - Publish: columns body length u32, routing key length u16, flags u8; regions: routing keys
   (UTF-8), bodies.
+- The answer to a binary publish: columns id u64 and placement count u16; then the placement
+  count (u32), columns queue offset u64 and queue name length u8, and a region of queue names.
 - Pull: columns offset u64, id u64, timestamp u64, delivery count u32, flags u8, and the lengths
   of exchange u8, routing key u16, tag u16, headers u32 and body u32; regions in that order
   (headers: a JSON object, empty when there are none).
@@ -22,9 +24,10 @@ import struct
 import sys
 from collections.abc import Iterable, Sequence
 
+import httpx
 import orjson
 
-from app.client.models import Message, OutgoingMessage
+from app.client.models import Message, OutgoingMessage, Placement, Published, PublishResult
 
 MEDIA_TYPE = "application/vnd.chunkmq.batch"
 COUNT = struct.Struct("<I")
@@ -102,6 +105,29 @@ def decode(batch: bytes, queue: str) -> list[Message]:
     return list(map(Message, itertools.repeat(queue, n), offsets, [f"{i:016x}" for i in ids], timestamps,
                     map(texts.__getitem__, keys), map(texts.__getitem__, exchanges), head_dicts, tag_texts,
                     body_values, counts))
+
+
+def published(answer: httpx.Response) -> Published:
+    """The binary answer to a binary publish; its results are built on first use."""
+    content = answer.content
+    (n,) = COUNT.unpack_from(content)
+    return Published(None, answer.headers.get("chunkmq-durability", ""), lambda: _results(content, n), n)
+
+
+def _results(content: bytes, n: int) -> list[PublishResult]:
+    pos = COUNT.size
+    ids = _column("Q", content[pos:pos + 8 * n])
+    counts = _column("H", content[pos + 8 * n:pos + 10 * n])
+    pos += 10 * n
+    (p,) = COUNT.unpack_from(content, pos)
+    pos += COUNT.size
+    offsets = _column("Q", content[pos:pos + 8 * p])
+    name_ends = list(itertools.accumulate(_column("B", content[pos + 8 * p:pos + 9 * p]), initial=pos + 9 * p))
+    names = {raw: raw.decode() for raw in {content[a:b] for a, b in itertools.pairwise(name_ends)}}
+    placements = [Placement(names[content[a:b]], o)
+                  for (a, b), o in zip(itertools.pairwise(name_ends), offsets, strict=True)]
+    ends = list(itertools.accumulate(counts, initial=0))
+    return [PublishResult(f"{i:016x}", placements[a:b], False) for i, (a, b) in zip(ids, itertools.pairwise(ends), strict=True)]
 
 
 def _column(code: str, raw: bytes) -> list[int]:

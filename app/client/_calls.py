@@ -45,7 +45,7 @@ class Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     extra_seconds: float = 0.0  # on top of the client's timeout: long polls
     batch: bytes | None = None  # a binary batch body (app/client/_batch.py) instead of the JSON body
-    binary_answer: bool = False  # ask for a binary batch answer; `parse` gets its bytes
+    binary_answer: bool = False  # ask for a binary batch answer; `parse` gets the httpx.Response
 
     def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         content = orjson.dumps(self.body) if self.body is not None else None
@@ -67,7 +67,7 @@ class Call(Generic[T]):
 
     def finish(self, response: httpx.Response) -> T:
         if self.binary_answer and response.status_code < 400:
-            return self.parse(response.content)
+            return self.parse(response)
         data = orjson.loads(response.content) if response.content else None
         if response.status_code >= 400:
             raise from_body(response.status_code, data)
@@ -212,7 +212,8 @@ def _publish(path: str, messages: MessageLike | Iterable[MessageLike], routing_k
     elif isinstance(messages, Mapping) or not isinstance(messages, list | tuple):
         raise TypeError("a binary batch is a list of str, bytes or OutgoingMessage")
     params = {"mandatory": "true"} if mandatory else None
-    return Call("POST", path, Published.from_json, params=params, batch=_batch.encode(messages, routing_key))
+    return Call("POST", path, _batch.published, params=params, batch=_batch.encode(messages, routing_key),
+                binary_answer=True)
 
 
 # -------------------------------------------------------------------------------- consumer groups
@@ -243,7 +244,7 @@ def pull(queue: str, group: str, max_messages: int, wait_ms: int, consumer: str,
         body["ack"] = {"up_to": ack_up_to}
     path = f"/api/v1/queues/{queue}/groups/{group}/pull"
     if binary:
-        return Call("POST", path, lambda raw: _batch.decode(raw, queue), body, extra_seconds=wait_ms / 1000,
+        return Call("POST", path, lambda answer: _batch.decode(answer.content, queue), body, extra_seconds=wait_ms / 1000,
                     binary_answer=True)
     return Call("POST", path, lambda d: [Message.from_json(m) for m in d["messages"]], body,
                 extra_seconds=wait_ms / 1000)

@@ -6,6 +6,7 @@ Every model keeps the full JSON object in `raw`, so fields the server adds later
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,22 +90,24 @@ class Published:
     `results` are built on first use: the answer to a large batch is often only checked, and a
     thousand result objects cost the client more than the publish itself."""
 
-    __slots__ = ("_raw", "_results", "durability")
+    __slots__ = ("_build", "_count", "_results", "durability")
 
     def __init__(self, results: list[PublishResult] | None, durability: str,
-                 raw: list[dict[str, Any]] | None = None) -> None:
+                 build: Callable[[], list[PublishResult]] | None = None, count: int = 0) -> None:
+        """`results`, or `build` (which makes them on first use) and their `count`."""
         self._results = results
-        self._raw = raw or []
+        self._build = build
+        self._count = count
         self.durability = durability
 
     @property
     def results(self) -> list[PublishResult]:
         if self._results is None:
-            self._results = [PublishResult.from_json(r) for r in self._raw]
+            self._results = self._build() if self._build is not None else []
         return self._results
 
     def __len__(self) -> int:
-        return len(self._raw) if self._results is None else len(self._results)
+        return self._count if self._results is None else len(self._results)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Published) and (self.results, self.durability) == (other.results, other.durability)
@@ -114,7 +117,8 @@ class Published:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Published:
-        return cls(None, d["durability"], d["results"])
+        raw = d["results"]
+        return cls(None, d["durability"], lambda: [PublishResult.from_json(r) for r in raw], len(raw))
 
 
 @dataclass(slots=True)

@@ -237,6 +237,21 @@ def test_binary_batches_publish_and_pull_without_json(api: httpx.Client, name: s
     assert answer.content.endswith("héllo".encode() + raw + b"direct")
 
 
+def test_a_binary_publish_can_be_answered_in_binary(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    answer = api.post(f"/api/v1/queues/{name}/publish", content=binary_body((b"", b"a", 0), (b"", b"b", 0)),
+                      headers={**BATCH, "accept": "application/vnd.chunkmq.batch"})
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/vnd.chunkmq.batch"
+    assert answer.headers["chunkmq-durability"] == "interval"
+    ids = [int(m["id"], 16) for m in browse(api, name)]
+    name_bytes = name.encode()
+    assert answer.content == (struct.pack("<I2Q2H", 2, *ids, 1, 1) + struct.pack("<I2Q2B", 2, 0, 1, len(name_bytes),
+                                                                                  len(name_bytes)) + name_bytes * 2)
+    # a JSON body is answered in JSON whatever it accepts
+    assert ok(api.post(f"/api/v1/queues/{name}/publish", json={"messages": [{"body": "c"}]},
+                       headers={"accept": "application/vnd.chunkmq.batch"}))["results"][0]["routed"][0]["offset"] == 2
+
+
 def test_binary_publish_mandatory_is_a_query_parameter(api: httpx.Client, name: str) -> None:
     queue(api, name)
     url = "/api/v1/exchanges/amq.default/publish"
