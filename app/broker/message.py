@@ -522,16 +522,17 @@ def render_results(positions: list[int], placements: Sequence[tuple[tuple[int, i
     """The results of a binary publish as a binary batch: the message count, the columns id u64
     and placement count u16; then the placement count (u32), the columns queue offset u64 and
     queue name length u8, and the region of queue names, every placement in message order.
-    Placements in queues not in `names` (deleted meanwhile) are left out, as in the JSON results."""
-    flat = [placement for placed in placements for placement in placed]
-    counts = list(map(len, placements))
-    if any(q not in names for q, _ in flat):
-        flat = [(q, o) for q, o in flat if q in names]
-        counts = [sum(q in names for q, _ in placed) for placed in placements]
+    `names` holds the name of every queue placed in."""
+    offsets = [o for placed in placements for _, o in placed]
+    if len(names) == 1:  # a queue publish, or one route: the same name for every placement
+        (name,) = names.values()
+        lengths, region = bytes((len(name),)) * len(offsets), name * len(offsets)
+    else:
+        queues = [q for placed in placements for q, _ in placed]
+        lengths, region = bytes([len(names[q]) for q in queues]), b"".join([names[q] for q in queues])
     return b"".join((
-        COUNT.pack(len(positions)), _column_bytes("Q", positions), _column_bytes("H", counts),
-        COUNT.pack(len(flat)), _column_bytes("Q", [o for _, o in flat]),
-        _column_bytes("B", [len(names[q]) for q, _ in flat]), b"".join([names[q] for q, _ in flat]),
+        COUNT.pack(len(positions)), _column_bytes("Q", positions), _column_bytes("H", list(map(len, placements))),
+        COUNT.pack(len(offsets)), _column_bytes("Q", offsets), lengths, region,
     ))
 
 
