@@ -123,7 +123,8 @@ class Consuming(BrokerBase):
     def deliver(
         self, queue: Queue, group: Group, consumer: str, max_messages: int, *, binary: bool = False
     ) -> list[bytes]:
-        """Hand out messages to one consumer: rendered JSON objects (or binary records), now in flight."""
+        """Hand out messages to one consumer, now in flight: rendered JSON objects, or with `binary`
+        one binary batch of them (none delivered: an empty list)."""
         now = monotonic_ms()
         self._expire(queue, group, now)
         taken = group.deliver(self.store, consumer, max_messages, queue.settings.ack_timeout_ms, now)
@@ -131,8 +132,8 @@ class Consuming(BrokerBase):
             self.stats.delivered.add(len(taken))
             queue.delivered += len(taken)
         if binary:  # one binary batch for all of them (render_binary), or nothing
-            return [render_binary([(offset, position, ts, data, count)
-                                   for (offset, position, ts, _, _, data), count in taken])] if taken else []
+            return [render_binary([(offset, position, ts, tag, data, count)
+                                   for (offset, position, ts, _, tag, data), count in taken])] if taken else []
         qj = queue.name_json
         return render_all(qj, taken)
 

@@ -536,14 +536,13 @@ def render_results(positions: list[int], placements: Sequence[tuple[tuple[int, i
     ))
 
 
-def render_binary(stored: list[tuple[int, int, int, bytes, int]]) -> bytes:
-    """Delivered messages (offset, id, timestamp, stored blob, delivery count) as a binary batch."""
+def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> bytes:
+    """Delivered messages (offset, id, timestamp, tag, stored blob, delivery count) as a binary batch."""
     n = len(stored)
-    offsets, positions, timestamps, blobs, counts = zip(*stored, strict=True) if n else ((),) * 5
+    offsets, positions, timestamps, tags, blobs, counts = zip(*stored, strict=True) if n else ((),) * 6
     fields = [decode_data(blob) for blob in blobs]
     exchanges = [f["exchange"].encode() for f in fields]
     routing_keys = [f["routing_key"].encode() for f in fields]
-    tags = [(f.get("tag") or "").encode() for f in fields]
     headers = [orjson.dumps(f["headers"]) if f.get("headers") else b"" for f in fields]
     bodies = [f["body"].encode() if "body" in f else binascii.a2b_base64(f["body_base64"]) for f in fields]
     flags = [0 if "body" in f else WIRE_BINARY for f in fields]

@@ -261,7 +261,7 @@ def test_render_binary_gives_every_delivered_field() -> None:
     """Columns and regions as docs/api.md lays them out, for a text message and a binary one."""
     text = _parse_any({"body": "héllo", "routing_key": "r", "headers": {"a": "b"}, "tag": "t"}, "ex", 0, LIMITS)
     raw = _parse_any({"body_base64": "AAE=", "routing_key": ""}, "", 1, LIMITS)
-    out = render_binary([(7, 0x2A, 1000, text.data, 1), (8, 0x50, 1001, raw.data, 3)])
+    out = render_binary([(7, 0x2A, 1000, b"t", text.data, 1), (8, 0x50, 1001, b"", raw.data, 3)])
     assert struct.unpack_from("<I", out) == (2,)
     columns = struct.unpack_from("<2Q2Q2Q2I2B2B2H2H2I2I", out, 4)
     assert columns == (7, 8, 0x2A, 0x50, 1000, 1001, 1, 3, 0, 1, 2, 0, 1, 0, 1, 0, 9, 0, len("héllo".encode()), 2)
