@@ -30,6 +30,7 @@ from __future__ import annotations
 import array
 import binascii
 import itertools
+import re
 import struct
 import sys
 from collections.abc import Iterable, Sequence
@@ -408,6 +409,7 @@ PUBLISH_COLUMNS = "IHB"  # body length, routing key length, flags; regions: rout
 # in that order.
 DELIVERED_COLUMNS = "QQQIBBHHII"
 WIRE_BINARY = 1  # record flag: the body is bytes (JSON answers give it as body_base64)
+_NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')  # what JSON escapes in a string; orjson leaves the rest
 _PUBLISH_ROW = sum(struct.calcsize(code) for code in PUBLISH_COLUMNS)
 
 
@@ -435,13 +437,12 @@ def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedB
         raise InvalidInput(f"record {next(i for i, f in enumerate(flags) if f > WIRE_BINARY)} has unknown flags")
     payloads = _slices(body, keys_end, body_lens)
     if max(key_lens) == 0:  # every message on the empty routing key (a queue publish)
-        routing_keys, key_json = [""] * count, [b'""'] * count
+        routing_keys = [""] * count
     else:
         raw_keys = _slices(body, data_start, key_lens)
         known = {raw: _routing_key(raw, raw_keys.index(raw)) for raw in set(raw_keys)}
-        routing_keys = [known[raw][0] for raw in raw_keys]
-        key_json = [known[raw][1] for raw in raw_keys]
-    return _stored(exchange, routing_keys, key_json, payloads, flags)
+        routing_keys = [known[raw] for raw in raw_keys]
+    return _stored(exchange, routing_keys, payloads, flags, body[keys_end:])
 
 
 def _columns(buffer: bytes, start: int, count: int, codes: str) -> list[list[int]]:
@@ -477,36 +478,34 @@ def _slices(buffer: bytes, start: int, lengths: list[int]) -> list[bytes]:
     return [buffer[a:b] for a, b in itertools.pairwise(ends)]  # three times faster than map(slice)
 
 
-def _stored(exchange: str, routing_keys: list[str], key_json: list[bytes], payloads: list[bytes],
-            flags: list[int]) -> ParsedBatch:
-    """The stored blobs of binary records (today's JSON members)."""
-    keyed = _defaults(exchange, False)
-    dumps = orjson.dumps
-    try:
-        texts = [p.decode() if not f else "" for p, f in zip(payloads, flags, strict=True)]
-    except UnicodeDecodeError:
-        bad = next(i for i, (p, f) in enumerate(zip(payloads, flags, strict=True)) if not f and not _utf8(p))
-        raise InvalidInput(f"record {bad}: a text body must be UTF-8 (flag 1 marks bytes)") from None
-    blobs = [b'%b"routing_key":%b,"body":%b' % (keyed, k, dumps(t)) for k, t in zip(key_json, texts, strict=True)]
+def _stored(exchange: str, routing_keys: list[str], payloads: list[bytes], flags: list[int],
+            bodies: bytes) -> ParsedBatch:
+    """The stored blobs of binary records: the blob head of their exchange and routing key (cached),
+    then the body as the blob keeps it: text JSON-escaped, bytes raw. Text that JSON leaves as it is
+    (no quote, backslash or control character) is stored as it came: for a batch of such ASCII
+    text, which one regex search over the bodies tells, a blob is one concatenation."""
+    heads = _heads_of(exchange)
+    by_key = {key: _head(heads, exchange, key) for key in set(routing_keys)}
+    key_heads = [by_key[key] for key in routing_keys]
+    if not any(flags) and bodies.isascii() and _NEEDS_ESCAPE.search(bodies) is None:
+        return ParsedBatch(routing_keys, list(map(bytes.__add__, key_heads, payloads)), {})
+    blobs: list[bytes] = []
     full: dict[int, Outgoing] = {}
-    if max(flags):
-        for i, f in enumerate(flags):
-            if f:
-                blobs[i] = b'%b"routing_key":%b,"body_base64":"%b"' % (
-                    keyed, key_json[i], binascii.b2a_base64(payloads[i], newline=False))
-                full[i] = Outgoing(routing_keys[i], NO_HEADERS, None, None, blobs[i], FLAG_BINARY)
+    for i, (head, payload, flag) in enumerate(zip(key_heads, payloads, flags, strict=True)):
+        if flag:
+            blob = encode_blob(_escaped(exchange), _escaped(routing_keys[i]), None, payload, True)
+            full[i] = Outgoing(routing_keys[i], NO_HEADERS, None, None, blob, FLAG_BINARY)
+        else:
+            try:
+                text = payload.decode()
+            except UnicodeDecodeError:
+                raise InvalidInput(f"record {i}: a text body must be UTF-8 (flag 1 marks bytes)") from None
+            blob = head + (payload if _NEEDS_ESCAPE.search(payload) is None else _escaped(text))
+        blobs.append(blob)
     return ParsedBatch(routing_keys, blobs, full)
 
 
-def _utf8(raw: bytes) -> bool:
-    try:
-        raw.decode()
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _routing_key(raw: bytes, index: int) -> tuple[str, bytes]:
+def _routing_key(raw: bytes, index: int) -> str:
     try:
         key = raw.decode()
     except UnicodeDecodeError:
@@ -514,7 +513,7 @@ def _routing_key(raw: bytes, index: int) -> tuple[str, bytes]:
     if len(key) > MAX_ROUTING_KEY or NUL in key:
         raise InvalidInput(
             f"record {index}: the routing key must be at most {MAX_ROUTING_KEY} characters without NUL")
-    return key, orjson.dumps(key)
+    return key
 
 
 def render_results(positions: list[int], placements: Sequence[tuple[tuple[int, int], ...]],
@@ -536,17 +535,47 @@ def render_results(positions: list[int], placements: Sequence[tuple[tuple[int, i
     ))
 
 
+def _unescaped(escaped: bytes) -> bytes:
+    """JSON-escaped text (a blob's) back to its UTF-8 bytes."""
+    return escaped if _BACKSLASH not in escaped else _text(escaped).encode()
+
+
 def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> bytes:
-    """Delivered messages (offset, id, timestamp, tag, stored blob, delivery count) as a binary batch."""
+    """Delivered messages (offset, id, timestamp, tag, stored blob, delivery count) as a binary batch.
+    The common blob (a routing key and a text body) is cut by slicing; text is unescaped only where
+    the batch holds a backslash."""
     n = len(stored)
     offsets, positions, timestamps, tags, blobs, counts = zip(*stored, strict=True) if n else ((),) * 6
-    fields = [decode_data(blob) for blob in blobs]
-    exchanges = [f["exchange"].encode() for f in fields]
-    routing_keys = [f["routing_key"].encode() for f in fields]
-    headers = [orjson.dumps(f["headers"]) if f.get("headers") else b"" for f in fields]
-    bodies = [f["body"].encode() if "body" in f else binascii.a2b_base64(f["body_base64"]) for f in fields]
-    flags = [0 if "body" in f else WIRE_BINARY for f in fields]
-    regions = (exchanges, routing_keys, tags, headers, bodies)
+    plain = HEAD | HAS_ROUTING_KEY
+    if all(b[0] == plain and b[1] != _LONG for b in blobs):  # nearly every batch
+        ends = [b[1] + 2 for b in blobs]
+        keys = [b[2:e] for b, e in zip(blobs, ends, strict=True)]
+        bodies = [b[e:] for b, e in zip(blobs, ends, strict=True)]
+        exchanges, headers, flags = [b""] * n, [b""] * n, [0] * n
+        if _BACKSLASH in b"".join(keys):
+            keys = [_unescaped(k) for k in keys]
+        if _BACKSLASH in b"".join(bodies):
+            bodies = [_unescaped(b) for b in bodies]
+    else:
+        exchanges, keys, headers, bodies, flags = [], [], [], [], []
+        for blob, tag in zip(blobs, tags, strict=True):
+            if blob[:1] == b'"':  # a record in the older JSON-members form
+                members = decode_data(blob, tag)
+                exchange, key = members["exchange"].encode(), members["routing_key"].encode()
+                head = orjson.dumps(members["headers"]) if members["headers"] else b""
+                binary = "body_base64" in members
+                body = binascii.a2b_base64(members["body_base64"]) if binary else members["body"].encode()
+            else:
+                exchange, key, head_or_none, body, binary = blob_fields(blob)
+                exchange, key, head = _unescaped(exchange), _unescaped(key), head_or_none or b""
+                if not binary:
+                    body = _unescaped(body)
+            exchanges.append(exchange)
+            keys.append(key)
+            headers.append(head)
+            bodies.append(body)
+            flags.append(WIRE_BINARY if binary else 0)
+    regions = (exchanges, keys, tags, headers, bodies)
     columns = (offsets, positions, timestamps, counts, flags, *([len(x) for x in r] for r in regions))
     parts = [COUNT.pack(n)]
     parts += [_column_bytes(code, column) for code, column in zip(DELIVERED_COLUMNS, columns, strict=True)]

@@ -138,7 +138,7 @@ class Publishing(BrokerBase):
                 unroutable += 1
             tag = out.tag.encode() if out.tag else b""
             key_bytes = key.encode() if key else b""
-            size = record_size(len(data), len(ids), len(key_bytes), len(tag), *self._placement_bound(ids, len(raw)))
+            size = record_size(len(data), len(ids), len(key_bytes), len(tag), *self._placement_bound(ids, len(batch.blobs)))
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += 1
@@ -152,7 +152,7 @@ class Publishing(BrokerBase):
             # a plain message has no tag or key; a long one takes the 8 bytes more of a long frame
             if len(ids) > 1:
                 longs = count  # (a bound: the threshold below is for one placement)
-            size = data_bytes + count * record_size(0, len(ids), 0, 0, *self._placement_bound(ids, len(raw))) \
+            size = data_bytes + count * record_size(0, len(ids), 0, 0, *self._placement_bound(ids, len(batch.blobs))) \
                 + longs * (LONG_FRAME - FRAME)
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])

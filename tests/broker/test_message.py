@@ -28,6 +28,7 @@ from app.broker.message import (
     render_binary,
     render_results,
 )
+from app.client import _batch
 from app.config import Settings
 from app.meta import MetaStore, upgrade
 
@@ -189,8 +190,26 @@ def test_binary_records_store_what_the_json_messages_store() -> None:
     batch = parse_binary_batch(binary_body(*((k.encode(), t.encode(), 0) for k, t in zip(keys, texts, strict=True))), "ex", 100)
     same = parse_batch([{"body": t, "routing_key": k} for k, t in zip(keys, texts, strict=True)], "ex", LIMITS)
     assert batch.routing_keys == same.routing_keys == keys
-    assert [decode_data(b) for b in batch.blobs] == [decode_data(b) for b in same.blobs]
+    assert batch.blobs == same.blobs  # byte for byte: escapes only where JSON needs them
     assert batch.full == {}
+    ascii_only = parse_binary_batch(binary_body((b"k", b"plain ascii", 0)), "ex", 100)
+    assert ascii_only.blobs == parse_batch([{"body": "plain ascii", "routing_key": "k"}], "ex", LIMITS).blobs
+
+
+@pytest.mark.parametrize("bodies", [
+    [b"plain", b"more"],  # the fast path: ASCII without escapes, cut by slicing
+    [b'quote " backslash \\ tab \t', "ünï".encode(), b"x"],  # escaped and unescaped
+    [b"\0\xff", b"text"],  # a binary body among text ones
+])
+def test_published_records_come_back_as_published(bodies: list[bytes]) -> None:
+    """parse_binary_batch, then render_binary over the stored blobs, decoded by the client."""
+    flags = [1 if b == b"\0\xff" else 0 for b in bodies]
+    records = [(b"r\"k" if i % 2 else b"", b, f) for i, (b, f) in enumerate(zip(bodies, flags, strict=True))]
+    batch = parse_binary_batch(binary_body(*records), "ex", 100)
+    out = render_binary([(i, i, 1, b"", blob, 1) for i, blob in enumerate(batch.blobs)])
+    messages = _batch.decode(out, "q")
+    assert [(m.routing_key, m.exchange, m.data) for m in messages] == [(k.decode(), "ex", b) for k, b, _ in records]
+    assert [isinstance(m.body, bytes) for m in messages] == [bool(f) for f in flags]
 
 
 def test_a_binary_flagged_body_is_stored_as_bytes() -> None:
@@ -277,3 +296,10 @@ def test_render_results_gives_ids_and_placements() -> None:
                    + struct.pack("<I3Q3B", 3, 5, 6, 0, 2, 2, 6) + b"q1q1queue2")
     one = render_results([0x10, 0x20], [((1, 5),), ((1, 6),)], {1: b"q1"})
     assert one == struct.pack("<I2Q2H", 2, 0x10, 0x20, 1, 1) + struct.pack("<I2Q2B", 2, 5, 6, 2, 2) + b"q1q1"
+
+
+def test_render_binary_reads_records_of_the_older_json_members_form() -> None:
+    old = b'"exchange":"ex","routing_key":"k","headers":{"a":"b"},"tag":"t","body":"hi"'
+    (message,) = _batch.decode(render_binary([(3, 4, 5, b"t", old, 2)]), "q")
+    assert (message.exchange, message.routing_key, message.headers, message.tag, message.body) == (
+        "ex", "k", {"a": "b"}, "t", "hi")
