@@ -30,7 +30,6 @@ from __future__ import annotations
 import array
 import binascii
 import itertools
-import re
 import struct
 import sys
 from collections.abc import Iterable, Sequence
@@ -409,7 +408,7 @@ PUBLISH_COLUMNS = "IHB"  # body length, routing key length, flags; regions: rout
 # in that order.
 DELIVERED_COLUMNS = "QQQIBBHHII"
 WIRE_BINARY = 1  # record flag: the body is bytes (JSON answers give it as body_base64)
-_NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')  # what JSON escapes in a string; orjson leaves the rest
+_ESCAPED = bytes(range(0x20)) + b'"\\'  # what JSON escapes in a string; orjson leaves the rest as it is
 _PUBLISH_ROW = sum(struct.calcsize(code) for code in PUBLISH_COLUMNS)
 
 
@@ -483,11 +482,11 @@ def _stored(exchange: str, routing_keys: list[str], payloads: list[bytes], flags
     """The stored blobs of binary records: the blob head of their exchange and routing key (cached),
     then the body as the blob keeps it: text JSON-escaped, bytes raw. Text that JSON leaves as it is
     (no quote, backslash or control character) is stored as it came: for a batch of such ASCII
-    text, which one regex search over the bodies tells, a blob is one concatenation."""
+    text, which two C passes over the bodies tell, a blob is one concatenation."""
     heads = _heads_of(exchange)
     by_key = {key: _head(heads, exchange, key) for key in set(routing_keys)}
     key_heads = [by_key[key] for key in routing_keys]
-    if not any(flags) and bodies.isascii() and _NEEDS_ESCAPE.search(bodies) is None:
+    if not any(flags) and bodies.isascii() and _as_json(bodies):
         return ParsedBatch(routing_keys, list(map(bytes.__add__, key_heads, payloads)), {})
     blobs: list[bytes] = []
     full: dict[int, Outgoing] = {}
@@ -500,9 +499,14 @@ def _stored(exchange: str, routing_keys: list[str], payloads: list[bytes], flags
                 text = payload.decode()
             except UnicodeDecodeError:
                 raise InvalidInput(f"record {i}: a text body must be UTF-8 (flag 1 marks bytes)") from None
-            blob = head + (payload if _NEEDS_ESCAPE.search(payload) is None else _escaped(text))
+            blob = head + (payload if _as_json(payload) else _escaped(text))
         blobs.append(blob)
     return ParsedBatch(routing_keys, blobs, full)
+
+
+def _as_json(text: bytes) -> bool:
+    """Whether JSON writes this UTF-8 text as it is (a translate is ten times faster than a regex)."""
+    return len(text.translate(None, _ESCAPED)) == len(text)
 
 
 def _routing_key(raw: bytes, index: int) -> str:
