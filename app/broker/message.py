@@ -550,11 +550,15 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
     the batch holds a backslash."""
     n = len(stored)
     offsets, positions, timestamps, tags, blobs, counts = zip(*stored, strict=True) if n else ((),) * 6
-    plain = HEAD | HAS_ROUTING_KEY
-    if all(b[0] == plain and b[1] != _LONG for b in blobs):  # nearly every batch
-        ends = [b[1] + 2 for b in blobs]
-        keys = [b[2:e] for b, e in zip(blobs, ends, strict=True)]
-        bodies = [b[e:] for b, e in zip(blobs, ends, strict=True)]
+    keyed = HEAD | HAS_ROUTING_KEY
+    bare = all(b[0] == HEAD for b in blobs)  # text without exchange, routing key or headers
+    if bare or all(b[0] == keyed and b[1] != _LONG for b in blobs):  # nearly every batch: slices
+        if bare:
+            keys, bodies = [b""] * n, [b[1:] for b in blobs]
+        else:
+            ends = [b[1] + 2 for b in blobs]
+            keys = [b[2:e] for b, e in zip(blobs, ends, strict=True)]
+            bodies = [b[e:] for b, e in zip(blobs, ends, strict=True)]
         exchanges, headers, flags = [b""] * n, [b""] * n, [0] * n
         if _BACKSLASH in b"".join(keys):
             keys = [_unescaped(k) for k in keys]

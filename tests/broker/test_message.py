@@ -303,3 +303,11 @@ def test_render_binary_reads_records_of_the_older_json_members_form() -> None:
     (message,) = _batch.decode(render_binary([(3, 4, 5, b"t", old, 2)]), "q")
     assert (message.exchange, message.routing_key, message.headers, message.tag, message.body) == (
         "ex", "k", {"a": "b"}, "t", "hi")
+
+
+@pytest.mark.parametrize("key", [b"", b"orders.eu"])
+def test_render_binary_cuts_plain_blobs_of_one_shape(key: bytes) -> None:
+    """A batch of text messages without headers, all with or all without a routing key."""
+    batch = parse_binary_batch(binary_body((key, b"one", 0), (key, b'two "quoted"', 0)), "", 100)
+    messages = _batch.decode(render_binary([(i, i, 1, b"", blob, 1) for i, blob in enumerate(batch.blobs)]), "q")
+    assert [(m.routing_key, m.body) for m in messages] == [(key.decode(), "one"), (key.decode(), 'two "quoted"')]
