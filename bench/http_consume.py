@@ -6,22 +6,28 @@ Starts a chunkmq server (auth off, 127.0.0.1, fsync=interval), fills a queue wit
 100 bytes, then drains it with pull(max 1,000) + cumulative ack from 1 and from 4 consumer processes
 of one group (each consumer acks what it pulled by offset). Then measures end-to-end latency: one
 process publishes single messages at --rate per second carrying their send time, one consumer waits
-in a long poll (wait_ms) and records receive time - send time. Prints JSON lines and a table.
+in a long poll (wait_ms) and records receive time - send time. Last, --fanout connections each park
+a long poll on a group of their own, one message is published, and the time until the last poll
+is answered is measured. Prints JSON lines and a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import multiprocessing as mp
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import orjson
 
 from bench.peers.chunkmq import ChunkmqServer
+from bench.profile import Profiler
 
 JSON = {"content-type": "application/json"}
 
@@ -108,12 +114,59 @@ def latency(url: str, queue: str, rate: int, seconds: float) -> list[float]:
     return latencies
 
 
+async def _fanout(port: int, queue: str, polls: int, cpu: Callable[[], float],
+                  profile: tuple[int, Path] | None) -> tuple[float, float]:
+    """Seconds from one publish to the last of `polls` long polls (one group each) answered, and the
+    server's CPU seconds meanwhile; py-spy samples the server meanwhile into `profile`."""
+
+    async def request(writer: asyncio.StreamWriter, method: str, path: str, body: bytes) -> None:
+        writer.write(b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (method.encode(), path.encode(), len(body), body))
+        await writer.drain()
+
+    async def answer(reader: asyncio.StreamReader) -> bytes:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        return await reader.readexactly(length)
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for i in range(polls):  # each group starts at the end: nothing to take yet
+        await request(writer, "PUT", f"/api/v1/queues/{queue}/groups/f{i}", b'{"start":"latest"}')
+        await answer(reader)
+    pull = orjson.dumps({"max_messages": 1, "wait_ms": 30_000})
+    streams = []
+    for i in range(polls):  # a connection sends its request at once (the server's header timeout)
+        streams.append(await asyncio.open_connection("127.0.0.1", port))
+        await request(streams[-1][1], "POST", f"/api/v1/queues/{queue}/groups/f{i}/pull", pull)
+    await asyncio.sleep(1.0)  # every poll is parked in the server
+    with contextlib.ExitStack() as stack:
+        if profile is not None:
+            stack.enter_context(Profiler(*profile))
+            await asyncio.sleep(0.5)  # py-spy attached
+        used, started = cpu(), time.perf_counter()
+        await request(writer, "POST", f"/api/v1/queues/{queue}/publish", b'{"messages":[{"body":"wake"}]}')
+        await asyncio.gather(*(answer(r) for r, _ in streams))
+        seconds, used = time.perf_counter() - started, cpu() - used
+    for _, w in [*streams, (reader, writer)]:
+        w.close()
+    return seconds, used
+
+
+def fanout(url: str, server: ChunkmqServer, polls: int, profile: Path | None) -> tuple[float, float]:
+    httpx.put(f"{url}/api/v1/queues/fanout", json={}).raise_for_status()
+    pid = server.process.pid if server.process is not None else 0
+    return asyncio.run(_fanout(server.port, "fanout", polls, server.cpu_seconds,
+                               (pid, profile) if profile is not None else None))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--consumers", default="1,4")
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--fanout", type=int, default=1000, help="long polls one publish wakes (0: skip)")
+    parser.add_argument("--profile", type=Path, help="py-spy the server during the latency run (PROFILE-latency.txt, .summary.md) and the fan-out (PROFILE.txt, ...)")
     args = parser.parse_args(argv)
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as tmp:
@@ -131,11 +184,20 @@ def main(argv: list[str] | None = None) -> None:
                 print(orjson.dumps(line).decode(), flush=True)
                 rows.append(f"| drain, pull 1000 + ack | {consumers} | {got:,} | {line['msgs_per_s']:,} | | |")
             httpx.put(f"{url}/api/v1/queues/latency", json={}).raise_for_status()
-            lat = sorted(x * 1000 for x in latency(url, "latency", args.rate, args.seconds))
+            with contextlib.ExitStack() as stack:
+                if args.profile is not None and server.process is not None:
+                    stack.enter_context(Profiler(server.process.pid, args.profile.with_name(f"{args.profile.name}-latency")))
+                lat = sorted(x * 1000 for x in latency(url, "latency", args.rate, args.seconds))
             p50, p99 = statistics.median(lat), lat[int(len(lat) * 0.99)]
             print(orjson.dumps({"what": "latency", "rate": args.rate, "p50_ms": round(p50, 3),
                                 "p99_ms": round(p99, 3), "max_ms": round(lat[-1], 3)}).decode(), flush=True)
             rows.append(f"| end-to-end latency at {args.rate} msgs/s | 1 | {len(lat):,} | | {p50:.2f} | {p99:.2f} |")
+            if args.fanout:
+                seconds, cpu = fanout(url, server, args.fanout, args.profile)
+                print(orjson.dumps({"what": "fanout", "polls": args.fanout, "ms": round(seconds * 1000, 1),
+                                    "server_cpu_s": round(cpu, 3)}).decode(), flush=True)
+                rows.append(f"| one publish wakes {args.fanout:,} long polls: last answer after | {args.fanout:,} | 1 "
+                            f"| | {seconds * 1000:.0f} | |")
         finally:
             server.stop()
     print("| what | consumers | messages | msgs/s | p50 ms | p99 ms |\n|---|---|---|---|---|---|")

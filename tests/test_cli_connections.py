@@ -3,12 +3,14 @@ a real server over raw sockets."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from pathlib import Path
 
 import httpx
 
+from app.cli import OneWrite
 from tests.server import ServerProcess
 
 
@@ -45,7 +47,55 @@ def test_half_sent_requests_are_closed_and_connections_are_bounded(tmp_path: Pat
         idle = socket.create_connection(("127.0.0.1", server.port))  # connects and sends nothing at all
         assert dropped_by_server(idle, 5)
         idle.close()
+        head_and_expect_continue_are_answered(server)
     finally:
         for s in slow:
             s.close()
         server.stop()
+
+
+def head_and_expect_continue_are_answered(server: ServerProcess) -> None:
+    """Responses held for their body (OneWrite) still go out without one (HEAD), and 100 Continue
+    goes out before the body is sent."""
+    assert httpx.head(f"{server.url}/healthz", timeout=5).status_code in (200, 405)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        body = b'{"messages":[{"body":"x"}]}'
+        s.sendall(b"PUT /api/v1/queues/q HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-length: 0\r\n\r\n")
+        assert s.recv(65536).startswith(b"HTTP/1.1 201")
+        s.sendall(b"POST /api/v1/queues/q/publish HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+                  b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body))
+        assert s.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(body)
+        answer = s.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'"durability":"interval"}')
+
+
+def test_a_response_goes_out_in_one_write_and_a_head_alone_still_goes_out() -> None:
+    """OneWrite over a real transport: the head waits for the body and leaves with it; 100 Continue
+    leaves at once; a response without a body write (HEAD) leaves when the response ends."""
+
+    def readable(s: socket.socket) -> bytes:
+        time.sleep(0.05)
+        try:
+            return s.recv(65536)
+        except BlockingIOError:
+            return b""
+
+    async def main() -> None:
+        ours, peer = socket.socketpair()
+        peer.setblocking(False)
+        transport, _ = await asyncio.get_running_loop().connect_accepted_socket(asyncio.Protocol, ours)
+        out = OneWrite(transport)  # type: ignore[arg-type]
+        out.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        assert readable(peer) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        out.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        assert readable(peer) == b""  # held for the body
+        out.write(b"ok")
+        assert readable(peer) == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+        out.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        out.flush()
+        assert readable(peer) == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
+        out.close()
+        peer.close()
+
+    asyncio.run(main())

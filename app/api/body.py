@@ -37,6 +37,11 @@ async def read_body(
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def media_type(content_type: str | None) -> str:
+    """The media type of a Content-Type header, without parameters, lower case."""
+    return content_type.split(";", 1)[0].strip().lower() if content_type else ""
+
+
 def parse_json(raw: bytes, *, required: bool = True) -> Any:
     if not raw:
         if required:

@@ -27,6 +27,12 @@ def raw_json(body: bytes, status: int = 200) -> Response:
 
 async def send_json(send: Send, body: bytes, status: int = 200) -> None:
     """A JSON answer straight through ASGI, for the plain ASGI routes (app/api/publish.py)."""
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send_body(send, body, "application/json", status=status)
+
+
+async def send_body(send: Send, body: bytes, media_type: str, extra: list[tuple[bytes, bytes]] | None = None,
+                    status: int = 200) -> None:
+    """An answer of any media type straight through ASGI."""
+    headers = [(b"content-type", media_type.encode()), (b"content-length", b"%d" % len(body)), *(extra or ())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -14,6 +14,7 @@ from app.api.deps import broker_of, json, raw_json
 from app.broker import codes
 from app.broker.errors import InvalidInput
 from app.broker.fields import reject_unknown
+from app.broker.message import BATCH_MEDIA_TYPE
 from app.broker.names import check_name
 from app.broker.views import group_json, group_view
 
@@ -66,6 +67,8 @@ async def pull(queue: str, group: str, request: Request, who: Principal = Depend
         raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
     check_name(consumer, "consumer id")
     broker = broker_of(request)
+    binary = BATCH_MEDIA_TYPE in request.headers.get("accept", "")
+    answer = batch if binary else raw_json
     if "ack" in body:
         # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
         if type(body["ack"]) is not dict:
@@ -76,11 +79,16 @@ async def pull(queue: str, group: str, request: Request, who: Principal = Depend
             raise InvalidInput(f"ack: {exc.message}", code=exc.code) from None
         durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
         try:
-            messages = await broker.pull(queue, group, max_messages, wait_ms, consumer)
+            messages = await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary)
         finally:
             await durable  # the answer acknowledges the ack: only once it survives a crash
-        return raw_json(messages)
-    return raw_json(await broker.pull(queue, group, max_messages, wait_ms, consumer))
+        return answer(messages)
+    return answer(await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary))
+
+
+def batch(records: bytes) -> Response:
+    """A binary batch answer (docs/api.md "Binary batches")."""
+    return Response(records, media_type=BATCH_MEDIA_TYPE)
 
 
 @router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody), responses=schemas.answers(

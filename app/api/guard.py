@@ -8,8 +8,9 @@ checks close the doors a browser leaves open:
   Every route, the console's too.
 - Origin and content type on `/api/v1` state changes (POST, PUT, PATCH, DELETE, and WebSocket
   handshakes): a foreign `Origin` is refused with 403 `cross_origin`, and a body that is not
-  `application/json` with 415 (the content types a page may send without a CORS preflight). The
-  console's forms post to its own pages, on the same origin, with CSRF tokens, outside `/api/v1`.
+  `application/json` or a binary batch (`application/vnd.chunkmq.batch`) with 415: a page cannot
+  send either without a CORS preflight. The console's forms post to its own pages, on the same
+  origin, with CSRF tokens, outside `/api/v1`.
 
 With tokens on, neither applies: a page cannot read or guess a bearer token.
 """
@@ -22,9 +23,12 @@ import orjson
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.body import media_type
 from app.broker import codes
+from app.broker.message import BATCH_MEDIA_TYPE
 
 _CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_BODY_TYPES = frozenset({"application/json", BATCH_MEDIA_TYPE})  # neither is sent by a page without a preflight
 
 
 class LocalOnly:
@@ -71,6 +75,6 @@ class LocalOnly:
         if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != (host or "").lower()):
             return 403, codes.CROSS_ORIGIN, f"requests from another site ({origin}) may not change the broker"
         content_type = headers.get("content-type")
-        if kind == "http" and content_type is not None and content_type.split(";")[0].strip().lower() != "application/json":
+        if kind == "http" and content_type is not None and media_type(content_type) not in _BODY_TYPES:
             return 415, codes.UNSUPPORTED_MEDIA_TYPE, f"bodies must be application/json, not {content_type}"
         return None

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, QueryParams
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.api import schemas
 from app.api.auth import Principal, bearer
-from app.api.body import parse_json, read_body
-from app.api.deps import send_json
+from app.api.body import media_type, parse_json, read_body
+from app.api.deps import send_body, send_json
 from app.broker import codes
 from app.broker.broker import Broker
 from app.broker.errors import InvalidInput
+from app.broker.message import BATCH_MEDIA_TYPE
 from app.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
 
 
@@ -37,6 +38,16 @@ def publish_args(body: Any) -> tuple[Any, bool]:
     if type(mandatory) is not bool:
         raise InvalidInput("mandatory must be true or false")
     return body.get("messages"), mandatory
+
+
+def binary_mandatory(scope: Scope) -> bool:
+    """A binary body has no room for the mandatory flag: it is the query parameter ?mandatory=true."""
+    values = QueryParams(scope["query_string"]).getlist("mandatory")
+    if not values:
+        return False
+    if values != ["true"] and values != ["false"]:
+        raise InvalidInput("mandatory must be true or false", code=codes.INVALID_REQUEST)
+    return values == ["true"]
 
 
 class PublishEndpoint:
@@ -59,9 +70,18 @@ class PublishEndpoint:
             exchange = exchange_from_path(name)
             who.check("write", exchange or DEFAULT_EXCHANGE_ALIAS)
         raw = await read_body(receive, headers.get("content-length"), broker.settings.max_batch_bytes)
-        messages, mandatory = publish_args(parse_json(raw))
-        outcome = await broker.publish(exchange, messages, mandatory, queue_name=name if self.to_queue else None)
-        await send_json(send, outcome.json())
+        binary = media_type(headers.get("content-type")) == BATCH_MEDIA_TYPE
+        if binary:
+            messages, mandatory = raw, binary_mandatory(scope)  # parsed by the broker, column by column
+        else:
+            messages, mandatory = publish_args(parse_json(raw))
+        binary_answer = binary and BATCH_MEDIA_TYPE in headers.get("accept", "")
+        outcome = await broker.publish(exchange, messages, mandatory, queue_name=name if self.to_queue else None,
+                                       binary_answer=binary_answer)
+        if binary_answer:
+            await send_body(send, outcome.results, BATCH_MEDIA_TYPE, [(b"chunkmq-durability", outcome.durability.encode())])
+        else:
+            await send_json(send, outcome.json())
 
 
 routes = [
@@ -75,7 +95,8 @@ def _operation(operation_id: str, summary: str, description: str, *errors: str) 
         "post": {
             "tags": ["publish"],
             "summary": summary,
-            "description": description,
+            "description": description + " The body may also be a binary batch (`Content-Type: "
+                           "application/vnd.chunkmq.batch`, `?mandatory=true`): docs/api.md, Binary batches.",
             "operationId": operation_id,
             "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
             "responses": schemas.answers(schemas.Published, *errors, description="Stored (docs/api.md, Publish)"),

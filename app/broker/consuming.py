@@ -11,7 +11,7 @@ from app.broker.base import BrokerBase, log, now_ms, one_at_a_time
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
 from app.broker.group import Group, monotonic_ms
-from app.broker.message import render_all
+from app.broker.message import render_all, render_binary
 from app.broker.names import check_name
 from app.broker.queue import Queue
 from app.meta import GroupState
@@ -92,16 +92,18 @@ class Consuming(BrokerBase):
         return queue, group
 
     async def pull(
-        self, queue_name: str, group_name: str, max_messages: int, wait_ms: int, consumer: str
+        self, queue_name: str, group_name: str, max_messages: int, wait_ms: int, consumer: str,
+        *, binary: bool = False,
     ) -> bytes:
         """Deliver up to max_messages; waits up to wait_ms for a publish (or a redelivery) when
-        nothing is ready. A publish wakes the wait at once: no polling."""
+        nothing is ready. A publish wakes the wait at once: no polling. The answer is the JSON
+        `{"messages": [...]}`, or with `binary` a binary batch (render_binary)."""
         queue, group = await self.consumer_group(queue_name, group_name)
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             # Take the event before looking, so a publish between the look and the wait is not missed.
             arrived = queue.arrived
-            delivered = self.deliver(queue, group, consumer, max_messages)
+            delivered = self.deliver(queue, group, consumer, max_messages, binary=binary)
             remaining = deadline - time.monotonic()
             if delivered or remaining <= 0:
                 break
@@ -109,20 +111,29 @@ class Consuming(BrokerBase):
                 raise NotFound(f"queue {queue_name!r} was deleted", code="queue_not_found")
             if group.closed:
                 raise NotFound(f"group {group_name!r} was deleted", code="group_not_found")
-            try:
-                await asyncio.wait_for(arrived.wait(), remaining)
+            try:  # asyncio.timeout, not wait_for: no task per wait, one loop turn less per wake
+                async with asyncio.timeout(remaining):
+                    await arrived.wait()
             except TimeoutError:
                 pass
+        if binary:
+            return delivered[0] if delivered else render_binary([])
         return b'{"messages":[%b]}' % b",".join(delivered)
 
-    def deliver(self, queue: Queue, group: Group, consumer: str, max_messages: int) -> list[bytes]:
-        """Hand out messages to one consumer: rendered JSON objects, now in flight."""
+    def deliver(
+        self, queue: Queue, group: Group, consumer: str, max_messages: int, *, binary: bool = False
+    ) -> list[bytes]:
+        """Hand out messages to one consumer, now in flight: rendered JSON objects, or with `binary`
+        one binary batch of them (none delivered: an empty list)."""
         now = monotonic_ms()
         self._expire(queue, group, now)
         taken = group.deliver(self.store, consumer, max_messages, queue.settings.ack_timeout_ms, now)
         if taken:
             self.stats.delivered.add(len(taken))
             queue.delivered += len(taken)
+        if binary:  # one binary batch for all of them (render_binary), or nothing
+            return [render_binary([(offset, position, ts, tag, data, count)
+                                   for (offset, position, ts, _, tag, data), count in taken])] if taken else []
         qj = queue.name_json
         return render_all(qj, taken)
 

@@ -27,15 +27,18 @@ quote (0x22), which no head byte is, and `render` and `decode_data` read both.
 
 from __future__ import annotations
 
+import array
 import binascii
+import itertools
+import struct
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from app.broker.errors import InvalidInput, NotFound
+from app.broker.errors import InvalidInput, NotFound, TooLarge
 from app.broker.names import MAX_ROUTING_KEY
 from app.storage.model import StoredMessage
 
@@ -389,3 +392,200 @@ def as_base64(page: bytes) -> bytes:
         if "body" in message:
             message["body_base64"] = binascii.b2a_base64(message.pop("body").encode(), newline=False).decode()
     return orjson.dumps(doc)
+
+
+# ---------------------------------------------------------------------------- the binary batch body
+
+BATCH_MEDIA_TYPE = "application/vnd.chunkmq.batch"
+# Layout (docs/api.md "Binary batches"), integers little-endian: a record count n (u32), the records'
+# fixed-size fields as columns of n values each, then their variable fields, one region per field,
+# each the concatenation of that field over the records in order. Columns are read in one call each
+# and the lengths give every field's slice: no Python loop over the records on the way in or out.
+COUNT = struct.Struct("<I")
+PUBLISH_COLUMNS = "IHB"  # body length, routing key length, flags; regions: routing keys, bodies
+# A delivered record's columns: offset, id, timestamp, delivery count, flags, and the lengths of its
+# exchange, routing key, tag, headers (a JSON object, empty when there are none) and body; regions
+# in that order.
+DELIVERED_COLUMNS = "QQQIBBHHII"
+WIRE_BINARY = 1  # record flag: the body is bytes (JSON answers give it as body_base64)
+_ESCAPED = bytes(range(0x20)) + b'"\\'  # what JSON escapes in a string; orjson leaves the rest as it is
+_PUBLISH_ROW = sum(struct.calcsize(code) for code in PUBLISH_COLUMNS)
+
+
+def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedBatch:
+    """The records of a binary publish body (BATCH_MEDIA_TYPE), validated, as stored blobs.
+
+    Raises InvalidInput for a malformed body (400) and TooLarge past `max_messages` (413)."""
+    if len(body) < COUNT.size:
+        raise InvalidInput("a binary batch starts with its record count (4 bytes)")
+    (count,) = COUNT.unpack_from(body)
+    if count == 0:
+        raise InvalidInput("a binary batch needs at least one record")
+    if count > max_messages:
+        raise TooLarge(f"a batch holds at most {max_messages} messages", code="batch_too_large")
+    data_start = COUNT.size + count * _PUBLISH_ROW
+    if len(body) < data_start:
+        raise InvalidInput(f"the record columns are truncated: {count} records need {data_start} bytes, "
+                           f"the body has {len(body)}")
+    body_lens, key_lens, flags = _columns(body, COUNT.size, count, PUBLISH_COLUMNS)
+    keys_end = data_start + sum(key_lens)
+    if keys_end + sum(body_lens) != len(body):
+        raise InvalidInput(f"the records' lengths add up to {keys_end + sum(body_lens) - data_start} bytes, "
+                           f"but {len(body) - data_start} follow the columns")
+    if max(flags) > WIRE_BINARY:
+        raise InvalidInput(f"record {next(i for i, f in enumerate(flags) if f > WIRE_BINARY)} has unknown flags")
+    payloads = _slices(body, keys_end, body_lens)
+    if max(key_lens) == 0:  # every message on the empty routing key (a queue publish)
+        routing_keys = [""] * count
+    else:
+        raw_keys = _slices(body, data_start, key_lens)
+        known = {raw: _routing_key(raw, raw_keys.index(raw)) for raw in set(raw_keys)}
+        routing_keys = [known[raw] for raw in raw_keys]
+    return _stored(exchange, routing_keys, payloads, flags, body[keys_end:])
+
+
+def _columns(buffer: bytes, start: int, count: int, codes: str) -> list[list[int]]:
+    """`count` little-endian values of each struct code in `codes`, column after column."""
+    out = []
+    for code in codes:
+        size = struct.calcsize("<" + code)
+        column = array.array(code)
+        if column.itemsize == size:  # array reads a column at C speed
+            column.frombytes(buffer[start:start + count * size])
+            if sys.byteorder == "big":
+                column.byteswap()
+            out.append(column.tolist())
+        else:  # a platform whose C types have other sizes
+            out.append(list(struct.unpack_from(f"<{count}{code}", buffer, start)))
+        start += count * size
+    return out
+
+
+def _column_bytes(code: str, values: Sequence[int]) -> bytes:
+    """The little-endian column of `values` (the inverse of _columns)."""
+    column = array.array(code, values)
+    if column.itemsize != struct.calcsize("<" + code):
+        return struct.pack(f"<{len(values)}{code}", *values)
+    if sys.byteorder == "big":
+        column.byteswap()
+    return column.tobytes()
+
+
+def _slices(buffer: bytes, start: int, lengths: list[int]) -> list[bytes]:
+    """`buffer` cut into consecutive pieces of `lengths` from `start`."""
+    ends = list(itertools.accumulate(lengths, initial=start))
+    return [buffer[a:b] for a, b in itertools.pairwise(ends)]  # three times faster than map(slice)
+
+
+def _stored(exchange: str, routing_keys: list[str], payloads: list[bytes], flags: list[int],
+            bodies: bytes) -> ParsedBatch:
+    """The stored blobs of binary records: the blob head of their exchange and routing key (cached),
+    then the body as the blob keeps it: text JSON-escaped, bytes raw. Text that JSON leaves as it is
+    (no quote, backslash or control character) is stored as it came: for a batch of such ASCII
+    text, which two C passes over the bodies tell, a blob is one concatenation."""
+    heads = _heads_of(exchange)
+    by_key = {key: _head(heads, exchange, key) for key in set(routing_keys)}
+    key_heads = [by_key[key] for key in routing_keys]
+    if not any(flags) and bodies.isascii() and _as_json(bodies):
+        return ParsedBatch(routing_keys, list(map(bytes.__add__, key_heads, payloads)), {})
+    blobs: list[bytes] = []
+    full: dict[int, Outgoing] = {}
+    for i, (head, payload, flag) in enumerate(zip(key_heads, payloads, flags, strict=True)):
+        if flag:
+            blob = encode_blob(_escaped(exchange), _escaped(routing_keys[i]), None, payload, True)
+            full[i] = Outgoing(routing_keys[i], NO_HEADERS, None, None, blob, FLAG_BINARY)
+        else:
+            try:
+                text = payload.decode()
+            except UnicodeDecodeError:
+                raise InvalidInput(f"record {i}: a text body must be UTF-8 (flag 1 marks bytes)") from None
+            blob = head + (payload if _as_json(payload) else _escaped(text))
+        blobs.append(blob)
+    return ParsedBatch(routing_keys, blobs, full)
+
+
+def _as_json(text: bytes) -> bool:
+    """Whether JSON writes this UTF-8 text as it is (a translate is ten times faster than a regex)."""
+    return len(text.translate(None, _ESCAPED)) == len(text)
+
+
+def _routing_key(raw: bytes, index: int) -> str:
+    try:
+        key = raw.decode()
+    except UnicodeDecodeError:
+        raise InvalidInput(f"record {index}: the routing key is not UTF-8") from None
+    if len(key) > MAX_ROUTING_KEY or NUL in key:
+        raise InvalidInput(
+            f"record {index}: the routing key must be at most {MAX_ROUTING_KEY} characters without NUL")
+    return key
+
+
+def render_results(positions: list[int], placements: Sequence[tuple[tuple[int, int], ...]],
+                   names: dict[int, bytes]) -> bytes:
+    """The results of a binary publish as a binary batch: the message count, the columns id u64
+    and placement count u16; then the placement count (u32), the columns queue offset u64 and
+    queue name length u8, and the region of queue names, every placement in message order.
+    `names` holds the name of every queue placed in."""
+    offsets = [o for placed in placements for _, o in placed]
+    if len(names) == 1:  # a queue publish, or one route: the same name for every placement
+        (name,) = names.values()
+        lengths, region = bytes((len(name),)) * len(offsets), name * len(offsets)
+    else:
+        queues = [q for placed in placements for q, _ in placed]
+        lengths, region = bytes([len(names[q]) for q in queues]), b"".join([names[q] for q in queues])
+    return b"".join((
+        COUNT.pack(len(positions)), _column_bytes("Q", positions), _column_bytes("H", list(map(len, placements))),
+        COUNT.pack(len(offsets)), _column_bytes("Q", offsets), lengths, region,
+    ))
+
+
+def _unescaped(escaped: bytes) -> bytes:
+    """JSON-escaped text (a blob's) back to its UTF-8 bytes."""
+    return escaped if _BACKSLASH not in escaped else _text(escaped).encode()
+
+
+def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> bytes:
+    """Delivered messages (offset, id, timestamp, tag, stored blob, delivery count) as a binary batch.
+    The common blob (a routing key and a text body) is cut by slicing; text is unescaped only where
+    the batch holds a backslash."""
+    n = len(stored)
+    offsets, positions, timestamps, tags, blobs, counts = zip(*stored, strict=True) if n else ((),) * 6
+    keyed = HEAD | HAS_ROUTING_KEY
+    bare = all(b[0] == HEAD for b in blobs)  # text without exchange, routing key or headers
+    if bare or all(b[0] == keyed and b[1] != _LONG for b in blobs):  # nearly every batch: slices
+        if bare:
+            keys, bodies = [b""] * n, [b[1:] for b in blobs]
+        else:
+            ends = [b[1] + 2 for b in blobs]
+            keys = [b[2:e] for b, e in zip(blobs, ends, strict=True)]
+            bodies = [b[e:] for b, e in zip(blobs, ends, strict=True)]
+        exchanges, headers, flags = [b""] * n, [b""] * n, [0] * n
+        if _BACKSLASH in b"".join(keys):
+            keys = [_unescaped(k) for k in keys]
+        if _BACKSLASH in b"".join(bodies):
+            bodies = [_unescaped(b) for b in bodies]
+    else:
+        exchanges, keys, headers, bodies, flags = [], [], [], [], []
+        for blob, tag in zip(blobs, tags, strict=True):
+            if blob[:1] == b'"':  # a record in the older JSON-members form
+                members = decode_data(blob, tag)
+                exchange, key = members["exchange"].encode(), members["routing_key"].encode()
+                head = orjson.dumps(members["headers"]) if members["headers"] else b""
+                binary = "body_base64" in members
+                body = binascii.a2b_base64(members["body_base64"]) if binary else members["body"].encode()
+            else:
+                exchange, key, head_or_none, body, binary = blob_fields(blob)
+                exchange, key, head = _unescaped(exchange), _unescaped(key), head_or_none or b""
+                if not binary:
+                    body = _unescaped(body)
+            exchanges.append(exchange)
+            keys.append(key)
+            headers.append(head)
+            bodies.append(body)
+            flags.append(WIRE_BINARY if binary else 0)
+    regions = (exchanges, keys, tags, headers, bodies)
+    columns = (offsets, positions, timestamps, counts, flags, *([len(x) for x in r] for r in regions))
+    parts = [COUNT.pack(n)]
+    parts += [_column_bytes(code, column) for code, column in zip(DELIVERED_COLUMNS, columns, strict=True)]
+    parts += [b"".join(r) for r in regions]
+    return b"".join(parts)

@@ -12,7 +12,7 @@ from app import metrics
 from app.broker.base import BrokerBase, now_ms
 from app.broker.dedup import key_scope
 from app.broker.errors import InvalidInput, PreconditionFailed, QueueFull, StorageFull, TooLarge, Unroutable
-from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch
+from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch, parse_binary_batch, render_results
 from app.broker.names import DEFAULT_EXCHANGE
 from app.broker.queue import Overflow, Queue
 from app.broker.routing import Exchange
@@ -23,8 +23,8 @@ from app.storage.record import FRAME, HEADER_SIZE, LONG_FRAME, SHORT_MAX
 
 @dataclass(slots=True)
 class PublishOutcome:
-    results: bytes  # the JSON array of per-message results, rendered once (no dicts per message)
-    durability: str
+    results: bytes  # the JSON array of per-message results, rendered once (no dicts per message),
+    durability: str  # or with binary_answer the binary batch of results (render_results)
 
     def json(self) -> bytes:
         """The HTTP answer: {"results": [...], "durability": "..."}."""
@@ -44,13 +44,18 @@ class Publishing(BrokerBase):
     # ------------------------------------------------------------------ publish
 
     async def publish(
-        self, exchange_name: str, raw: Any, mandatory: bool = False, *, queue_name: str | None = None
+        self, exchange_name: str, raw: Any, mandatory: bool = False, *, queue_name: str | None = None,
+        binary_answer: bool = False,
     ) -> PublishOutcome:
         """Route and store a batch; the batch is stored entirely or not at all.
 
-        Returns once the batch is durable under the configured fsync mode.
+        Returns once the batch is durable under the configured fsync mode. With `binary_answer`
+        (binary batches only: they carry no idempotency keys, so no result is a duplicate) the
+        results are a binary batch (render_results) instead of JSON.
         """
-        results, end_position = self._publish_now(exchange_name, raw, mandatory, queue_name)
+        if binary_answer and type(raw) is not bytes:
+            raise InvalidInput("a binary answer needs a binary batch body")
+        results, end_position = self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer)
         if end_position is not None:
             future = self.store.durable(end_position)
             if not future.done():
@@ -60,12 +65,14 @@ class Publishing(BrokerBase):
         return PublishOutcome(results, self.durability)
 
     def _publish_now(
-        self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None
+        self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None, binary_answer: bool = False
     ) -> tuple[bytes, int | None]:
-        """The synchronous part of a publish: validate, route, check limits, append."""
-        if type(raw) is not list or not raw:
+        """The synchronous part of a publish: validate, route, check limits, append. `raw` is the
+        list of message objects of a JSON body, or a binary batch body (bytes)."""
+        binary = type(raw) is bytes
+        if not binary and (type(raw) is not list or not raw):
             raise InvalidInput("messages must be a non-empty array")
-        if len(raw) > self.settings.max_batch_messages:
+        if not binary and len(raw) > self.settings.max_batch_messages:
             raise TooLarge(
                 f"a batch holds at most {self.settings.max_batch_messages} messages", code="batch_too_large"
             )
@@ -81,7 +88,10 @@ class Publishing(BrokerBase):
         now = now_ms()
         # Keys are scoped to the target: the same key on another exchange or queue is another message.
         scope = key_scope("q", queue_name) if queue_name is not None else key_scope("x", exchange.name)
-        batch = parse_batch(raw, exchange.name, self.message_limits)
+        if binary:
+            batch = parse_binary_batch(raw, exchange.name, self.settings.max_batch_messages)
+        else:
+            batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
         messages: list[NewMessage] = []
         add_message = messages.append
@@ -128,7 +138,7 @@ class Publishing(BrokerBase):
                 unroutable += 1
             tag = out.tag.encode() if out.tag else b""
             key_bytes = key.encode() if key else b""
-            size = record_size(len(data), len(ids), len(key_bytes), len(tag), *self._placement_bound(ids, len(raw)))
+            size = record_size(len(data), len(ids), len(key_bytes), len(tag), *self._placement_bound(ids, len(batch.blobs)))
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += 1
@@ -142,13 +152,13 @@ class Publishing(BrokerBase):
             # a plain message has no tag or key; a long one takes the 8 bytes more of a long frame
             if len(ids) > 1:
                 longs = count  # (a bound: the threshold below is for one placement)
-            size = data_bytes + count * record_size(0, len(ids), 0, 0, *self._placement_bound(ids, len(raw))) \
+            size = data_bytes + count * record_size(0, len(ids), 0, 0, *self._placement_bound(ids, len(batch.blobs))) \
                 + longs * (LONG_FRAME - FRAME)
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += count
                 added[1] += size
-        exchange.messages_in += len(raw)
+        exchange.messages_in += len(slots)
         if unroutable:
             exchange.messages_unroutable += unroutable
             if mandatory:
@@ -170,16 +180,14 @@ class Publishing(BrokerBase):
             raise StorageFull(f"the disk is full; nothing of this batch was stored ({exc})") from exc
         disk.failure = None
 
+        if binary_answer:  # a binary batch: no keys, no duplicates, nothing to remember
+            self._after_append(incoming, len(messages))
+            names = {q: self.queues_by_id[q].name.encode() for q in incoming}
+            return render_results(appended.positions, appended.placements, names), self.store.end_position
         results = self._results(appended)
         for key, index in batch_keys.items():
             self.dedup.put(key, appended.timestamp, results[index])
-        for queue_id, (count, _) in incoming.items():
-            q = self.queues_by_id[queue_id]
-            q.messages_in += count
-            if q.settings.max_messages is not None or q.settings.max_bytes is not None:
-                self.enforce_limits(q, by_age=False)
-            q.notify()
-        self.stats.published.add(len(messages))
+        self._after_append(incoming, len(messages))
         if len(results) == len(slots):  # the common case: no duplicates at all
             return b"[%b]" % b",".join(results), self.store.end_position
         out_results: list[bytes] = []
@@ -191,6 +199,16 @@ class Publishing(BrokerBase):
             else:
                 out_results.append(results[s])
         return b"[%b]" % b",".join(out_results), self.store.end_position
+
+    def _after_append(self, incoming: dict[int, list[int]], count: int) -> None:
+        """After an append: queue counters, limits (drop_head), waiting consumers, stats."""
+        for queue_id, (added, _) in incoming.items():
+            q = self.queues_by_id[queue_id]
+            q.messages_in += added
+            if q.settings.max_messages is not None or q.settings.max_bytes is not None:
+                self.enforce_limits(q, by_age=False)
+            q.notify()
+        self.stats.published.add(count)
 
     def _targets(
         self, exchange: Exchange, target: Queue | None, routing_key: str, headers: Mapping[str, str]

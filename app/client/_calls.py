@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 import orjson
 
+from app.client import _batch
 from app.client.errors import from_body
 from app.client.models import (
     AckResult,
@@ -32,6 +33,7 @@ from app.client.models import (
 T = TypeVar("T")
 MessageLike = str | bytes | OutgoingMessage | Mapping[str, Any]
 _JSON_HEADERS = {"content-type": "application/json"}
+_BATCH_HEADERS = {"content-type": _batch.MEDIA_TYPE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +44,16 @@ class Call(Generic[T]):
     body: Any = None
     params: Mapping[str, Any] | None = None
     extra_seconds: float = 0.0  # on top of the client's timeout: long polls
+    batch: bytes | None = None  # a binary batch body (app/client/_batch.py) instead of the JSON body
+    binary_answer: bool = False  # ask for a binary batch answer; `parse` gets the httpx.Response
 
     def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         content = orjson.dumps(self.body) if self.body is not None else None
+        headers = _JSON_HEADERS if content is not None else None
+        if self.batch is not None:
+            content, headers = self.batch, _BATCH_HEADERS
+        if self.binary_answer:
+            headers = {**(headers or {}), "accept": _batch.MEDIA_TYPE}
         timeout = http.timeout
         if self.extra_seconds:
             timeout = httpx.Timeout(
@@ -53,10 +62,12 @@ class Call(Generic[T]):
             )
         return http.build_request(
             self.method, self.path, content=content, params=self.params,
-            headers=_JSON_HEADERS if content is not None else None, timeout=timeout,
+            headers=headers, timeout=timeout,
         )
 
     def finish(self, response: httpx.Response) -> T:
+        if self.binary_answer and response.status_code < 400:
+            return self.parse(response)
         data = orjson.loads(response.content) if response.content else None
         if response.status_code >= 400:
             raise from_body(response.status_code, data)
@@ -180,14 +191,29 @@ def unbind(binding_id: int) -> Call[None]:
 
 # --------------------------------------------------------------------------------------- publish
 
-def publish(exchange: str, messages: list[dict[str, Any]], mandatory: bool) -> Call[Published]:
-    body = {"messages": messages, "mandatory": mandatory}
-    return Call("POST", f"/api/v1/exchanges/{exchange_path(exchange)}/publish", Published.from_json, body)
+def publish(exchange: str, messages: MessageLike | Iterable[MessageLike], routing_key: str, mandatory: bool,
+            binary: bool) -> Call[Published]:
+    return _publish(f"/api/v1/exchanges/{exchange_path(exchange)}/publish", messages, routing_key, mandatory, binary)
 
 
-def publish_to_queue(queue: str, messages: list[dict[str, Any]], mandatory: bool) -> Call[Published]:
-    body = {"messages": messages, "mandatory": mandatory}
-    return Call("POST", f"/api/v1/queues/{queue}/publish", Published.from_json, body)
+def publish_to_queue(queue: str, messages: MessageLike | Iterable[MessageLike], mandatory: bool,
+                     binary: bool) -> Call[Published]:
+    return _publish(f"/api/v1/queues/{queue}/publish", messages, "", mandatory, binary)
+
+
+def _publish(path: str, messages: MessageLike | Iterable[MessageLike], routing_key: str, mandatory: bool,
+             binary: bool) -> Call[Published]:
+    """JSON by default; `binary`: a binary batch body (str and bytes bodies, routing keys only)."""
+    if not binary:
+        body = {"messages": encode_messages(messages, routing_key), "mandatory": mandatory}
+        return Call("POST", path, Published.from_json, body)
+    if isinstance(messages, str | bytes | bytearray | memoryview | OutgoingMessage):
+        messages = [messages]
+    elif isinstance(messages, Mapping) or not isinstance(messages, list | tuple):
+        raise TypeError("a binary batch is a list of str, bytes or OutgoingMessage")
+    params = {"mandatory": "true"} if mandatory else None
+    return Call("POST", path, _batch.published, params=params, batch=_batch.encode(messages, routing_key),
+                binary_answer=True)
 
 
 # -------------------------------------------------------------------------------- consumer groups
@@ -211,10 +237,17 @@ def delete_group(queue: str, group: str) -> Call[None]:
     return Call("DELETE", f"/api/v1/queues/{queue}/groups/{group}", _none)
 
 
-def pull(queue: str, group: str, max_messages: int, wait_ms: int, consumer: str) -> Call[list[Message]]:
-    body = {"max_messages": max_messages, "wait_ms": wait_ms, "consumer": consumer}
-    return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/pull",
-                lambda d: [Message.from_json(m) for m in d["messages"]], body, extra_seconds=wait_ms / 1000)
+def pull(queue: str, group: str, max_messages: int, wait_ms: int, consumer: str, ack_up_to: int | None,
+         binary: bool) -> Call[list[Message]]:
+    body: dict[str, Any] = {"max_messages": max_messages, "wait_ms": wait_ms, "consumer": consumer}
+    if ack_up_to is not None:
+        body["ack"] = {"up_to": ack_up_to}
+    path = f"/api/v1/queues/{queue}/groups/{group}/pull"
+    if binary:
+        return Call("POST", path, lambda answer: _batch.decode(answer.content, queue), body, extra_seconds=wait_ms / 1000,
+                    binary_answer=True)
+    return Call("POST", path, lambda d: [Message.from_json(m) for m in d["messages"]], body,
+                extra_seconds=wait_ms / 1000)
 
 
 def ack(queue: str, group: str, offsets: Iterable[int] | None, up_to: int | None) -> Call[AckResult]:

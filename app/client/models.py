@@ -6,6 +6,7 @@ Every model keeps the full JSON object in `raw`, so fields the server adds later
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,16 +85,40 @@ class PublishResult:
         return cls(d["id"], [Placement(p["queue"], p["offset"]) for p in d["routed"]], d["duplicate"])
 
 
-@dataclass(slots=True)
 class Published:
-    """The answer to a batch publish: one result per message, in order, and the durability applied."""
+    """The answer to a batch publish: one result per message, in order, and the durability applied.
+    `results` are built on first use: the answer to a large batch is often only checked, and a
+    thousand result objects cost the client more than the publish itself."""
 
-    results: list[PublishResult]
-    durability: str
+    __slots__ = ("_build", "_count", "_results", "durability")
+
+    def __init__(self, results: list[PublishResult] | None, durability: str,
+                 build: Callable[[], list[PublishResult]] | None = None, count: int = 0) -> None:
+        """`results`, or `build` (which makes them on first use) and their `count`."""
+        self._results = results
+        self._build = build
+        self._count = count
+        self.durability = durability
+
+    @property
+    def results(self) -> list[PublishResult]:
+        if self._results is None:
+            self._results = self._build() if self._build is not None else []
+        return self._results
+
+    def __len__(self) -> int:
+        return self._count if self._results is None else len(self._results)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Published) and (self.results, self.durability) == (other.results, other.durability)
+
+    def __repr__(self) -> str:
+        return f"Published(results={self.results!r}, durability={self.durability!r})"
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Published:
-        return cls([PublishResult.from_json(r) for r in d["results"]], d["durability"])
+        raw = d["results"]
+        return cls(None, d["durability"], lambda: [PublishResult.from_json(r) for r in raw], len(raw))
 
 
 @dataclass(slots=True)

@@ -114,12 +114,15 @@ class Client:
 
     # publish
     def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike], *, routing_key: str = "",
-                mandatory: bool = False) -> Published:
-        """One atomic batch through an exchange ("" is the default exchange)."""
-        return self._run(calls.publish(exchange, calls.encode_messages(messages, routing_key), mandatory))
+                mandatory: bool = False, binary: bool = False) -> Published:
+        """One atomic batch through an exchange ("" is the default exchange). `binary=True` sends it
+        as a binary batch (str and bytes bodies with routing keys, no JSON or base64: the fast way
+        to publish large batches); headers, tags and idempotency keys need JSON, the default."""
+        return self._run(calls.publish(exchange, messages, routing_key, mandatory, binary))
 
-    def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike], *, mandatory: bool = False) -> Published:
-        return self._run(calls.publish_to_queue(queue, calls.encode_messages(messages), mandatory))
+    def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike], *, mandatory: bool = False,
+                         binary: bool = False) -> Published:
+        return self._run(calls.publish_to_queue(queue, messages, mandatory, binary))
 
     # consumer groups
     def groups(self, queue: str) -> list[GroupInfo]:
@@ -136,8 +139,10 @@ class Client:
         self._run(calls.delete_group(queue, group))
 
     def pull(self, queue: str, group: str, max_messages: int = 100, wait_ms: int = 0,
-             consumer: str = "default") -> list[Message]:
-        return self._run(calls.pull(queue, group, max_messages, wait_ms, consumer))
+             consumer: str = "default", *, ack_up_to: int | None = None, binary: bool = False) -> list[Message]:
+        """`ack_up_to` acknowledges every offset below it first, in the same round trip; `binary=True`
+        asks for a binary batch (no JSON or base64 to decode: the fast way to read large batches)."""
+        return self._run(calls.pull(queue, group, max_messages, wait_ms, consumer, ack_up_to, binary))
 
     def ack(self, queue: str, group: str, offsets: Iterable[int] | None = None, *,
             up_to: int | None = None) -> AckResult:

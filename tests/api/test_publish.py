@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import httpx
 import orjson
 
 from tests.api.client import bodies, browse, error, ok, publish, queue
+from tests.broker.test_message import binary_body
 from tests.server import ServerProcess
 
 
@@ -209,3 +211,75 @@ def test_header_limits_and_nul_characters_get_400_naming_the_field(api: httpx.Cl
     at_limit = {f"h{i}": "v" for i in range(64)}
     publish(api, "amq.default", {"body": "kept\u0000", "routing_key": name, "headers": at_limit})
     assert bodies(api, name) == ["kept\u0000"]
+
+
+BATCH = {"content-type": "application/vnd.chunkmq.batch"}
+
+
+def test_binary_batches_publish_and_pull_without_json(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    raw = bytes(range(256))
+    body = binary_body((name.encode(), "héllo".encode(), 0), (name.encode(), raw, 1), (b"nowhere", b"lost", 0))
+    result = ok(api.post("/api/v1/exchanges/amq.default/publish", content=body, headers=BATCH))
+    assert [r["routed"] for r in result["results"]] == [
+        [{"queue": name, "offset": 0}], [{"queue": name, "offset": 1}], []]
+    ok(api.post(f"/api/v1/queues/{name}/publish", content=binary_body((b"", b"direct", 0)), headers=BATCH))
+    text, binary, direct = browse(api, name)
+    assert (text["body"], text["routing_key"], text["exchange"]) == ("héllo", name, "")
+    assert base64.b64decode(binary["body_base64"]) == raw
+    assert direct["body"] == "direct"
+    # pulled back as a binary batch: the ids and bodies as published
+    answer = api.post(f"/api/v1/queues/{name}/groups/g/pull", json={"max_messages": 10},
+                      headers={"accept": "application/vnd.chunkmq.batch"})
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/vnd.chunkmq.batch"
+    assert struct.unpack_from("<I", answer.content) == (3,)
+    assert struct.unpack_from("<3Q", answer.content, 4) == (0, 1, 2)
+    assert answer.content.endswith("héllo".encode() + raw + b"direct")
+
+
+def test_a_binary_publish_can_be_answered_in_binary(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    answer = api.post(f"/api/v1/queues/{name}/publish", content=binary_body((b"", b"a", 0), (b"", b"b", 0)),
+                      headers={**BATCH, "accept": "application/vnd.chunkmq.batch"})
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/vnd.chunkmq.batch"
+    assert answer.headers["chunkmq-durability"] == "interval"
+    ids = [int(m["id"], 16) for m in browse(api, name)]
+    name_bytes = name.encode()
+    assert answer.content == (struct.pack("<I2Q2H", 2, *ids, 1, 1) + struct.pack("<I2Q2B", 2, 0, 1, len(name_bytes),
+                                                                                  len(name_bytes)) + name_bytes * 2)
+    # a JSON body is answered in JSON whatever it accepts
+    assert ok(api.post(f"/api/v1/queues/{name}/publish", json={"messages": [{"body": "c"}]},
+                       headers={"accept": "application/vnd.chunkmq.batch"}))["results"][0]["routed"][0]["offset"] == 2
+
+
+def test_binary_publish_mandatory_is_a_query_parameter(api: httpx.Client, name: str) -> None:
+    queue(api, name)
+    url = "/api/v1/exchanges/amq.default/publish"
+    body = binary_body((b"no-such-queue", b"x", 0))
+    error(api.post(url, params={"mandatory": "true"}, content=body, headers=BATCH), 422, "unroutable")
+    error(api.post(url, params={"mandatory": "yes"}, content=body, headers=BATCH), 400, "invalid_request")
+    assert ok(api.post(url, params={"mandatory": "false"}, content=body, headers=BATCH))["results"][0]["routed"] == []
+
+
+def test_malformed_binary_bodies_get_400_and_store_nothing(api: httpx.Client, name: str) -> None:
+    """Fuzz-ish: cuts and wild lengths of a valid body over HTTP are 400 or 413, never a 500, and a
+    refused body stores nothing."""
+    queue(api, name)
+    url = f"/api/v1/queues/{name}/publish"
+    valid = binary_body(*((b"", b"body %d" % i, 0) for i in range(10)))
+    stored = 0
+    for cut in [*range(0, len(valid), 7), len(valid) - 1]:
+        error(api.post(url, content=valid[:cut], headers=BATCH), 400, "invalid_body")
+    for at in range(0, 40, 3):
+        for value in (0, 1, 11, 0xFFFF, 0xFFFFFFFF):
+            body = bytearray(valid)
+            body[at:at + 4] = struct.pack("<I", value)
+            response = api.post(url, content=bytes(body), headers=BATCH)
+            assert response.status_code in (200, 400, 413), response.text
+            if response.status_code == 200:
+                stored += len(response.json()["results"])
+            else:
+                assert response.json()["error"]["code"] in ("invalid_body", "batch_too_large")
+    assert ok(api.get(f"/api/v1/queues/{name}"))["messages"] == stored
+    error(api.post(url, content=struct.pack("<I", 10_001), headers=BATCH), 413, "batch_too_large")
+    error(api.post(url, content=binary_body((b"", b"\xff", 0)), headers=BATCH), 400, "invalid_body")

@@ -13,6 +13,7 @@ from websockets.asyncio.client import connect
 
 from tests.api.client import error, ok
 from tests.api.test_auth import client, create_token
+from tests.broker.test_message import binary_body
 from tests.server import ServerProcess
 
 
@@ -93,6 +94,9 @@ def test_without_auth_other_sites_and_host_names_are_refused(shared_server: Serv
         ok(api.post(f"/api/v1/queues/{name}/publish", json=attack, headers=same))
         ok(api.get("/api/v1/queues", headers={"host": f"localhost:{shared_server.port}"}))
         ok(api.post(f"/api/v1/queues/{name}/publish", json=attack))
+        # a binary batch needs a CORS preflight as JSON does, so it is served too
+        ok(api.post(f"/api/v1/queues/{name}/publish", content=binary_body((b"", b"x", 0)),
+                    headers={"content-type": "application/vnd.chunkmq.batch"}))
 
     async def ws_refused() -> None:
         ws_url = f"ws://127.0.0.1:{shared_server.port}/api/v1/exchanges/amq.default/stream"

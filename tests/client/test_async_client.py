@@ -56,6 +56,22 @@ def test_rest_calls(shared_server: ServerProcess, name: str) -> None:
     run(main())
 
 
+def test_binary_batches(shared_server: ServerProcess, name: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(shared_server.url) as mq:
+            await mq.declare_queue(name)
+            published = await mq.publish_to_queue(name, ["a", b"\x00b"], binary=True)
+            assert [r.routed[0].offset for r in published.results] == [0, 1]
+            await mq.publish("", ["c"], routing_key=name, binary=True)
+            pulled = await mq.pull(name, "g", 2, binary=True)
+            assert [m.body for m in pulled] == ["a", b"\x00b"]
+            rest = await mq.pull(name, "g", 2, ack_up_to=2, binary=True)
+            assert [(m.body, m.routing_key) for m in rest] == [("c", name)]
+            assert (await mq.group(name, "g")).ack_floor == 2
+
+    run(main())
+
+
 def test_consumer_iterates_with_credit_refill_and_auto_acks(shared_server: ServerProcess, name: str) -> None:
     async def main() -> None:
         async with AsyncClient(shared_server.url) as mq:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.client import _batch
 from chunkmq import (
     Client,
     ConnectionFailed,
@@ -18,6 +19,7 @@ from chunkmq import (
     Unauthorized,
     Unroutable,
 )
+from tests.broker.test_message import binary_body
 from tests.server import ServerProcess, free_port
 
 
@@ -140,3 +142,28 @@ def test_url_and_token_come_from_the_environment(tmp_path: Path, monkeypatch: py
             assert [q.name for q in mq.queues()] == ["from-env"]
     finally:
         secured.stop()
+
+
+def test_binary_batches_publish_and_pull_the_same_messages_as_json(shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name)
+        batch = ["text", b"\x00\xffbytes", OutgoingMessage("routed", routing_key=name), "ünï"]
+        published = mq.publish("", batch, routing_key=name, binary=True)
+        assert len(published) == 4 and [r.routed[0].offset for r in published.results] == [0, 1, 2, 3]
+        assert mq.publish_to_queue(name, "one more", binary=True).results[0].routed[0].offset == 4
+        mq.publish("", [OutgoingMessage("json", routing_key=name, headers={"k": "v"}, tag="t")])
+        as_json = mq.browse(name, limit=10).messages
+        first = mq.pull(name, "g", 3, binary=True)
+        rest = mq.pull(name, "g", 10, ack_up_to=first[-1].offset + 1, binary=True)
+        assert first + rest == [Message(m.queue, m.offset, m.id, m.timestamp, m.routing_key, m.exchange, m.headers,
+                                        m.tag, m.body, 1) for m in as_json]
+        assert rest[-1].headers == {"k": "v"} and rest[-1].tag == "t"
+        assert mq.group(name, "g").ack_floor == 3
+        assert mq.pull(name, "g", 10, ack_up_to=6, binary=True) == []
+        assert _batch.encode(["a", b"b"], "k") == binary_body((b"k", b"a", 0), (b"k", b"b", 1))  # docs/api.md
+        with pytest.raises(ValueError, match="JSON"):
+            mq.publish("", [OutgoingMessage("x", tag="t")], binary=True)
+        with pytest.raises(TypeError):
+            mq.publish("", [{"body": "a dict"}], binary=True)
+        with pytest.raises(Unroutable):
+            mq.publish("", ["x"], routing_key="nowhere", mandatory=True, binary=True)

@@ -1,0 +1,149 @@
+"""The binary batch body (`application/vnd.chunkmq.batch`, docs/api.md "Binary batches").
+
+Integers little-endian. A batch is a record count n (u32), the records' fixed-size fields as
+columns of n values each, then their variable fields, one region per field (the concatenation of
+that field over the records, in order).
+
+- Publish: columns body length u32, routing key length u16, flags u8; regions: routing keys
+  (UTF-8), bodies.
+- The answer to a binary publish: columns id u64 and placement count u16; then the placement
+  count (u32), columns queue offset u64 and queue name length u8, and a region of queue names.
+- Pull: columns offset u64, id u64, timestamp u64, delivery count u32, flags u8, and the lengths
+  of exchange u8, routing key u16, tag u16, headers u32 and body u32; regions in that order
+  (headers: a JSON object, empty when there are none).
+
+Flag bit 0: the body is bytes (else UTF-8 text). No JSON and no base64 on either side, and no
+Python loop over the records but the one that builds the caller's objects.
+"""
+
+from __future__ import annotations
+
+import array
+import itertools
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+
+import httpx
+import orjson
+
+from app.client.models import Message, OutgoingMessage, Placement, Published, PublishResult
+
+MEDIA_TYPE = "application/vnd.chunkmq.batch"
+COUNT = struct.Struct("<I")
+PUBLISH_COLUMNS = "IHB"
+DELIVERED_COLUMNS = "QQQIBBHHII"
+BINARY = 1
+
+
+def encode(messages: Iterable[str | bytes | OutgoingMessage], routing_key: str = "") -> bytes:
+    """A binary publish body: str bodies as text, bytes as binary. An OutgoingMessage may carry its
+    own routing key, but not headers, a tag or an idempotency key (publish those as JSON)."""
+    default_key = routing_key.encode()
+    if type(messages) is list and all(type(m) is str for m in messages):  # the common case, in C loops
+        return _join([m.encode() for m in messages], [default_key] * len(messages), bytes(len(messages)))
+    keys: list[bytes] = []
+    bodies: list[bytes] = []
+    flags: list[int] = []
+    for m in messages:
+        key = default_key
+        if isinstance(m, OutgoingMessage):
+            if m.headers or m.tag is not None or m.idempotency_key is not None:
+                raise ValueError("a binary batch carries bodies and routing keys only: publish headers, "
+                                 "tags and idempotency keys as JSON (binary=False)")
+            if m.routing_key is not None:
+                key = m.routing_key.encode()
+            m = m.body
+        if isinstance(m, str):
+            bodies.append(m.encode())
+            flags.append(0)
+        elif isinstance(m, bytes | bytearray | memoryview):
+            bodies.append(bytes(m))
+            flags.append(BINARY)
+        else:
+            raise TypeError(f"cannot publish a {type(m).__name__} in a binary batch: give str, bytes or OutgoingMessage")
+        keys.append(key)
+    return _join(bodies, keys, flags)
+
+
+def _join(bodies: list[bytes], keys: list[bytes], flags: Sequence[int]) -> bytes:
+    if not bodies:
+        raise ValueError("a batch needs at least one message")
+    columns = (list(map(len, bodies)), list(map(len, keys)), flags)
+    return b"".join((COUNT.pack(len(bodies)), *map(_column_bytes, PUBLISH_COLUMNS, columns), *keys, *bodies))
+
+
+def decode(batch: bytes, queue: str) -> list[Message]:
+    """The messages of a binary pull answer."""
+    (n,) = COUNT.unpack_from(batch)
+    pos = COUNT.size
+    columns: list[list[int]] = []
+    for code in DELIVERED_COLUMNS:
+        size = struct.calcsize("<" + code)
+        columns.append(_column(code, batch[pos:pos + n * size]))
+        pos += n * size
+    offsets, ids, timestamps, counts, flags, *lengths = columns
+    regions: list[list[bytes]] = []
+    for column_lengths in lengths:
+        if not any(column_lengths):  # no tags, no headers: nothing to cut
+            regions.append([b""] * n)
+            continue
+        ends = list(itertools.accumulate(column_lengths, initial=pos))
+        regions.append([batch[a:b] for a, b in itertools.pairwise(ends)])
+        pos = ends[-1]
+    exchanges, keys, tags, headers, bodies = regions
+    # Most records of a batch share their exchange and routing key and have no tag or headers:
+    # each distinct value is decoded once.
+    texts = {raw: raw.decode() for raw in {*exchanges, *keys, *tags}}
+    texts[b""] = ""
+    tag_texts = [texts[t] or None for t in tags]
+    head_dicts = [orjson.loads(h) if h else {} for h in headers] if any(lengths[3]) else [{} for _ in range(n)]
+    if not any(flags):
+        body_values: list[str | bytes] = [b.decode() for b in bodies]
+    else:
+        body_values = [b if f & BINARY else b.decode() for b, f in zip(bodies, flags, strict=True)]
+    return list(map(Message, itertools.repeat(queue, n), offsets, [f"{i:016x}" for i in ids], timestamps,
+                    map(texts.__getitem__, keys), map(texts.__getitem__, exchanges), head_dicts, tag_texts,
+                    body_values, counts))
+
+
+def published(answer: httpx.Response) -> Published:
+    """The binary answer to a binary publish; its results are built on first use."""
+    content = answer.content
+    (n,) = COUNT.unpack_from(content)
+    return Published(None, answer.headers.get("chunkmq-durability", ""), lambda: _results(content, n), n)
+
+
+def _results(content: bytes, n: int) -> list[PublishResult]:
+    pos = COUNT.size
+    ids = _column("Q", content[pos:pos + 8 * n])
+    counts = _column("H", content[pos + 8 * n:pos + 10 * n])
+    pos += 10 * n
+    (p,) = COUNT.unpack_from(content, pos)
+    pos += COUNT.size
+    offsets = _column("Q", content[pos:pos + 8 * p])
+    name_ends = list(itertools.accumulate(_column("B", content[pos + 8 * p:pos + 9 * p]), initial=pos + 9 * p))
+    names = {raw: raw.decode() for raw in {content[a:b] for a, b in itertools.pairwise(name_ends)}}
+    placements = [Placement(names[content[a:b]], o)
+                  for (a, b), o in zip(itertools.pairwise(name_ends), offsets, strict=True)]
+    ends = list(itertools.accumulate(counts, initial=0))
+    return [PublishResult(f"{i:016x}", placements[a:b], False) for i, (a, b) in zip(ids, itertools.pairwise(ends), strict=True)]
+
+
+def _column(code: str, raw: bytes) -> list[int]:
+    column = array.array(code)
+    if column.itemsize != struct.calcsize("<" + code):  # a platform whose C types have other sizes
+        return list(struct.unpack(f"<{len(raw) // struct.calcsize('<' + code)}{code}", raw))
+    column.frombytes(raw)
+    if sys.byteorder == "big":
+        column.byteswap()
+    return column.tolist()
+
+
+def _column_bytes(code: str, values: Sequence[int]) -> bytes:
+    column = array.array(code, values)
+    if column.itemsize != struct.calcsize("<" + code):
+        return struct.pack(f"<{len(values)}{code}", *values)
+    if sys.byteorder == "big":
+        column.byteswap()
+    return column.tobytes()
