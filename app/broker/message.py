@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from app.broker.columns import column_bytes
 from app.broker.errors import InvalidInput, NotFound, TooLarge
 from app.broker.names import MAX_ROUTING_KEY
 from app.storage.model import StoredMessage
@@ -461,16 +462,6 @@ def _columns(buffer: bytes, start: int, count: int, codes: str) -> list[list[int
     return out
 
 
-def _column_bytes(code: str, values: Sequence[int]) -> bytes:
-    """The little-endian column of `values` (the inverse of _columns)."""
-    column = array.array(code, values)
-    if column.itemsize != struct.calcsize("<" + code):
-        return struct.pack(f"<{len(values)}{code}", *values)
-    if sys.byteorder == "big":
-        column.byteswap()
-    return column.tobytes()
-
-
 def _slices(buffer: bytes, start: int, lengths: list[int]) -> list[bytes]:
     """`buffer` cut into consecutive pieces of `lengths` from `start`."""
     ends = list(itertools.accumulate(lengths, initial=start))
@@ -534,8 +525,8 @@ def render_results(positions: list[int], placements: Sequence[tuple[tuple[int, i
         queues = [q for placed in placements for q, _ in placed]
         lengths, region = bytes([len(names[q]) for q in queues]), b"".join([names[q] for q in queues])
     return b"".join((
-        COUNT.pack(len(positions)), _column_bytes("Q", positions), _column_bytes("H", list(map(len, placements))),
-        COUNT.pack(len(offsets)), _column_bytes("Q", offsets), lengths, region,
+        COUNT.pack(len(positions)), column_bytes("Q", positions), column_bytes("H", list(map(len, placements))),
+        COUNT.pack(len(offsets)), column_bytes("Q", offsets), lengths, region,
     ))
 
 
@@ -586,6 +577,6 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
     regions = (exchanges, keys, tags, headers, bodies)
     columns = (offsets, positions, timestamps, counts, flags, *([len(x) for x in r] for r in regions))
     parts = [COUNT.pack(n)]
-    parts += [_column_bytes(code, column) for code, column in zip(DELIVERED_COLUMNS, columns, strict=True)]
+    parts += [column_bytes(code, column) for code, column in zip(DELIVERED_COLUMNS, columns, strict=True)]
     parts += [b"".join(r) for r in regions]
     return b"".join(parts)

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 import httpx
 import orjson
 
+from app.broker.columns import column_bytes
 from app.client.models import Message, OutgoingMessage, Placement, Published, PublishResult
 
 MEDIA_TYPE = "application/vnd.chunkmq.batch"
@@ -70,7 +71,7 @@ def _join(bodies: list[bytes], keys: list[bytes], flags: Sequence[int]) -> bytes
     if not bodies:
         raise ValueError("a batch needs at least one message")
     columns = (list(map(len, bodies)), list(map(len, keys)), flags)
-    return b"".join((COUNT.pack(len(bodies)), *map(_column_bytes, PUBLISH_COLUMNS, columns), *keys, *bodies))
+    return b"".join((COUNT.pack(len(bodies)), *map(column_bytes, PUBLISH_COLUMNS, columns), *keys, *bodies))
 
 
 def decode(batch: bytes, queue: str) -> list[Message]:
@@ -138,12 +139,3 @@ def _column(code: str, raw: bytes) -> list[int]:
     if sys.byteorder == "big":
         column.byteswap()
     return column.tolist()
-
-
-def _column_bytes(code: str, values: Sequence[int]) -> bytes:
-    column = array.array(code, values)
-    if column.itemsize != struct.calcsize("<" + code):
-        return struct.pack(f"<{len(values)}{code}", *values)
-    if sys.byteorder == "big":
-        column.byteswap()
-    return column.tobytes()
