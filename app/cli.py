@@ -54,8 +54,10 @@ class OneWrite:
         if not self.held and data.startswith(b"HTTP/1.1 ") and not data.startswith(b"HTTP/1.1 1"):
             self.held = data  # the response head; 100 Continue goes out at once
             return
-        if self.held:
-            data, self.held = self.held + data, b""
+        if self.held:  # writelines: one writev of both, without copying the body onto the head
+            self.transport.writelines((self.held, data))
+            self.held = b""
+            return
         self.transport.write(data)
 
     def flush(self) -> None:
