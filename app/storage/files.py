@@ -16,6 +16,8 @@ holds messages and tokens, which are nobody else's to read, whatever the process
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -127,6 +129,26 @@ def release_reserve(root: Path) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+
+
+def punch_hole(fd: int, start: int, length: int) -> bool:
+    """Give the blocks of [start, start + length) back to the file system, keeping the file's size;
+    the range reads as zeros afterwards. False where the file system (or the OS) cannot punch holes:
+    the blocks stay, and nothing else changes."""
+    fallocate = getattr(_LIBC, "fallocate", None)
+    if fallocate is None or length <= 0:
+        return False
+    mode = _FALLOC_FL_KEEP_SIZE | _FALLOC_FL_PUNCH_HOLE
+    if fallocate(fd, mode, ctypes.c_int64(start), ctypes.c_int64(length)) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EOPNOTSUPP, errno.ENOSYS):
+        return False
+    raise OSError(err, os.strerror(err))
 
 
 def with_suffix(path: Path, suffix: str) -> Path:

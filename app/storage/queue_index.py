@@ -48,6 +48,7 @@ CRC = struct.Struct("<I")
 HEADER_SIZE = 32
 ENTRY = struct.Struct("<QII")
 ENTRY_SIZE = 16
+_BLOCK = 4096  # file system block: punch_below frees whole ones
 _LITTLE = sys.byteorder == "little"
 
 
@@ -69,6 +70,7 @@ class IndexFile:
         self.fd = fd
         self.mm = mmap.mmap(fd, HEADER_SIZE + capacity * ENTRY_SIZE, access=mmap.ACCESS_READ)
         self.dirty = False
+        self.punched = _BLOCK  # entries below this byte are holes (punch_below); the header's block stays
 
     @classmethod
     def create(cls, root: Path, queue_id: int, base: int, capacity: int) -> IndexFile:
@@ -131,6 +133,27 @@ class IndexFile:
             os.close(fd)
         return data.ljust(count * ENTRY_SIZE, b"\0")
 
+    def punch_below(self, offset: int) -> int:
+        """Free the whole blocks of entries below ``offset`` (they read as empty afterwards); the
+        header's block stays. Returns the allocated bytes given back."""
+        end = HEADER_SIZE + (min(offset, self.base + self.capacity) - self.base) * ENTRY_SIZE
+        end -= end % _BLOCK
+        if end <= self.punched:
+            return 0
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return 0
+        try:
+            before = os.fstat(fd).st_blocks
+            if files.punch_hole(fd, self.punched, end - self.punched):
+                self.punched = end
+            return (before - os.fstat(fd).st_blocks) * 512
+        except OSError as exc:
+            raise _fail(exc, f"freeing consumed entries of index file {self.path}") from exc
+        finally:
+            os.close(fd)
+
     def sync(self) -> None:
         fd = self.fd
         if self.dirty and fd >= 0:
@@ -168,6 +191,7 @@ class QueueIndex:
         # offset still readable, which a pinned chunk keeps below the floor).
         self.floor = 0
         self.chunk_bytes: dict[int, int] = {}
+        self._punch_below = 0  # drop_files_below's previous offset
 
     # --- opening ---
     def load_files(self) -> bool:
@@ -245,7 +269,14 @@ class QueueIndex:
             offset += n
 
     def drop_files_below(self, offset: int) -> tuple[int, int]:
-        """Delete files whose entries are all below ``offset`` (keeping the one holding next - 1).
+        """Delete files whose entries are all below ``offset`` (keeping the one holding next - 1),
+        and punch out the blocks of entries below the previous call's offset in the files kept.
+
+        The file holding next - 1 stays however far the floor has passed it, which for a consumed
+        queue would keep all its dead entries allocated; punching gives them back. It goes one call
+        late so that a reader that took its offsets before the floor moved never reads a hole
+        through the mmap (on tmpfs that allocates a page, and a full tmpfs raises SIGBUS). The
+        caller has made the floor durable first, so a restart never starts below a hole.
 
         Returns (files deleted, bytes freed)."""
         deleted = freed = 0
@@ -256,6 +287,10 @@ class QueueIndex:
                 f.close()
                 f.path.unlink(missing_ok=True)
                 deleted += 1
+        for f in self.files.values():
+            if f.base < self._punch_below:
+                freed += f.punch_below(self._punch_below)
+        self._punch_below = offset
         return deleted, freed
 
     def sync(self) -> None:

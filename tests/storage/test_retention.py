@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,6 +71,33 @@ def test_index_files_below_the_floor_are_deleted(open_store: Opener, tmp_path: P
     r = open_store()
     assert r.first_offset(1) == s.first_offset(1)  # the moved floor is durable
     assert len(r.read(1, 0, 1000)) == 160 - r.first_offset(1)
+
+
+def test_a_consumed_queues_newest_index_file_gives_its_dead_entries_back(open_store: Opener, tmp_path: Path) -> None:
+    """The file holding next - 1 is never deleted; one retention pass after the floor passed its
+    entries, their blocks are punched out (the header's block stays), and the queue goes on."""
+    options = replace(SMALL, index_chunk_entries=4096)
+    s = open_store(options=options)
+    s.create_queue(1)
+    for i in range(20):
+        s.append(msgs(1, 200, prefix=f"m{i}"))
+    [index] = (tmp_path / "store" / "queues" / f"{1:010d}").iterdir()
+    allocated = os.stat(index).st_blocks * 512
+    assert allocated >= 4000 * 16  # 4,000 entries written
+    end = s.next_offset(1)
+    s.retain({1: end})  # consumed: every sealed chunk goes; the file holds next - 1 and stays
+    first = s.first_offset(1)  # the active chunk's records stay readable
+    assert end - 200 <= first < end and os.stat(index).st_blocks * 512 == allocated
+    report = s.retain({1: end})  # one pass later the entries below first are punched out
+    assert os.stat(index).st_blocks * 512 <= 4 * 4096 < allocated  # the header block, those of [first, end)
+    assert report.bytes_freed >= allocated - 3 * 4096 and report.chunks_deleted == []
+    assert [p.name for p in index.parent.iterdir()] == [index.name]
+    s.append(msgs(1, 3, prefix="after"))
+    assert [m[0] for m in s.read(1, 0, 10_000)] == list(range(first, end + 3))
+    s.close()
+    r = open_store(options=options)  # the holes read as empty entries below the durable floor
+    assert r.first_offset(1) == first and [m[0] for m in r.read(1, 0, 10_000)] == list(range(first, end + 3))
+    assert r.verify() == []
 
 
 def test_free_bytes_deletes_oldest_needed_chunks_and_reports_lost_messages(open_store: Opener) -> None:
