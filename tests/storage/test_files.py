@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import Store
+from app.storage import Store, files
 from app.storage.files import private_dir, restrict_tree
 
 from .conftest import SMALL, msgs
@@ -72,3 +72,17 @@ def test_our_entries_of_an_existing_directory_are_tightened(tmp_path: Path, open
     assert owner_only(root) == {"foreign": "0o755", "link": "0o777"}
     private_dir(root / "new" / "deeper")
     assert stat.S_IMODE((root / "new" / "deeper").stat().st_mode) == 0o700
+
+
+def test_punch_hole_frees_whole_blocks_and_keeps_the_size(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * (4 * 4096))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert files.punch_hole(fd, 4096, 2 * 4096)
+        assert not files.punch_hole(fd, 4096, 0)  # nothing to do
+    finally:
+        os.close(fd)
+    data = path.read_bytes()
+    assert data == b"x" * 4096 + bytes(2 * 4096) + b"x" * 4096
+    assert os.stat(path).st_blocks * 512 <= 2 * 4096

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from app.storage import NewMessage, Store
