@@ -163,6 +163,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     docs.install(app)
     if settings.auth == "off":
         app.add_middleware(LocalOnly, host=settings.host)
+    app.add_middleware(allow.HeadAsGet)
     app.router.routes.extend(publish.routes)  # plain ASGI, ahead of every FastAPI route
     for router in routers:
         app.include_router(router)

@@ -1,10 +1,14 @@
-"""`OPTIONS` and `Allow` (RFC 9110 §9.3.7, §15.5.6): which methods a path has, across every route.
+"""`OPTIONS`, `HEAD` and `Allow` (RFC 9110 §9.3.2, §9.3.7, §15.5.6): which methods a path has.
 
 FastAPI registers one route per method, so Starlette's own 405 names the methods of the first route
 whose path matched (`Allow: GET` on a path that also has PUT and DELETE). `allowed(routes, path)`
 asks every route instead; the error handler puts it on each 405 (app/api/errors.py), and `route`, added
 after every other route, answers `OPTIONS` on any path that has one with 204 and `Allow`. Other
 requests never reach it: it is last and matches only `OPTIONS`.
+
+`HeadAsGet` serves `HEAD` wherever `GET` is served (FastAPI routes answer only the methods they
+name): the app sees a GET, with the same permission checks, and uvicorn, whose own scope still says
+HEAD, sends the response's head with its Content-Length and no body.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
-from starlette.types import Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.broker.errors import NotFound
 
@@ -30,6 +34,8 @@ def allowed(routes: list[BaseRoute], path: str) -> list[str]:
     scope: dict[str, Any] = {"type": "http", "path": path, "root_path": "", "headers": [], "query_string": b""}
     candidates = [r for r in routes if not isinstance(r, Mount)]
     methods = {m for m in _METHODS if any(r.matches({**scope, "method": m})[0] is Match.FULL for r in candidates)}
+    if "GET" in methods:
+        methods.add("HEAD")  # HeadAsGet
     if any(r.matches({**scope, "type": "websocket"})[0] is Match.FULL for r in candidates):
         methods.add("GET")
     return sorted(methods | {OPTIONS}) if methods else []
@@ -57,3 +63,15 @@ class _OptionsRoute(Route):
 
 
 route = _OptionsRoute("/{path:path}", options, methods=[OPTIONS], include_in_schema=False)
+
+
+class HeadAsGet:
+    """ASGI middleware: a HEAD request goes to the app as a GET (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            scope = {**scope, "method": "GET"}  # a copy: the server's own scope keeps HEAD
+        await self.app(scope, receive, send)
