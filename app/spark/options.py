@@ -28,7 +28,7 @@ class SourceOptions:
     ending: str
     starting_timestamp: int | None
     max_per_trigger: int | None
-    min_partitions: int
+    min_partitions: int | None  # None: split across the planning machine's cores (reader.plan)
     max_per_partition: int
     fail_on_data_loss: bool
     include_headers: bool
@@ -57,7 +57,7 @@ class SourceOptions:
             ending=o.get("endingoffsets", "latest"),
             starting_timestamp=_int(o, "startingtimestamp", 0),
             max_per_trigger=_int(o, "maxoffsetspertrigger", 1),
-            min_partitions=_int(o, "minpartitions", 1) or 1,
+            min_partitions=_int(o, "minpartitions", 1),
             max_per_partition=_int(o, "maxrecordsperpartition", 1) or 1_000_000,
             fail_on_data_loss=_bool(o, "failondataloss", True),
             include_headers=_bool(o, "includeheaders", True),

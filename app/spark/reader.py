@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from app.spark.http import ARROW_PAGE, ChunkmqError, connect
+from app.spark.http import ARROW_PAGE, ChunkmqError, Pages, connect
 from app.spark.options import SourceOptions
+from app.spark.prefetch import prefetched
 
 log = logging.getLogger("chunkmq.spark")
 
@@ -37,10 +39,25 @@ class QueueRange(InputPartition):
     end: int
 
 
-def plan(ranges: dict[str, tuple[int, int]], min_partitions: int, max_per_partition: int) -> list[QueueRange]:
+PREFETCH = 2  # pages a read task fetches ahead of what Spark has taken
+TASK_ROWS = 100_000  # without minPartitions, a read is split across the cores in tasks of at least this
+
+
+def cores() -> int:
+    """The cores this process may run on (the planning machine's: the driver's or Connect server's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def plan(ranges: dict[str, tuple[int, int]], min_partitions: int | None, max_per_partition: int) -> list[QueueRange]:
     """Split each queue's range in pieces of at most ``max_per_partition`` offsets, and into at least
-    ``min_partitions`` pieces in all (shared in proportion to the ranges' sizes)."""
+    ``min_partitions`` pieces in all (shared in proportion to the ranges' sizes). Without
+    ``min_partitions``: one piece per core, as long as each holds ``TASK_ROWS`` offsets or more."""
     total = sum(max(0, e - s) for s, e in ranges.values())
+    if min_partitions is None:
+        min_partitions = max(1, min(cores(), total // TASK_ROWS))
     parts: list[QueueRange] = []
     for queue, (start, end) in ranges.items():
         size = end - start
@@ -78,18 +95,28 @@ def checked_ranges(opts: SourceOptions, start: dict[str, int], end: dict[str, in
     return ranges
 
 
-def read_range(opts: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
-    """The messages of one range as Arrow record batches (runs in an executor)."""
-    offset = part.start
-    with connect(opts.url, opts.token) as api:
+def pages(opts: SourceOptions, part: QueueRange) -> Iterator[tuple[bytes, int]]:
+    """The Arrow pages of one range and the offset after each: the page's last offset + 1, or where
+    the queue's messages resume after a gap (the broker's X-Next-Offset)."""
+    fetch = Pages(opts.url, opts.token)
+    try:
+        offset = part.start
         while offset < part.end:
-            try:
-                page, next_offset = api.arrow_page(part.queue, offset, min(ARROW_PAGE, part.end - offset))
-            except ChunkmqError as e:
-                if e.code != "queue_not_found":
-                    raise
-                lost(f"queue {part.queue!r} no longer exists", opts.fail_on_data_loss)
-                return
+            page, next_offset = fetch.arrow_page(part.queue, offset, min(ARROW_PAGE, part.end - offset))
+            yield page, next_offset
+            if next_offset <= offset:
+                return  # nothing at or after offset: the range ends past the queue's end
+            offset = next_offset
+    finally:
+        fetch.close()
+
+
+def read_range(opts: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """The messages of one range as Arrow record batches (runs in an executor), the next pages
+    fetched while Spark takes the current one."""
+    offset = part.start
+    try:
+        for page, next_offset in prefetched(pages(opts, part), PREFETCH):
             rows = 0
             for batch in pa.ipc.open_stream(page):
                 if not batch.num_rows:
@@ -103,12 +130,14 @@ def read_range(opts: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch
                     batch = batch.slice(0, keep)
                 yield batch if opts.include_headers else batch.drop_columns(["headers"])
                 offset = int(offsets[-1]) + 1
-            if not rows:
-                if next_offset <= offset:
-                    return  # nothing at or after offset: the range ends past the queue's end
+            if not rows and next_offset > offset:
                 lost(f"queue {part.queue!r}: offsets {offset}..{min(next_offset, part.end) - 1} are gone",
                      opts.fail_on_data_loss)
                 offset = next_offset
+    except ChunkmqError as e:
+        if e.code != "queue_not_found":
+            raise
+        lost(f"queue {part.queue!r} no longer exists", opts.fail_on_data_loss)
 
 
 class BatchReader(DataSourceReader):
