@@ -146,7 +146,7 @@ def run(spark: Any, url: str, count: int, server_cpu: Callable[[], float] = lamb
         if what not in only:
             continue
         df = spark.read.format(fmt).option("url", url).option("subscribe", "bench").option("minPartitions", parts).load()
-        df.limit(1).collect()  # warm the Python workers
+        df.write.format("noop").mode("overwrite").save()  # warm: every Python worker started, the JVM's JIT done
         for _ in range(repeat):
             cpu_before[0] = meter.snapshot()
             started = time.perf_counter()

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.spark.reader import TASK_ROWS, cores, plan
 from tests.server import ServerProcess
 from tests.spark.conftest import fill
 
@@ -108,3 +109,13 @@ def test_bad_options_are_clear_errors(spark: Any, broker: ServerProcess, name: s
         _read(spark, broker).collect()
     with pytest.raises(Exception, match="no queue named"):
         _read(spark, broker, subscribe=f"{name}-missing").collect()
+
+
+def test_plan_splits_across_the_cores_in_tasks_of_at_least_task_rows() -> None:
+    big = {"q": (0, 10 * TASK_ROWS)}
+    assert len(plan(big, None, 10**9)) == cores()
+    assert len(plan({"q": (0, TASK_ROWS + 1)}, None, 10**9)) == 1  # too small to split
+    assert len(plan(big, 3, 10**9)) == 3  # minPartitions, when given, decides
+    parts = plan({"a": (0, 2 * TASK_ROWS), "b": (5, 6)}, None, TASK_ROWS)
+    assert [(p.queue, p.start, p.end) for p in parts][-1] == ("b", 5, 6)
+    assert sum(p.end - p.start for p in parts) == 2 * TASK_ROWS + 1
