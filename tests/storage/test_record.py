@@ -1,18 +1,23 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.storage import MessageTooLarge, NewMessage, tag_hash
 from app.storage.record import (
+    CRC_SIZE,
     FIELDS_AT,
     FRAME,
     HEAD,
     HEADER_SIZE,
     L_END,
     LONG_FRAME,
+    MIN_RUN,
     PAYLOAD,
+    _runs_pass,
+    columns,
     declared_length,
     decode,
     encode_batch,
@@ -145,3 +150,56 @@ def test_iter_records_stops_at_the_first_invalid_record() -> None:
     bad[heads[1][0] + FIELDS_AT] ^= 1  # a placement byte of the second record: CRC mismatch
     assert [h[0] for h in iter_records(bytes(bad), 0, len(bad))] == [0]
     assert list(iter_records(buf, 0, heads[2][0] + 3)) == heads[:2]  # the third is cut by the limit
+
+
+def _page(bodies: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """Records of ``bodies`` back to back, with their starts and lengths (as index entries give them)."""
+    buf, _ = _encode([NewMessage(body, [1]) for body in bodies])
+    starts, off = [], 0
+    while off < len(buf):
+        starts.append(off)
+        off += record_length(buf, off, len(buf))
+    starts_a = np.array(starts, np.int64)
+    return buf, starts_a, np.diff([*starts, len(buf)])
+
+
+def _valid(buf: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[int]:
+    ok = columns(buf, starts, lengths, np.ones(len(starts), bool))[-1]
+    return np.flatnonzero(~ok).tolist()
+
+
+def test_columns_check_runs_of_records_with_one_crc_and_find_the_bad_ones() -> None:
+    buf, starts, lengths = _page([b"%099d" % i for i in range(200)])
+    assert len(set(lengths.tolist())) == 1  # one run of same-sized records
+    b = np.frombuffer(buf, np.uint8)
+    plen = lengths - FRAME
+    assert _runs_pass(b, starts, lengths, plen, np.zeros(200, bool), np.arange(200)).all()
+    assert _valid(buf, starts, lengths) == []
+    for where in (PAYLOAD + 3, PAYLOAD + 60, 1):  # in the payload, in the stored CRC
+        bad = bytearray(buf)
+        bad[int(starts[57]) + where] ^= 0x10
+        assert not _runs_pass(np.frombuffer(bytes(bad), np.uint8), starts, lengths, plen,
+                              np.zeros(200, bool), np.arange(200)).any()
+        assert _valid(bytes(bad), starts, lengths) == [57]
+    # the same flip in two records, and in every record: still each one found
+    bad = bytearray(buf)
+    for i in (10, 11):
+        bad[int(starts[i]) + PAYLOAD + 20] ^= 1
+    assert _valid(bytes(bad), starts, lengths) == [10, 11]
+    bad = bytearray(buf)
+    for i in range(200):
+        bad[int(starts[i]) + PAYLOAD + CRC_SIZE] ^= 4
+    assert _valid(bytes(bad), starts, lengths) == list(range(200))
+
+
+def test_columns_check_mixed_lengths_gaps_and_short_runs() -> None:
+    bodies = [b"a" * 100] * (MIN_RUN + 5) + [b"bb"] * 3 + [b"c" * 300] * 2 + [b"d" * 50] * (MIN_RUN + 1)
+    buf, starts, lengths = _page(bodies)
+    assert _valid(buf, starts, lengths) == []
+    every_other = np.arange(0, len(starts), 2)  # records with others between them: no run
+    assert columns(buf, starts[every_other], lengths[every_other], np.ones(len(every_other), bool))[-1].all()
+    bad = bytearray(buf)
+    for i in (3, MIN_RUN + 6, MIN_RUN + 8, len(bodies) - 1):
+        suffix = 5 if lengths[i] > 255 else 1  # a long record ends in its length (u32), then 0xFF
+        bad[int(starts[i]) + int(lengths[i]) - suffix - 1] ^= 0x80  # the payload's last byte
+    assert _valid(bytes(bad), starts, lengths) == [3, MIN_RUN + 6, MIN_RUN + 8, len(bodies) - 1]
