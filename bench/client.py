@@ -37,6 +37,7 @@ class Phase:
     timeout: float = 600.0
     rate: int = 0
     max_seconds: float = 0.0  # produce: stop after this long even if `count` is not reached (0 = never)
+    bulk: bool = False  # large batches (B): adapters use their server's fast form for them (Adapter.bulk)
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -89,7 +90,7 @@ def _percentile(sorted_ms: list[float], q: float) -> float:
 
 def run_phase(ph: Phase) -> dict[str, Any]:
     """Run one phase; returns messages, timed seconds, client CPU seconds and phase-specific extras."""
-    adapter = ADAPTERS[ph.adapter](ph.endpoint, pull=ph.pull)
+    adapter = ADAPTERS[ph.adapter](ph.endpoint, pull=ph.pull, bulk=ph.bulk)
     with adapter:
         extra: dict[str, Any] = {}
         cpu0, t0 = time.process_time(), time.perf_counter()

@@ -148,9 +148,9 @@ def b(s: Session, r: int) -> None:
     cfg = s.cfg
     with s.queue(f"bench-b-{r}") as q:
         with s.profiled("B-publish", r):
-            n = s.throughput("b_publish", r, "produce", q, cfg.count, size=cfg.size, batch=BIG_BATCH)
+            n = s.throughput("b_publish", r, "produce", q, cfg.count, size=cfg.size, batch=BIG_BATCH, bulk=True)
         with s.profiled("B-read", r):
-            s.throughput("b_read", r, "consume", q, n, pull=BIG_BATCH)
+            s.throughput("b_read", r, "consume", q, n, pull=BIG_BATCH, bulk=True)
 
 
 def d(s: Session, r: int) -> None:

@@ -30,9 +30,12 @@ class Adapter(ABC):
     #: None if the peer can fsync before it acknowledges; else why it sits out that class (workload D)
     no_fsync_before_ack: str | None = None
 
-    def __init__(self, endpoint: Endpoint, pull: int = 1000) -> None:
+    def __init__(self, endpoint: Endpoint, pull: int = 1000, bulk: bool = False) -> None:
         self.endpoint = endpoint
         self.pull = pull  # messages per pull / prefetch window on consume
+        # The phase moves large batches (workload B): a server that documents a separate fast form
+        # for them (chunkmq's binary batch body) is driven through it; the peers have one setup for all.
+        self.bulk = bulk
 
     @classmethod
     def describe(cls, endpoint: Endpoint) -> str:

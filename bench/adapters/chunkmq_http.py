@@ -1,4 +1,10 @@
-"""chunkmq over its REST API (API.md): batched publish straight to a queue, long-poll pull, cumulative ack."""
+"""chunkmq over its REST API (docs/api.md): batched publish straight to a queue, long-poll pull, cumulative ack.
+
+JSON bodies, the default wire, except in bulk phases (workload B, batches of 1,000): there the publish
+body and the pull answer are binary batches (`application/vnd.chunkmq.batch`, docs/api.md "Binary
+batches"), which the docs give as the fast way to move large batches, encoded and decoded by the
+Python client's own codec (app/client/_batch.py) over the same http.client connection.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +12,21 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from app.client import _batch
 from bench.adapters.base import Adapter, ConsumeTimeout, OnBody
 from bench.adapters.http import HttpJson
 
 GROUP = "bench"
+_SEND_BATCH = {"content-type": _batch.MEDIA_TYPE, "accept": _batch.MEDIA_TYPE}
+_ASK_BATCH = {"accept": _batch.MEDIA_TYPE}
 
 
 class ChunkmqHttpAdapter(Adapter):
     name = "chunkmq-http"
     server = "chunkmq"
     setup = ("http.client keep-alive, JSON: one publish request per batch; long-poll pull of up to the pull "
-             "window, each pull carrying the previous batch's cumulative ack")
+             "window, each pull carrying the previous batch's cumulative ack; B: the same calls with binary batch "
+             "bodies (application/vnd.chunkmq.batch) for the publish and for the pull's answer")
 
     def open(self) -> None:
         self.http = HttpJson(self.endpoint.http_port, "/api/v1")
@@ -34,11 +44,32 @@ class ChunkmqHttpAdapter(Adapter):
     def delete(self, queue: str) -> None:
         self.call("DELETE", f"/queues/{queue}?force=true")
 
+    def batch(self, path: str, body: object | None, content: bytes | None, headers: dict[str, str]) -> bytes:
+        """A call with a binary batch answer (and body, given `content`)."""
+        status, raw = self.http.request("POST", path, body, content=content, headers=headers)
+        if status >= 400:
+            raise RuntimeError(f"chunkmq POST {path}: {status} {raw[:300]!r}")
+        return raw
+
     def produce(self, queue: str, bodies: Sequence[bytes]) -> None:
-        answer = self.call("POST", f"/queues/{queue}/publish",
-                           {"messages": [{"body": b.decode()} for b in bodies]})
-        if len(answer["results"]) != len(bodies):
-            raise RuntimeError(f"chunkmq: {len(answer['results'])} results for {len(bodies)} messages")
+        path = f"/queues/{queue}/publish"
+        texts = [b.decode() for b in bodies]  # text bodies, as in the JSON form
+        if self.bulk:
+            answer = self.batch(path, None, _batch.encode(texts), _SEND_BATCH)
+            (stored,) = _batch.COUNT.unpack_from(answer)
+        else:
+            stored = len(self.call("POST", path, {"messages": [{"body": t} for t in texts]})["results"])
+        if stored != len(bodies):
+            raise RuntimeError(f"chunkmq: {stored} results for {len(bodies)} messages")
+
+    def pull_batch(self, path: str, queue: str, body: dict[str, object]) -> tuple[int, list[str]]:
+        """The offset after the last delivered message (0 for none) and the bodies, from a JSON
+        answer or (bulk) a binary one decoded into the client's Message objects."""
+        if self.bulk:
+            got = _batch.decode(self.batch(path, body, None, _ASK_BATCH), queue)
+            return (got[-1].offset + 1 if got else 0), [m.body for m in got]  # type: ignore[misc]
+        msgs = self.call("POST", path, body)["messages"]
+        return (msgs[-1]["offset"] + 1 if msgs else 0), [m["body"] for m in msgs]
 
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
         got = 0
@@ -52,15 +83,15 @@ class ChunkmqHttpAdapter(Adapter):
                                        "consumer": "c1"}
             if pending is not None:
                 body["ack"] = pending
-            msgs = self.call("POST", pull, body)["messages"]
+            up_to, texts = self.pull_batch(pull, queue, body)
             pending = None
-            if not msgs:
+            if not texts:
                 continue
             if on_body is not None:
-                for m in msgs:
-                    on_body(m["body"].encode())
-            pending = {"up_to": msgs[-1]["offset"] + 1}
-            got += len(msgs)
+                for text in texts:
+                    on_body(text.encode())
+            pending = {"up_to": up_to}
+            got += len(texts)
         if pending is not None:
             self.call("POST", ack, pending)
         return got

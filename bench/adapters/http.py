@@ -26,12 +26,16 @@ class HttpJson:
             self.headers["authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
 
-    def request(self, method: str, path: str, body: object | None = None) -> tuple[int, bytes]:
-        """(status, raw body); reconnects once if the server closed the kept-alive connection."""
-        content = None if body is None else orjson.dumps(body)
+    def request(self, method: str, path: str, body: object | None = None, *, content: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """(status, raw body); reconnects once if the server closed the kept-alive connection.
+        `body` goes as JSON; `content` as it is, with `headers` over the JSON ones (a binary batch)."""
+        if content is None and body is not None:
+            content = orjson.dumps(body)
+        sent = self.headers if headers is None else {**self.headers, **headers}
         for attempt in (1, 2):
             try:
-                self.conn.request(method, self.prefix + path, body=content, headers=self.headers)
+                self.conn.request(method, self.prefix + path, body=content, headers=sent)
                 resp = self.conn.getresponse()
                 return resp.status, resp.read()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
