@@ -46,7 +46,7 @@ def parse(argv: list[str]) -> Config:
                         "Redis appendfsync always, NATS sync_interval always, RabbitMQ quorum queues)")
     p.add_argument("--timeout", type=float, default=1800.0, help="upper bound of one phase, seconds")
     p.add_argument("--out", type=Path, default=Path("bench/results"))
-    p.add_argument("--profile", action="store_true", help="py-spy the chunkmq server during W1, W2 and B")
+    p.add_argument("--profile", action="store_true", help="py-spy the chunkmq server during W1, W2, W4 and B")
     p.add_argument("--smoke", action="store_true", help="tiny counts, chunkmq only, one repeat")
     a = p.parse_args(argv)
     if a.smoke:

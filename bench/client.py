@@ -37,7 +37,7 @@ class Phase:
     timeout: float = 600.0
     rate: int = 0
     max_seconds: float = 0.0  # produce: stop after this long even if `count` is not reached (0 = never)
-    bulk: bool = False  # large batches (B): adapters use their server's fast form for them (Adapter.bulk)
+    bulk: bool = False  # large batches (B, W2 and D pulls): adapters use their server's fast form (Adapter.bulk)
     params: dict[str, Any] = field(default_factory=dict)
 
 

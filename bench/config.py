@@ -35,7 +35,7 @@ class Config:
     fsync: str = "interval"
     timeout: float = 1800.0  # upper bound of any one phase
     out_dir: Path = Path("bench/results")
-    profile: bool = False  # py-spy the chunkmq server during W1, W2 and B (first repeat)
+    profile: bool = False  # py-spy the chunkmq server during W1, W2, W4 and B (first repeat)
     smoke: bool = False
 
     @property

@@ -72,7 +72,7 @@ class Session:
             self.phase("delete", name)
 
     def profiled(self, workload: str, repeat: int) -> contextlib.AbstractContextManager[object]:
-        """py-spy on the chunkmq server for W1, W2 and B of the first repeat, when asked for."""
+        """py-spy on the chunkmq server for W1, W2, W4 and B of the first repeat, when asked for."""
         if not (self.cfg.profile and repeat == 0 and self.server.kind == "chunkmq"
                 and self.server.process is not None):
             return contextlib.nullcontext()
@@ -85,7 +85,8 @@ def w1_w2(s: Session, r: int) -> None:
         with s.profiled("W1", r):
             n = s.throughput("w1_produce", r, "produce", q, cfg.count, size=cfg.size)
         with s.profiled("W2", r):
-            s.throughput("w2_consume", r, "consume", q, n)
+            # Pulls of up to the window (1,000): the large batches chunkmq's binary answer is for.
+            s.throughput("w2_consume", r, "consume", q, n, bulk=True)
 
 
 def w3(s: Session, r: int) -> None:
@@ -103,10 +104,11 @@ def w4(s: Session, r: int) -> None:
         base = Phase("latency_consume", s.adapter, s.server.endpoint(), q, count=n, size=cfg.size,
                      pull=cfg.pull, timeout=cfg.latency_seconds + 120, rate=cfg.latency_rate)
         cpu0 = s.server.cpu_seconds()
-        consumer = s.pool.apply_async(run_phase, (base,))
-        producer = s.pool.apply_async(run_phase, (replace(base, kind="latency_produce"),))
-        sent = producer.get(base.timeout + 60)
-        got = consumer.get(base.timeout + 60)
+        with s.profiled("W4", r):
+            consumer = s.pool.apply_async(run_phase, (base,))
+            producer = s.pool.apply_async(run_phase, (replace(base, kind="latency_produce"),))
+            sent = producer.get(base.timeout + 60)
+            got = consumer.get(base.timeout + 60)
         cpu = s.server.cpu_seconds() - cpu0
     achieved = sent["messages"] / sent["seconds"]
     for key in ("p50", "p99", "max"):
@@ -158,7 +160,7 @@ def d(s: Session, r: int) -> None:
     cfg = s.cfg
     with s.queue(f"bench-d-{r}") as q:
         n = s.throughput("d_produce", r, "produce", q, cfg.durable_count, size=cfg.size)
-        s.throughput("d_consume", r, "consume", q, n)
+        s.throughput("d_consume", r, "consume", q, n, bulk=True)  # as W2's
 
 
 # workload name -> (function, the workloads whose metrics it produces)

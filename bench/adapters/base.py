@@ -33,8 +33,9 @@ class Adapter(ABC):
     def __init__(self, endpoint: Endpoint, pull: int = 1000, bulk: bool = False) -> None:
         self.endpoint = endpoint
         self.pull = pull  # messages per pull / prefetch window on consume
-        # The phase moves large batches (workload B): a server that documents a separate fast form
-        # for them (chunkmq's binary batch body) is driven through it; the peers have one setup for all.
+        # The phase moves large batches (B's publishes of 1,000; pulls of up to the window of 1,000 in
+        # W2, B and D): a server that documents a separate fast form for them (chunkmq's binary batch
+        # body) is driven through it; the peers have one setup for all.
         self.bulk = bulk
 
     @classmethod

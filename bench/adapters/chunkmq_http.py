@@ -1,9 +1,11 @@
 """chunkmq over its REST API (docs/api.md): batched publish straight to a queue, long-poll pull, cumulative ack.
 
-JSON bodies, the default wire, except in bulk phases (workload B, batches of 1,000): there the publish
-body and the pull answer are binary batches (`application/vnd.chunkmq.batch`, docs/api.md "Binary
-batches"), which the docs give as the fast way to move large batches, encoded and decoded by the
-Python client's own codec (app/client/_batch.py) over the same http.client connection.
+JSON bodies, the default wire, except in bulk phases (B's publishes of 1,000; the pulls of up to the
+window of 1,000 in W2, B and D): there the publish body and the pull answer are binary batches
+(`application/vnd.chunkmq.batch`, docs/api.md "Binary batches"), which the docs give as the fast way
+to move large batches, encoded and decoded by the Python client's own codec (app/client/_batch.py)
+over the same http.client connection. W1's publishes of 100 stay JSON: binary saved no server CPU
+there (docs/benchmarks.md, client setups).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ class ChunkmqHttpAdapter(Adapter):
     name = "chunkmq-http"
     server = "chunkmq"
     setup = ("http.client keep-alive, JSON: one publish request per batch; long-poll pull of up to the pull "
-             "window, each pull carrying the previous batch's cumulative ack; B: the same calls with binary batch "
-             "bodies (application/vnd.chunkmq.batch) for the publish and for the pull's answer")
+             "window, each pull carrying the previous batch's cumulative ack; binary batch bodies "
+             "(application/vnd.chunkmq.batch) for the pulls' answers in W2, B and D and for B's publishes")
 
     def open(self) -> None:
         self.http = HttpJson(self.endpoint.http_port, "/api/v1")
