@@ -144,6 +144,19 @@ def test_url_and_token_come_from_the_environment(tmp_path: Path, monkeypatch: py
         secured.stop()
 
 
+def test_a_binary_pull_of_queue_publishes_has_empty_keys_no_tags_and_the_json_ids(
+        shared_server: ServerProcess, name: str) -> None:
+    """Published straight to the queue: no exchange, routing key, tag or headers in the whole batch."""
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name)
+        mq.publish_to_queue(name, ["a", b"\x00b", "c"], binary=True)
+        as_json = mq.browse(name, limit=10).messages
+        pulled = mq.pull(name, "g", 10, binary=True)
+    assert pulled == [Message(m.queue, m.offset, m.id, m.timestamp, "", "", {}, None, m.body, 1) for m in as_json]
+    assert [m.body for m in pulled] == ["a", b"\x00b", "c"] and len({m.id for m in pulled}) == 3
+    assert pulled[0].headers is not pulled[1].headers  # each message its own dict
+
+
 def test_binary_batches_publish_and_pull_the_same_messages_as_json(shared_server: ServerProcess, name: str) -> None:
     with Client(shared_server.url) as mq:
         mq.declare_queue(name)
