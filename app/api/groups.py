@@ -77,12 +77,13 @@ async def pull(queue: str, group: str, request: Request, who: Principal = Depend
             broker.ack(queue, group, body["ack"])
         except InvalidInput as exc:
             raise InvalidInput(f"ack: {exc.message}", code=exc.code) from None
-        durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
-        try:
-            messages = await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary)
-        finally:
-            await durable  # the answer acknowledges the ack: only once it survives a crash
-        return answer(messages)
+        if broker.durability == "fsync":  # else acks are written behind: nothing to wait for, no task
+            durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
+            try:
+                messages = await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary)
+            finally:
+                await durable  # the answer acknowledges the ack: only once it survives a crash
+            return answer(messages)
     return answer(await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary))
 
 
