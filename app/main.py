@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from app import __version__, web
 from app.alerts.jobs import Alerts
-from app.api import allow, docs, errors, logs, publish, schemas
+from app.api import allow, docs, errors, logs, publish, pull, schemas
 from app.api.auth import TokenAuth
 from app.api.guard import LocalOnly
 from app.api.operations import AlertCollector, BrokerCollector
@@ -164,10 +164,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.auth == "off":
         app.add_middleware(LocalOnly, host=settings.host)
     app.add_middleware(allow.HeadAsGet)
-    app.router.routes.extend(publish.routes)  # plain ASGI, ahead of every FastAPI route
+    app.router.routes.extend([*publish.routes, pull.route])  # plain ASGI, ahead of every FastAPI route
     for router in routers:
         app.include_router(router)
     web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first
     app.router.routes.append(allow.route)  # OPTIONS on any path, after every route that has the path
-    schemas.install_openapi(app, publish.OPENAPI_PATHS, secured=settings.auth == "on")
+    schemas.install_openapi(app, {**publish.OPENAPI_PATHS, **pull.OPENAPI_PATHS}, secured=settings.auth == "on")
     return app

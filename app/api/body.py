@@ -69,9 +69,17 @@ def integral(value: Any) -> Any:
     return value
 
 
-async def json_object(request: Request, max_bytes: int = 1024 * 1024, *, required: bool = True) -> dict[str, Any]:
+MAX_OBJECT_BYTES = 1024 * 1024  # the body of a route other than publish
+
+
+async def json_object(request: Request, max_bytes: int = MAX_OBJECT_BYTES, *, required: bool = True) -> dict[str, Any]:
     """The body of a non-publish route: a JSON object, integral numbers as ints."""
     raw = await read_body(request.receive, request.headers.get("content-length"), max_bytes, codes.BODY_TOO_LARGE)
+    return object_of(raw, required=required)
+
+
+def object_of(raw: bytes, *, required: bool = True) -> dict[str, Any]:
+    """`raw` as a JSON object, integral numbers as ints (json_object without the Request)."""
     body = parse_json(raw, required=required)
     if type(body) is not dict:
         raise InvalidInput("the body must be a JSON object")

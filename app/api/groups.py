@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from app.api import schemas
 from app.api.auth import Principal, authenticate
 from app.api.body import json_object
-from app.api.deps import broker_of, json, raw_json
+from app.api.deps import broker_of, json
 from app.broker import codes
-from app.broker.errors import InvalidInput
-from app.broker.fields import reject_unknown
-from app.broker.message import BATCH_MEDIA_TYPE
 from app.broker.names import check_name
 from app.broker.views import group_json, group_view
 
 router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer groups"])
-
-MAX_PULL = 1000
-MAX_WAIT_MS = 30_000
-
 
 @router.get("", responses=schemas.answers(list[schemas.Group], codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def list_groups(queue: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
@@ -49,47 +40,6 @@ async def declare_group(queue: str, group: str, request: Request, who: Principal
     broker = broker_of(request)
     g, created = await broker.declare_group(queue, group, await json_object(request, required=False))
     return json(group_json(group_view(broker, broker.queue(queue), g)), 201 if created else 200)
-
-
-@router.post("/{group}/pull", openapi_extra=schemas.body(schemas.PullBody, required=False), responses=schemas.answers(
-    schemas.Pulled, codes.INVALID_NAME, codes.INVALID_BODY, codes.INVALID_ACK, codes.QUEUE_NOT_FOUND,
-    codes.GROUP_NOT_FOUND, codes.PRECONDITION_FAILED, codes.BODY_TOO_LARGE))
-async def pull(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("read", check_name(queue, "queue name"))
-    body = await json_object(request, required=False)
-    reject_unknown(body, ("max_messages", "wait_ms", "consumer", "ack"))
-    max_messages = body.get("max_messages", 100)
-    wait_ms = body.get("wait_ms", 0)
-    consumer = body.get("consumer", "default")
-    if type(max_messages) is not int or not 1 <= max_messages <= MAX_PULL:
-        raise InvalidInput(f"max_messages must be an integer from 1 to {MAX_PULL}")
-    if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
-        raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
-    check_name(consumer, "consumer id")
-    broker = broker_of(request)
-    binary = BATCH_MEDIA_TYPE in request.headers.get("accept", "")
-    answer = batch if binary else raw_json
-    if "ack" in body:
-        # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
-        if type(body["ack"]) is not dict:
-            raise InvalidInput('ack must be an object: {"offsets": [...]} or {"up_to": n}')
-        try:
-            broker.ack(queue, group, body["ack"])
-        except InvalidInput as exc:
-            raise InvalidInput(f"ack: {exc.message}", code=exc.code) from None
-        if broker.durability == "fsync":  # else acks are written behind: nothing to wait for, no task
-            durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
-            try:
-                messages = await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary)
-            finally:
-                await durable  # the answer acknowledges the ack: only once it survives a crash
-            return answer(messages)
-    return answer(await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary))
-
-
-def batch(records: bytes) -> Response:
-    """A binary batch answer (docs/api.md "Binary batches")."""
-    return Response(records, media_type=BATCH_MEDIA_TYPE)
 
 
 @router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody), responses=schemas.answers(

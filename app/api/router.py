@@ -1,7 +1,8 @@
 """Every HTTP route of the API, in one list.
 
-FastAPI tries routes in order, so the consumer-group routes (pull, ack) come first. The publish
-routes are plain ASGI (app/api/publish.py) and go ahead of all of these.
+FastAPI tries routes in order, so the consumer-group routes (ack, nack, seek) come first. The
+publish and pull routes are plain ASGI (app/api/publish.py, app/api/pull.py) and go ahead of all of
+these.
 """
 
 from __future__ import annotations
