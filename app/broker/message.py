@@ -543,6 +543,7 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
     offsets, positions, timestamps, tags, blobs, counts = zip(*stored, strict=True) if n else ((),) * 6
     keyed = HEAD | HAS_ROUTING_KEY
     bare = all(b[0] == HEAD for b in blobs)  # text without exchange, routing key or headers
+    joined: list[bytes | None] = [None] * 5  # a region already joined (checked for escapes on the way)
     if bare or all(b[0] == keyed and b[1] != _LONG for b in blobs):  # nearly every batch: slices
         if bare:
             keys, bodies = [b""] * n, [b[1:] for b in blobs]
@@ -551,10 +552,13 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
             keys = [b[2:e] for b, e in zip(blobs, ends, strict=True)]
             bodies = [b[e:] for b, e in zip(blobs, ends, strict=True)]
         exchanges, headers, flags = [b""] * n, [b""] * n, [0] * n
-        if _BACKSLASH in b"".join(keys):
-            keys = [_unescaped(k) for k in keys]
-        if _BACKSLASH in b"".join(bodies):
-            bodies = [_unescaped(b) for b in bodies]
+        joined[0] = joined[3] = b""
+        joined[1] = b"" if bare else b"".join(keys)
+        if _BACKSLASH in joined[1]:
+            keys, joined[1] = [_unescaped(k) for k in keys], None
+        joined[4] = b"".join(bodies)
+        if _BACKSLASH in joined[4]:
+            bodies, joined[4] = [_unescaped(b) for b in bodies], None
     else:
         exchanges, keys, headers, bodies, flags = [], [], [], [], []
         for blob, tag in zip(blobs, tags, strict=True):
@@ -575,8 +579,9 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
             bodies.append(body)
             flags.append(WIRE_BINARY if binary else 0)
     regions = (exchanges, keys, tags, headers, bodies)
-    columns = (offsets, positions, timestamps, counts, flags, *([len(x) for x in r] for r in regions))
+    columns = (offsets, positions, timestamps, counts, flags,
+               *([0] * n if j == b"" else list(map(len, r)) for r, j in zip(regions, joined, strict=True)))
     parts = [COUNT.pack(n)]
     parts += [column_bytes(code, column) for code, column in zip(DELIVERED_COLUMNS, columns, strict=True)]
-    parts += [b"".join(r) for r in regions]
+    parts += [b"".join(r) if j is None else j for r, j in zip(regions, joined, strict=True)]
     return b"".join(parts)
