@@ -15,6 +15,7 @@ from app.broker.views import group_json, group_view
 
 router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer groups"])
 
+
 @router.get("", responses=schemas.answers(list[schemas.Group], codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def list_groups(queue: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
     broker = broker_of(request)
