@@ -21,6 +21,7 @@ The group is owned by the event loop thread: no locks.
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ class Group:
     acked: int = 0  # messages acknowledged since start (the history's ack rate)
     closed: bool = False
     _deadlines: list[tuple[int, int]] = field(default_factory=list)  # heap of (deadline, offset)
+    _deadline_bound: int = 0  # no entry of _deadlines is later (an upper bound: pops leave it)
     _ready: list[tuple[int, int]] = field(default_factory=list)  # heap of (ready time, offset)
     _tag_hashes: frozenset[int] | None = None
     _lag_cache: tuple[int, int, int] = (-1, -1, 0)  # (floor, end, lag) for filtered groups
@@ -176,13 +178,9 @@ class Group:
                 else:
                     fresh, scanned_to = store.read_matching(self.queue_id, self.next_offset, room, self._tag_hashes)
                 self.next_offset = max(self.next_offset, scanned_to)
-                in_flight = self.in_flight
-                heap = self._deadlines
-                for message in fresh:
-                    offset = message[0]
-                    in_flight[offset] = InFlight(consumer, deadline, 1)
-                    heapq.heappush(heap, (deadline, offset))
-                    out.append((message, 1))
+                if fresh:
+                    self._track_fresh([m[0] for m in fresh], consumer, deadline)
+                    out.extend(zip(fresh, itertools.repeat(1)))
         if out or self.next_offset != scanned_from:
             self.changes += 1
         return out
@@ -190,6 +188,20 @@ class Group:
     def _track(self, offset: int, consumer: str, deadline: int, count: int) -> None:
         self.in_flight[offset] = InFlight(consumer, deadline, count)
         heapq.heappush(self._deadlines, (deadline, offset))
+        self._deadline_bound = max(self._deadline_bound, deadline)
+
+    def _track_fresh(self, offsets: list[int], consumer: str, deadline: int) -> None:
+        """First deliveries, in offset order above everything delivered before, with one deadline:
+        one shared InFlight (entries are replaced, never changed), and when the deadline is the
+        latest yet, heap entries appended in order (each is at least its parent) instead of pushed."""
+        self.in_flight.update(zip(offsets, itertools.repeat(InFlight(consumer, deadline, 1))))
+        heap = self._deadlines
+        if deadline >= self._deadline_bound:
+            heap.extend(zip(itertools.repeat(deadline), offsets))
+        else:
+            for offset in offsets:
+                heapq.heappush(heap, (deadline, offset))
+        self._deadline_bound = max(self._deadline_bound, deadline)
 
     # ---------------------------------------------------------------- acknowledgements
 
@@ -246,6 +258,7 @@ class Group:
         self.in_flight.clear()
         self.pending.clear()
         self._deadlines.clear()
+        self._deadline_bound = 0
         self._ready.clear()
         self.next_offset = offset
 
