@@ -34,8 +34,8 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-@dataclass(slots=True)
-class InFlight:
+@dataclass(frozen=True, slots=True)
+class InFlight:  # frozen: first deliveries of a batch share one (Group._track_fresh)
     consumer: str
     deadline: int  # monotonic ms
     count: int  # deliveries so far, this one included
