@@ -3,8 +3,11 @@ accepts connections and never answers (every mail times out and is retried, remi
 rules evaluated twice a second: ten times the default) against the same server with its rules
 disabled.
 
-The machine is shared, so the two are measured in short interleaved rounds and compared by their
-medians: publish rate, 99th percentile publish latency, and the server's CPU time per message."""
+The machine is shared (and in `make test` another test runs beside this one), so the two are
+measured in short interleaved rounds, each round with the rules on compared to the round with them
+off just before it: the median of those paired ratios of the publish rate is what must hold, which a
+burst of load from elsewhere moves much less than the medians of each kind. The 99th percentile
+publish latency and the server's CPU time per message are printed too."""
 
 from __future__ import annotations
 
@@ -88,7 +91,7 @@ def test_publishing_speed_does_not_drop_while_smtp_is_down(tmp_path: Path, black
             api.put("/api/v1/queues/bench")
             publish(api, pid, 0.5)  # warm up
             off, on = [], []
-            for _ in range(5):
+            for _ in range(7):
                 set_rule(api, enabled=False)
                 time.sleep(0.2)
                 off.append(publish(api, pid, 0.6))
@@ -108,4 +111,5 @@ def test_publishing_speed_does_not_drop_while_smtp_is_down(tmp_path: Path, black
           f"failed mail attempts recorded: {len(failures)}")
     assert failures and all("Timeout" in e["detail"] for e in failures[:5]), failures[:1]
     assert 'chunkmq_alert_firing{group="g",kind="lag_messages",queue="lagging-0",rule="100"} 1.0' in metrics
-    assert median(on, "rate") >= 0.7 * median(off, "rate"), (off, on)
+    ratios = [o.rate / f.rate for f, o in zip(off, on, strict=True)]
+    assert statistics.median(ratios) >= 0.7, (ratios, off, on)
