@@ -15,6 +15,7 @@ pyarrow and numpy are imported on the first Arrow request, so serving JSON never
 from __future__ import annotations
 
 import binascii
+import functools
 from typing import TYPE_CHECKING, Any
 
 from app.broker.message import BINARY, HAS_EXCHANGE, HAS_HEADERS, HAS_ROUTING_KEY, HEAD, decode_data
@@ -133,39 +134,71 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
         slow[rows[~binary[rows] | (escaped < p[rows])]] = True
     body_start = np.minimum(p, de)
     raw = page.buf
-    # slow rows get empty views (their bytes may not be text in this layout), patched in below
+    # slow rows get empty values (their bytes may not be text in this layout), patched in below
     ex_len, rk_len = np.where(slow, 0, ex_len), np.where(slow, 0, rk_len)
     body_start = np.where(slow, de, body_start)
-    exchange = _views(buf, raw, ex_start, ex_len, None).cast(pa.string())
-    routing_key = _views(buf, raw, rk_start, rk_len, None).cast(pa.string())
-    tag = _views(buf, raw, page.tag_start, page.tag_len, page.tag_len > 0).cast(pa.string())
-    body = _views(buf, raw, body_start, de - body_start, None).cast(pa.binary())
+    exchange = _gather(buf, raw, ex_start, ex_len, pa.string())
+    routing_key = _gather(buf, raw, rk_start, rk_len, pa.string())
+    has_tag = page.tag_len > 0
+    tag = _gather(buf, raw, page.tag_start, page.tag_len, pa.string(), has_tag) if has_tag.any() else pa.nulls(n, pa.string())
+    body = _gather(buf, raw, body_start, de - body_start, pa.binary())
     headers = _maps(np.zeros(n + 1, np.int32), [], [])
     if slow.any():
         exchange, routing_key, headers, body = _patch(slow, page, exchange, routing_key, headers, body)
-    pos = page.positions.astype(">u8").view(np.uint8).reshape(n, 8)
-    table = np.frombuffer(_HEX, np.uint8)
-    hexed = np.empty((n, 16), np.uint8)
-    hexed[:, 0::2] = table[pos >> 4]
-    hexed[:, 1::2] = table[pos & 15]
+    # ids: the positions in hex, two digits per byte from one 256-entry table
+    hexed = _HEX_PAIRS()[page.positions.astype(">u8").view(np.uint8)]
     ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, 16 * n + 1, 16, dtype=np.int32)),
                                                    pa.py_buffer(hexed)])
-    ts = pa.array(page.timestamps.astype(np.int64) * 1000, pa.timestamp("us", tz="UTC"))
+    ts = pa.Array.from_buffers(sch.field("timestamp").type, n, [None, pa.py_buffer(page.timestamps.astype(np.int64) * 1000)])
     columns = [
-        _repeat(queue, n), pa.array(page.offsets.astype(np.int64)), ids, ts,
-        exchange, routing_key, tag, headers, body,
+        _repeat(queue, n), pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(page.offsets.astype(np.int64))]),
+        ids, ts, exchange, routing_key, tag, headers, body,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=sch)
 
 
 def _repeat(text: str, n: int) -> pa.Array:
-    """A string column holding ``text`` n times, from its buffers."""
+    """A string column holding ``text`` n times, from its buffers (a page is far below 2 GiB)."""
     import numpy as np
     import pyarrow as pa
 
     raw = text.encode()
-    offsets = np.arange(0, len(raw) * n + 1, len(raw) or 1, dtype=np.int64)[: n + 1] if raw else np.zeros(n + 1, np.int64)
-    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]).cast(pa.string())
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+@functools.cache
+def _HEX_PAIRS() -> np.ndarray:  # noqa: N802 (a constant, built on first use: numpy loads lazily)
+    """The two hex digits of each byte value, as one little-endian uint16 each."""
+    import numpy as np
+
+    return np.array([_HEX[b >> 4] | _HEX[b & 15] << 8 for b in range(256)], np.uint16)
+
+
+def _gather(buf: np.ndarray, joined: bytes, begin: np.ndarray, size: np.ndarray, typ: pa.DataType,
+            valid: np.ndarray | None = None) -> pa.Array:
+    """A binary or string column of the slices (begin, size) of ``joined``, copied out by one Arrow
+    take: ``joined`` is read as an array of 2n + 1 values whose odd ones are the slices and the even
+    ones the bytes between them, so the slices must lie in order and not overlap (as a page's records
+    do). Slices out of order (rows of format-1 chunks appended to the buffer) go through _views."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(begin)
+    # an empty slice may point anywhere: it is put at the end of the slices before it
+    end = np.maximum.accumulate(np.where(size > 0, begin + size, 0)) if n else begin
+    start = np.where(size > 0, begin, end)
+    if n and (len(joined) >= 2**31 or (start[1:] < end[:-1]).any()):
+        return _views(buf, joined, begin, size, valid).cast(typ)
+    bounds = np.zeros(2 * n + 1, np.int32)
+    bounds[1::2] = start
+    bounds[2::2] = end
+    spans = pa.Array.from_buffers(typ, 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(joined)])
+    out = spans.take(pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.arange(1, 2 * n, 2, dtype=np.int32))]))
+    if valid is None:
+        return out
+    mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(typ, n, [mask, *out.buffers()[1:]])
 
 
 def _maps(offsets: np.ndarray, keys: list[str], items: list[str]) -> pa.Array:
