@@ -31,6 +31,7 @@ MEDIA_TYPE = "application/vnd.apache.arrow.stream"
 _HEX = b"0123456789abcdef"
 
 
+@functools.cache
 def schema() -> pa.Schema:
     """queue, offset, id, timestamp, exchange, routing_key, tag, headers, body (docs/spark.md)."""
     import pyarrow as pa
@@ -48,7 +49,7 @@ def schema() -> pa.Schema:
     ])
 
 
-def browse_arrow(broker: Broker, name: str, offset: int | None, timestamp: int | None, limit: int) -> tuple[bytes, int]:
+def browse_arrow(broker: Broker, name: str, offset: int | None, timestamp: int | None, limit: int) -> tuple[memoryview, int]:
     """A page of a queue as an Arrow IPC stream, and the offset after it (as Broker.browse)."""
     queue = broker.queue(name)
     store = broker.store
@@ -61,19 +62,30 @@ def browse_arrow(broker: Broker, name: str, offset: int | None, timestamp: int |
     return page_stream(name, page), next_offset
 
 
-def page_stream(queue: str, page: ColumnPage) -> bytes:
-    """One page of columns as one Arrow IPC stream."""
+def page_stream(queue: str, page: ColumnPage) -> memoryview:
+    """One page of columns as one Arrow IPC stream, written into one buffer of its size (no copies
+    as a growing stream would make, none out of Arrow's memory: the response sends this view)."""
     import pyarrow as pa
 
     sch = schema()
-    sink = pa.BufferOutputStream()
+    batch = page_batch(queue, page, sch) if len(page) else None
+    # the schema message, the batch's message and the 8-byte end marker; 64 bytes to spare
+    size = _schema_size() + (pa.ipc.get_record_batch_size(batch) if batch is not None else 0) + 8 + 64
+    out = pa.allocate_buffer(size)
+    sink = pa.FixedSizeBufferWriter(out)
     with pa.ipc.new_stream(sink, sch) as writer:
-        if len(page):
-            writer.write_batch(page_batch(queue, page, sch))
-    return sink.getvalue().to_pybytes()
+        if batch is not None:
+            writer.write_batch(batch)
+    return memoryview(out)[: sink.tell()]
 
 
-def ipc_stream(queue: str, stored: list[tuple[int, int, int, int, bytes, bytes]]) -> bytes:
+@functools.cache
+def _schema_size() -> int:
+    """The bytes of the schema's message at the head of every stream."""
+    return len(schema().serialize())
+
+
+def ipc_stream(queue: str, stored: list[tuple[int, int, int, int, bytes, bytes]]) -> memoryview:
     """Stored tuples (offset, position, timestamp, flags, tag, data) as one Arrow IPC stream."""
     return page_stream(queue, as_page(stored))
 
@@ -104,10 +116,12 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
     import pyarrow as pa
 
     n = len(page)
-    buf = np.frombuffer(page.buf + bytes(4), np.uint8)  # padded: probes past a short blob stay in range
+    raw = page.buf
+    buf = np.frombuffer(raw or bytes(1), np.uint8)
+    last = len(buf) - 1  # probes past a short blob are clamped into the buffer (such rows are slow)
     ds, dl = page.data_start, page.data_len
     de = ds + dl
-    head = np.where(dl > 0, buf[ds], 0).astype(np.int64)
+    head = np.where(dl > 0, buf[np.minimum(ds, last)], 0)
     # The vector path reads blobs of the current layout without headers; the rest are patched in.
     slow = ((head & 0xF0) != HEAD) | ((head & HAS_HEADERS) != 0)
     p = ds + 1
@@ -115,7 +129,7 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
     def member(bit: int) -> tuple[np.ndarray, np.ndarray]:
         nonlocal p, slow
         has = (head & bit) != 0
-        length = np.where(has, buf[np.minimum(p, len(buf) - 1)], 0).astype(np.int64)
+        length = np.where(has, buf[np.minimum(p, last)], 0).astype(np.int64)
         slow |= length == 0xFF
         start = p + has
         p = start + length
@@ -124,29 +138,24 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
     ex_start, ex_len = member(HAS_EXCHANGE)
     rk_start, rk_len = member(HAS_ROUTING_KEY)
     slow |= p > de
-    binary = (head & BINARY) != 0
-    # JSON escapes: anywhere in a text blob, before the body in a binary one
-    if 0x5C in page.buf:
-        escaped = np.flatnonzero(buf == 0x5C)
-        rows = np.searchsorted(ds, escaped, side="right") - 1
-        inside = (rows >= 0) & (escaped < de[np.maximum(rows, 0)])
-        rows, escaped = rows[inside], escaped[inside]
-        slow[rows[~binary[rows] | (escaped < p[rows])]] = True
-    body_start = np.minimum(p, de)
-    raw = page.buf
     # slow rows get empty values (their bytes may not be text in this layout), patched in below
     ex_len, rk_len = np.where(slow, 0, ex_len), np.where(slow, 0, rk_len)
-    body_start = np.where(slow, de, body_start)
+    body_start = np.where(slow, de, p)
     exchange = _gather(buf, raw, ex_start, ex_len, pa.string())
     routing_key = _gather(buf, raw, rk_start, rk_len, pa.string())
     has_tag = page.tag_len > 0
     tag = _gather(buf, raw, page.tag_start, page.tag_len, pa.string(), has_tag) if has_tag.any() else pa.nulls(n, pa.string())
     body = _gather(buf, raw, body_start, de - body_start, pa.binary())
-    headers = _maps(np.zeros(n + 1, np.int32), [], [])
+    # JSON escapes (a backslash) in the exchange, the routing key or a text body: those rows are
+    # decoded by _patch. Looked for in the columns' values, not in the page's framing bytes.
+    binary = (head & BINARY) != 0
+    for col, text_only in ((exchange, False), (routing_key, False), (body, True)):
+        slow[_escaped(col, binary if text_only else None)] = True
+    headers = _empty_maps(n)
     if slow.any():
         exchange, routing_key, headers, body = _patch(slow, page, exchange, routing_key, headers, body)
     # ids: the positions in hex, two digits per byte from one 256-entry table
-    hexed = _HEX_PAIRS()[page.positions.astype(">u8").view(np.uint8)]
+    hexed = np.take(_HEX_PAIRS(), page.positions.astype(">u8").view(np.uint8))
     ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, 16 * n + 1, 16, dtype=np.int32)),
                                                    pa.py_buffer(hexed)])
     ts = pa.Array.from_buffers(sch.field("timestamp").type, n, [None, pa.py_buffer(page.timestamps.astype(np.int64) * 1000)])
@@ -185,6 +194,9 @@ def _gather(buf: np.ndarray, joined: bytes, begin: np.ndarray, size: np.ndarray,
     import pyarrow as pa
 
     n = len(begin)
+    if not size.any():  # every value empty (the default exchange, no routing keys)
+        return pa.Array.from_buffers(typ, n, [None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                              pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")])
     # an empty slice may point anywhere: it is put at the end of the slices before it
     end = np.maximum.accumulate(np.where(size > 0, begin + size, 0)) if n else begin
     start = np.where(size > 0, begin, end)
@@ -201,16 +213,54 @@ def _gather(buf: np.ndarray, joined: bytes, begin: np.ndarray, size: np.ndarray,
     return pa.Array.from_buffers(typ, n, [mask, *out.buffers()[1:]])
 
 
+def _escaped(col: pa.Array, binary: np.ndarray | None) -> np.ndarray:
+    """The rows of a string or binary column whose value holds a backslash (rows where ``binary``
+    is set do not count: a binary body is stored raw)."""
+    import numpy as np
+
+    offsets_buf, values_buf = col.buffers()[1:3]
+    if values_buf is None:
+        return np.zeros(0, np.int64)
+    values = np.frombuffer(values_buf, np.uint8)
+    offsets = np.frombuffer(offsets_buf, np.int32)[col.offset : col.offset + len(col) + 1]
+    values = values[offsets[0] : offsets[-1]]
+    if not (values == 0x5C).any():
+        return np.zeros(0, np.int64)
+    rows = np.searchsorted(offsets, np.flatnonzero(values == 0x5C) + offsets[0], side="right") - 1
+    return rows if binary is None else rows[~binary[rows]]
+
+
+def _empty_maps(n: int) -> pa.Array:
+    """A map column of n empty maps."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.map_(pa.string(), pa.string()), n, [None, pa.py_buffer(np.zeros(n + 1, np.int32))],
+                                 children=[_no_entries()])
+
+
+@functools.cache
+def _no_entries() -> pa.Array:
+    """The entries of empty maps, built once."""
+    return _entries([], [])
+
+
 def _maps(offsets: np.ndarray, keys: list[str], items: list[str]) -> pa.Array:
     """A map<string,string> column from its offsets (MapArray.from_arrays is ~1000x slower here)."""
     import pyarrow as pa
 
-    entries = pa.StructArray.from_arrays(
+    typ = pa.map_(pa.string(), pa.string())
+    return pa.Array.from_buffers(typ, len(offsets) - 1, [None, pa.py_buffer(offsets)], children=[_entries(keys, items)])
+
+
+def _entries(keys: list[str], items: list[str]) -> pa.Array:
+    """The (key, value) structs of a map column."""
+    import pyarrow as pa
+
+    return pa.StructArray.from_arrays(
         [pa.array(keys, pa.string()), pa.array(items, pa.string())],
         fields=[pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string())],
     )
-    typ = pa.map_(pa.string(), pa.string())
-    return pa.Array.from_buffers(typ, len(offsets) - 1, [None, pa.py_buffer(offsets)], children=[entries])
 
 
 def _views(buf: np.ndarray, joined: bytes, begin: np.ndarray, size: np.ndarray, valid: np.ndarray | None) -> pa.Array:
