@@ -4,8 +4,9 @@ The columns are the Spark source's schema (`schema()`). They are built column by
 Python object per message: the store hands over a page as columns (Store.read_columns: numpy arrays
 and one buffer holding every record), and the stored blobs (message.py) are parsed with numpy too:
 the head byte says which of exchange, routing key and headers follow, each behind its length byte,
-and the body is the rest. Each string column is a set of (start, length) views into the buffer that
-Arrow copies out in C++. Rows that do not fit that shape (JSON escapes in the text, headers, lengths
+and the body is the rest. Each string or binary column is copied out of that buffer by one Arrow
+take over its (start, length) slices (_gather), the IPC stream is written into one buffer of its size
+and sent as it is. Rows that do not fit that shape (JSON escapes in the text, headers, lengths
 of 255 bytes or more, blobs of the older JSON-members layout) are decoded one by one with
 decode_data and patched in; nearly every message of a bulk read takes the vector path.
 
@@ -155,7 +156,7 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
     if slow.any():
         exchange, routing_key, headers, body = _patch(slow, page, exchange, routing_key, headers, body)
     # ids: the positions in hex, two digits per byte from one 256-entry table
-    hexed = np.take(_HEX_PAIRS(), page.positions.astype(">u8").view(np.uint8))
+    hexed = np.take(_hex_pairs(), page.positions.astype(">u8").view(np.uint8))
     ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, 16 * n + 1, 16, dtype=np.int32)),
                                                    pa.py_buffer(hexed)])
     ts = pa.Array.from_buffers(sch.field("timestamp").type, n, [None, pa.py_buffer(page.timestamps.astype(np.int64) * 1000)])
@@ -177,7 +178,7 @@ def _repeat(text: str, n: int) -> pa.Array:
 
 
 @functools.cache
-def _HEX_PAIRS() -> np.ndarray:  # noqa: N802 (a constant, built on first use: numpy loads lazily)
+def _hex_pairs() -> np.ndarray:
     """The two hex digits of each byte value, as one little-endian uint16 each."""
     import numpy as np
 

@@ -496,14 +496,18 @@ def columns(buf: bytes, starts: Any, lengths: Any, verify: Any) -> tuple[Any, ..
     s = np.where(ok, s, 0)
     n = np.where(ok, n, FRAME + HEADER_SIZE)
 
+    # unaligned views whose element i is the integer at byte i: one gather per field, not one per byte
+    b16 = np.ndarray((size + 1,), "<u2", b, 0, (1,))
+    b32 = np.ndarray((size + 1,), "<u4", b, 0, (1,))
+
     def at(i: Any) -> Any:
         return b[np.minimum(i, size)].astype(np.int64)
 
     def u16(i: Any) -> Any:
-        return at(i) | at(i + 1) << 8
+        return b16[np.minimum(i, size)].astype(np.int64)
 
     def u32(i: Any) -> Any:
-        return u16(i) | u16(i + 2) << 16
+        return b32[np.minimum(i, size)].astype(np.int64)
 
     long = at(s) == LONG
     p = s + np.where(long, 9, PAYLOAD)  # payload start

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from app.broker import arrow
 from app.broker.message import FLAG_BINARY, MessageLimits, decode_data, parse_batch
+from app.storage.model import ColumnPage
 
 _text = st.text(st.characters(codec="utf-8"), max_size=40)
 _key = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=20)
@@ -44,6 +45,7 @@ def _expected(row: tuple[int, int, int, int, bytes, bytes]) -> dict[str, object]
 def test_vector_decoder_matches_orjson(messages: list[dict[str, object]]) -> None:
     stored = _stored(messages)
     got = arrow.record_batch("q.1", stored, arrow.schema()).to_pylist()
+    assert pa.ipc.open_stream(arrow.ipc_stream("q.1", stored)).read_all().to_pylist() == got
     for row, out in zip(stored, got, strict=True):
         assert out["queue"] == "q.1"
         assert int(out["timestamp"].timestamp() * 1000) == row[2]
@@ -68,3 +70,25 @@ def test_ipc_stream_round_trip_and_empty_page() -> None:
     assert table.column("body")[1999].as_py() == b"x" * 100 and table.column("routing_key")[0].as_py() == "k"
     empty = pa.ipc.open_stream(arrow.ipc_stream("q", [])).read_all()
     assert empty.num_rows == 0 and empty.schema == arrow.schema()
+
+
+def test_defaults_make_empty_columns() -> None:
+    """The default exchange, no routing keys and no tags: columns of empty strings and of nulls."""
+    stored = _stored([{"body": "a"}, {"body_base64": "AAE="}, {"body": "c\\d"}], exchange="")
+    got = arrow.record_batch("q", stored, arrow.schema()).to_pylist()
+    assert [(r["exchange"], r["routing_key"], r["tag"], r["body"]) for r in got] == [
+        ("", "", None, b"a"), ("", "", None, b"\x00\x01"), ("", "", None, b"c\\d")]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(_message, min_size=2, max_size=20))
+def test_records_out_of_buffer_order(messages: list[dict[str, object]]) -> None:
+    """Rows whose bytes do not lie in order in the page's buffer (Store.read_columns appends the rows
+    of format-1 chunks at its end) are read as well."""
+    stored = _stored(messages)
+    page = arrow.as_page(stored)
+    backwards = ColumnPage(*(column[::-1] for column in (page.offsets, page.positions, page.timestamps, page.flags,
+                                                        page.tag_start, page.tag_len, page.data_start, page.data_len)),
+                           page.buf, page.next_offset)
+    got = arrow.page_batch("q", backwards, arrow.schema()).to_pylist()
+    assert got == arrow.record_batch("q", stored[::-1], arrow.schema()).to_pylist()
