@@ -509,24 +509,31 @@ def columns(buf: bytes, starts: Any, lengths: Any, verify: Any) -> tuple[Any, ..
     def u32(i: Any) -> Any:
         return b32[np.minimum(i, size)].astype(np.int64)
 
-    long = at(s) == LONG
-    p = s + np.where(long, 9, PAYLOAD)  # payload start
-    plen = np.where(long, u32(s + 1), at(s))
-    end = s + n - np.where(long, 5, 1)  # payload end
+    def u16_where(has: Any, i: Any) -> Any:  # no gather when no row has the field (nearly always)
+        return np.where(has, u16(i), 0) if has.any() else np.zeros(len(has), np.int64)
+
+    first = at(s)
+    long = first == LONG
+    some_long = bool(long.any())  # records over 254 bytes; a page of small messages has none
+    p = s + (np.where(long, 9, PAYLOAD) if some_long else PAYLOAD)  # payload start
+    plen = np.where(long, u32(s + 1), first) if some_long else first
+    end = s + n - (np.where(long, 5, 1) if some_long else 1)  # payload end
     ok &= (plen == end - p) & (plen >= HEADER_SIZE) & (np.where(long, plen > SHORT_MAX, plen > 0))
-    ok &= np.where(long, at(end + 4) == LONG, at(end) == plen)
+    ok &= np.where(long, at(end + 4) == LONG, at(end) == plen) if some_long else at(end) == plen
     ts = u32(p) | u16(p + 4) << 32
     flags = at(p + 6)
     layout = at(p + 7)
     q = p + HEADER_SIZE
     has_tag = (layout & L_TAG) != 0
-    tl = np.where(has_tag, u16(q), 0)
+    tl = u16_where(has_tag, q)
     q = q + has_tag * 2
     has_idem = (layout & L_IDEM) != 0
-    il = np.where(has_idem, u16(q), 0)
+    il = u16_where(has_idem, q)
     q = q + has_idem * 2
     multi = (layout & L_MULTI) != 0
-    width = np.where(multi, 2 + 12 * u16(q), np.asarray(WIDTH)[layout & L_WIDTHS])
+    width = np.asarray(WIDTH)[layout & L_WIDTHS]
+    if multi.any():
+        width = np.where(multi, 2 + 12 * u16(q), width)
     ok &= ~(multi & ((layout & L_WIDTHS) != 0)) & (multi | ((layout & 3) != 3))
     tag_start = q + width
     data_start = tag_start + tl + il

@@ -21,6 +21,7 @@ from app.storage.record import (
     declared_length,
     decode,
     encode_batch,
+    fields_at,
     iter_records,
     length_before,
     placements_at,
@@ -152,9 +153,9 @@ def test_iter_records_stops_at_the_first_invalid_record() -> None:
     assert list(iter_records(buf, 0, heads[2][0] + 3)) == heads[:2]  # the third is cut by the limit
 
 
-def _page(bodies: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
+def _page(bodies: list[bytes] | list[NewMessage]) -> tuple[bytes, np.ndarray, np.ndarray]:
     """Records of ``bodies`` back to back, with their starts and lengths (as index entries give them)."""
-    buf, _ = _encode([NewMessage(body, [1]) for body in bodies])
+    buf, _ = _encode([body if isinstance(body, NewMessage) else NewMessage(body, [1]) for body in bodies])
     starts, off = [], 0
     while off < len(buf):
         starts.append(off)
@@ -203,3 +204,17 @@ def test_columns_check_mixed_lengths_gaps_and_short_runs() -> None:
         suffix = 5 if lengths[i] > 255 else 1  # a long record ends in its length (u32), then 0xFF
         bad[int(starts[i]) + int(lengths[i]) - suffix - 1] ^= 0x80  # the payload's last byte
     assert _valid(bytes(bad), starts, lengths) == [3, MIN_RUN + 6, MIN_RUN + 8, len(bodies) - 1]
+
+
+def test_columns_read_tags_keys_placements_and_long_records_as_fields_at_does() -> None:
+    """The fields that a page of plain small records lacks (each skipped when no row has it)."""
+    messages = [NewMessage(b"x" * 10, [1]), NewMessage(b"y" * 300, [1, 2], tag=b"t1"),
+                NewMessage(b"z", [1], idempotency_key=b"k"), NewMessage(b"w" * 20, [2, 1], b"tag", b"key", 3)]
+    for batch in (messages, messages[:1] * 3, messages[1:2] * 2, messages[2:] * 2):
+        buf, starts, lengths = _page(batch)
+        ts, flags, tag_start, tag_len, data_start, data_len, ok = columns(buf, starts, lengths, np.ones(len(starts), bool))
+        assert ok.all()
+        for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
+            fields = (int(ts[i]), int(flags[i]), buf[tag_start[i] : tag_start[i] + tag_len[i]],
+                      buf[data_start[i] : data_start[i] + data_len[i]])
+            assert fields == fields_at(buf, start, length, True)
