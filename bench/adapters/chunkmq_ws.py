@@ -12,13 +12,16 @@ from websockets.sync.client import ClientConnection, connect
 from bench.adapters.base import ConsumeTimeout, OnBody
 from bench.adapters.chunkmq_http import GROUP, ChunkmqHttpAdapter
 
+ACK_EVERY = 100  # messages per cumulative ack, as the NATS and RabbitMQ adapters ack
+
 
 class ChunkmqWsAdapter(ChunkmqHttpAdapter):
     """Declares and deletes over REST (there is no WebSocket for that); moves messages over WebSocket."""
 
     name = "chunkmq-ws"
     setup = (f"websockets {version('websockets')} sync client, JSON frames: one publish frame per batch, its "
-             "confirm awaited; a consumer stream with credit = the pull window, one cumulative ack per batch")
+             "confirm awaited; a consumer stream with credit = the pull window, refilled once half of it is used, "
+             "a cumulative ack every 100 messages")
 
     def open(self) -> None:
         super().open()
@@ -56,7 +59,7 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
 
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
         url = f"{self.ws_base}/queues/{queue}/groups/{GROUP}/stream?consumer=c1"
-        got = 0
+        got = acked = used = 0
         with connect(url, max_size=None, compression=None) as ws:
             ws.send(orjson.dumps({"type": "credit", "n": min(self.pull, n)}))
             credited = min(self.pull, n)
@@ -77,10 +80,15 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
                     for m in msgs:
                         on_body(m["body"].encode())
                 got += len(msgs)
-                more = min(len(msgs), n - credited)
-                # One frame acks the batch and refills the credit it used, keeping the window full.
-                ws.send(orjson.dumps({"type": "ack", "up_to": msgs[-1]["offset"] + 1}))
-                if more > 0:
+                used += len(msgs)
+                # As app/client's consumer does: a cumulative ack every ACK_EVERY messages (and at the
+                # end), and the used credit granted again once half the window is used.
+                if got - acked >= ACK_EVERY or got >= n:
+                    ws.send(orjson.dumps({"type": "ack", "up_to": msgs[-1]["offset"] + 1}))
+                    acked = got
+                more = min(used, n - credited)
+                if more > 0 and used >= max(1, self.pull // 2):
                     ws.send(orjson.dumps({"type": "credit", "n": more}))
                     credited += more
+                    used = 0
         return got

@@ -1,0 +1,42 @@
+"""The chunkmq-ws adapter against a real server: every body consumed through a window far smaller than
+the count (the credit is refilled), and every message acknowledged at the end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from bench.adapters.chunkmq_ws import ChunkmqWsAdapter
+from bench.peers.server import Endpoint
+from tests.server import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
+    server = ServerProcess(tmp_path_factory.mktemp("chunkmq") / "data", CHUNKMQ_AUTH="off").start()
+    try:
+        yield Endpoint("chunkmq", server.port, server.port)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("count", [1, 257])
+def test_round_trip_through_a_small_window_with_acks(endpoint: Endpoint, count: int) -> None:
+    queue = f"ws-adapter-{count}"
+    bodies = [b"m%04d" % i for i in range(count)]
+    with ChunkmqWsAdapter(endpoint, pull=10) as a:
+        a.declare(queue)
+        for i in range(0, len(bodies), 7):  # one frame per small batch, as W4's one message per publish
+            a.produce(queue, bodies[i:i + 7])
+        got: list[bytes] = []
+        assert a.consume(queue, len(bodies), time.monotonic() + 30, got.append) == len(bodies)
+    assert got == bodies
+    base = f"http://127.0.0.1:{endpoint.port}/api/v1/queues/{queue}"
+    deadline = time.monotonic() + 10  # the last ack frame may still be on its way when the socket closes
+    while (group := httpx.get(f"{base}/groups/bench").json())["ack_floor"] < len(bodies):
+        assert time.monotonic() < deadline, group
+        time.sleep(0.05)
+    assert (group["ack_floor"], group["in_flight"]) == (len(bodies), 0)
