@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -11,16 +10,6 @@ import pytest
 from app.client import _batch
 from bench.adapters.chunkmq_http import ChunkmqHttpAdapter
 from bench.peers.server import Endpoint
-from tests.server import ServerProcess
-
-
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
-    server = ServerProcess(tmp_path_factory.mktemp("chunkmq") / "data", CHUNKMQ_AUTH="off").start()
-    try:
-        yield Endpoint("chunkmq", server.port, server.port)
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize("bulk", [False, True])

@@ -4,23 +4,12 @@ the count (the credit is refilled), and every message acknowledged at the end.""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from bench.adapters.chunkmq_ws import ChunkmqWsAdapter
 from bench.peers.server import Endpoint
-from tests.server import ServerProcess
-
-
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
-    server = ServerProcess(tmp_path_factory.mktemp("chunkmq") / "data", CHUNKMQ_AUTH="off").start()
-    try:
-        yield Endpoint("chunkmq", server.port, server.port)
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize("count", [1, 257])
