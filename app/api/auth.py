@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request, WebSocket
 
@@ -89,8 +91,13 @@ def bearer(header: str | None) -> str | None:
 
 
 async def authenticate(request: Request) -> Principal:
-    auth: TokenAuth = request.app.state.auth
-    return await auth.principal(bearer(request.headers.get("authorization")))
+    return await principal_of(request.app.state, request.headers)
+
+
+async def principal_of(state: Any, headers: Mapping[str, str]) -> Principal:
+    """The caller of a request with these headers (the plain ASGI routes have no Request)."""
+    auth: TokenAuth = state.auth
+    return await auth.principal(bearer(headers.get("authorization")))
 
 
 async def authenticate_ws(websocket: WebSocket) -> Principal:

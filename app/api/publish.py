@@ -18,7 +18,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.api import schemas
-from app.api.auth import Principal, bearer
+from app.api.auth import principal_of
 from app.api.body import media_type, parse_json, read_body
 from app.api.deps import send_body, send_json
 from app.broker import codes
@@ -61,7 +61,7 @@ class PublishEndpoint:
         state = scope["app"].state
         broker: Broker = state.broker
         headers = Headers(scope=scope)
-        who: Principal = await state.auth.principal(bearer(headers.get("authorization")))
+        who = await principal_of(state, headers)
         name: str = scope["path_params"]["name"]
         exchange = ""
         if self.to_queue:

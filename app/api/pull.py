@@ -18,7 +18,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.api import schemas
-from app.api.auth import Principal, bearer
+from app.api.auth import principal_of
 from app.api.body import MAX_OBJECT_BYTES, object_of, read_body
 from app.api.deps import send_body, send_json
 from app.broker import codes
@@ -38,46 +38,42 @@ class PullEndpoint:
     in its Request machinery)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await pull(scope, receive, send)
-
-
-async def pull(scope: Scope, receive: Receive, send: Send) -> None:
-    state = scope["app"].state
-    broker: Broker = state.broker
-    headers = Headers(scope=scope)
-    who: Principal = await state.auth.principal(bearer(headers.get("authorization")))
-    queue: str = scope["path_params"]["queue"]
-    group: str = scope["path_params"]["group"]
-    who.check("read", check_name(queue, "queue name"))
-    raw = await read_body(receive, headers.get("content-length"), MAX_OBJECT_BYTES, codes.BODY_TOO_LARGE)
-    body = object_of(raw, required=False)
-    reject_unknown(body, ("max_messages", "wait_ms", "consumer", "ack"))
-    max_messages = body.get("max_messages", 100)
-    wait_ms = body.get("wait_ms", 0)
-    consumer = body.get("consumer", "default")
-    if type(max_messages) is not int or not 1 <= max_messages <= MAX_PULL:
-        raise InvalidInput(f"max_messages must be an integer from 1 to {MAX_PULL}")
-    if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
-        raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
-    check_name(consumer, "consumer id")
-    binary = BATCH_MEDIA_TYPE in headers.get("accept", "")
-    if "ack" in body:
-        # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
-        if type(body["ack"]) is not dict:
-            raise InvalidInput('ack must be an object: {"offsets": [...]} or {"up_to": n}')
-        try:
-            broker.ack(queue, group, body["ack"])
-        except InvalidInput as exc:
-            raise InvalidInput(f"ack: {exc.message}", code=exc.code) from None
-        if broker.durability == "fsync":  # else acks are written behind: nothing to wait for, no task
-            durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
+        state = scope["app"].state
+        broker: Broker = state.broker
+        headers = Headers(scope=scope)
+        who = await principal_of(state, headers)
+        queue: str = scope["path_params"]["queue"]
+        group: str = scope["path_params"]["group"]
+        who.check("read", check_name(queue, "queue name"))
+        raw = await read_body(receive, headers.get("content-length"), MAX_OBJECT_BYTES, codes.BODY_TOO_LARGE)
+        body = object_of(raw, required=False)
+        reject_unknown(body, ("max_messages", "wait_ms", "consumer", "ack"))
+        max_messages = body.get("max_messages", 100)
+        wait_ms = body.get("wait_ms", 0)
+        consumer = body.get("consumer", "default")
+        if type(max_messages) is not int or not 1 <= max_messages <= MAX_PULL:
+            raise InvalidInput(f"max_messages must be an integer from 1 to {MAX_PULL}")
+        if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
+            raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
+        check_name(consumer, "consumer id")
+        binary = BATCH_MEDIA_TYPE in headers.get("accept", "")
+        if "ack" in body:
+            # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
+            if type(body["ack"]) is not dict:
+                raise InvalidInput('ack must be an object: {"offsets": [...]} or {"up_to": n}')
             try:
-                answer = await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary)
-            finally:
-                await durable  # the answer acknowledges the ack: only once it survives a crash
-            await _send(send, answer, binary)
-            return
-    await _send(send, await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary), binary)
+                broker.ack(queue, group, body["ack"])
+            except InvalidInput as exc:
+                raise InvalidInput(f"ack: {exc.message}", code=exc.code) from None
+            if broker.durability == "fsync":  # else acks are written behind: nothing to wait for, no task
+                durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
+                try:
+                    answer = await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary)
+                finally:
+                    await durable  # the answer acknowledges the ack: only once it survives a crash
+                await _send(send, answer, binary)
+                return
+        await _send(send, await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary), binary)
 
 
 async def _send(send: Send, answer: bytes, binary: bool) -> None:
