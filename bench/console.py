@@ -23,6 +23,7 @@ import argparse
 import multiprocessing as mp
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -218,6 +219,7 @@ def main() -> None:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
+        shutil.rmtree(data.parent, ignore_errors=True)
 
 
 @dataclass(frozen=True)
