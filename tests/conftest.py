@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,12 @@ from tests.server import ServerProcess
 from tests.spark import SPARK_TEST_CONF
 
 _names = itertools.count()
+
+# Chunks are preallocated at full size: with the default 256 MiB, the servers of a run (test servers,
+# the bench smoke's, in-process brokers) would hold gigabytes of disk. Every server and Settings()
+# of the suite reads this unless a test sets its own size; 8 MiB still takes the largest message
+# (max_message_bytes is 4 MiB).
+os.environ.setdefault("CHUNKMQ_CHUNK_SIZE", str(8 * 1024 * 1024))
 
 # Spark tests share one session (one JVM per worker that runs any): one group for all of them.
 SPARK = ("tests/spark/", "tests/bench/test_spark.py")

@@ -21,9 +21,6 @@ def free_port() -> int:
 
 
 BIND_ATTEMPTS = 5
-# Chunks are preallocated at full size: with the default 256 MiB, the suite's servers would hold
-# gigabytes of disk. 8 MiB still takes the largest message (max_message_bytes is 4 MiB).
-TEST_CHUNK_SIZE = 8 * 1024 * 1024
 
 
 class PortTaken(Exception):
@@ -36,7 +33,7 @@ class ServerProcess:
     def __init__(self, data_dir: Path, **env: str) -> None:
         self.data_dir = data_dir
         self.port = free_port()
-        self.env = {**os.environ, "CHUNKMQ_LOG_LEVEL": "warning", "CHUNKMQ_CHUNK_SIZE": str(TEST_CHUNK_SIZE), **env}
+        self.env = {**os.environ, "CHUNKMQ_LOG_LEVEL": "warning", **env}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"server-{self.port}.log"
 
