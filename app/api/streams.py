@@ -2,9 +2,12 @@
 
 Frame shapes are API.md "WebSocket streams" (the design follows Pulsar's WebSocket API). Every frame
 is one JSON object; the client may send text or binary frames, the server sends binary frames of
-UTF-8 JSON (the delivered messages are joined as stored, never re-encoded).
+UTF-8 JSON (the delivered messages are joined as stored, never re-encoded). With `format=binary` a
+consume stream sends its messages as binary frames that each hold one binary batch (the pull
+answer's layout, docs/api.md "Binary batches"), and every other frame as a text frame of JSON: the
+frame's kind tells the client which it has.
 
-Consume: /api/v1/queues/{q}/groups/{g}/stream?consumer=c1[&resume=true]
+Consume: /api/v1/queues/{q}/groups/{g}/stream?consumer=c1[&resume=true][&format=binary]
     client: {"type": "credit", "n": 500}             the server may send 500 more messages
             {"type": "ack", "offsets": [..]} | {"type": "ack", "up_to": n}   optional "seq": 7
             {"type": "nack", "offsets": [..], "delay_ms": 0}
@@ -50,6 +53,7 @@ from fastapi import APIRouter, WebSocket
 from app.api.auth import authenticate_ws
 from app.api.errors import api_error
 from app.api.publish import publish_args
+from app.broker import codes
 from app.broker.broker import Broker, PublishOutcome
 from app.broker.errors import BrokerError, InvalidInput, NotFound
 from app.broker.fields import boolean, reject_unknown
@@ -83,10 +87,13 @@ def error_frame(exc: BrokerError, seq: Any = ...) -> bytes:
     return orjson.dumps(frame)
 
 
-async def _refuse(websocket: WebSocket, exc: BrokerError) -> None:
+async def _refuse(websocket: WebSocket, exc: BrokerError, text: bool = False) -> None:
     """The stream cannot open or go on: the error frame, then close with 4000 + HTTP status."""
     with contextlib.suppress(Exception):  # the peer may be gone already
-        await websocket.send_bytes(error_frame(exc))
+        if text:
+            await websocket.send_text(error_frame(exc).decode())
+        else:
+            await websocket.send_bytes(error_frame(exc))
         await websocket.close(4000 + exc.status, exc.code)
 
 
@@ -123,29 +130,35 @@ async def consume_stream(websocket: WebSocket, queue: str, group: str) -> None:
     await websocket.accept()
     broker: Broker = websocket.app.state.broker
     params = websocket.query_params
+    binary = params.get("format") == "binary"
     try:
+        if params.get("format", "json") not in ("json", "binary"):
+            raise InvalidInput("format must be json or binary", code=codes.INVALID_REQUEST)
         who = await authenticate_ws(websocket)
         who.check("read", check_name(queue, "queue name"))
         consumer = check_name(params.get("consumer") or f"ws-{secrets.token_hex(6)}", "consumer id")
         q, g = await broker.consumer_group(queue, group)
     except Exception as exc:
-        await _refuse(websocket, api_error(exc))
+        await _refuse(websocket, api_error(exc), text=binary)
         return
     if params.get("resume") in ("1", "true") and g.release_consumer(consumer, monotonic_ms()):
         q.notify()
-    await _ConsumeStream(websocket, broker, q, g, consumer).run()
+    await _ConsumeStream(websocket, broker, q, g, consumer, binary).run()
 
 
 class _ConsumeStream:
     """Two tasks over one socket: this one reads client frames (credit, acks, nacks, close); the
-    sender pushes messages whenever there is credit and something to deliver."""
+    sender pushes messages whenever there is credit and something to deliver. With `binary`, messages
+    go as binary batches in binary frames and every other frame as text."""
 
-    def __init__(self, websocket: WebSocket, broker: Broker, queue: Queue, group: Group, consumer: str) -> None:
+    def __init__(self, websocket: WebSocket, broker: Broker, queue: Queue, group: Group, consumer: str,
+                 binary: bool = False) -> None:
         self.ws = websocket
         self.broker = broker
         self.queue = queue
         self.group = group
         self.consumer = consumer
+        self.binary = binary
         self.credit = 0
         self.granted = asyncio.Event()
         self.sending = asyncio.Lock()  # error and pong frames from the reader vs. the sender's frames
@@ -169,10 +182,14 @@ class _ConsumeStream:
             with contextlib.suppress(Exception):
                 await self.ws.close(CLOSE_NORMAL)
 
-    async def _send(self, data: bytes) -> None:
+    async def _send(self, data: bytes, batch: bool = False) -> None:
+        """Send one frame: `data` is JSON, or with `batch` a binary batch of messages."""
         async with self.sending:
-            try:
-                await self.ws.send_bytes(data)  # awaiting the write is the back-pressure on slow peers
+            try:  # awaiting the write is the back-pressure on slow peers
+                if self.binary and not batch:
+                    await self.ws.send_text(data.decode())
+                else:
+                    await self.ws.send_bytes(data)
             except (OSError, RuntimeError):
                 raise _Gone from None
 
@@ -189,11 +206,11 @@ class _ConsumeStream:
             log.warning("consume stream %s/%s (consumer %s) ended: %s %s",
                         self.queue.name, self.group.name, self.consumer, error.code, error.message)
             async with self.sending:
-                await _refuse(self.ws, error)
+                await _refuse(self.ws, error, text=self.binary)
 
     async def _deliver_loop(self) -> None:
         broker, queue, group, consumer = self.broker, self.queue, self.group, self.consumer
-        deliver = broker.deliver
+        deliver, binary = broker.deliver, self.binary
         while True:
             if self.credit <= 0:
                 self.granted.clear()
@@ -206,12 +223,17 @@ class _ConsumeStream:
             # Take the event before looking, so a publish between the look and the wait is not missed;
             # the sweeper notifies it too when redeliveries fall due.
             arrived = queue.arrived
-            parts = deliver(queue, group, consumer, min(self.credit, MAX_FRAME_MESSAGES))
+            taken = min(self.credit, MAX_FRAME_MESSAGES)
+            parts = deliver(queue, group, consumer, taken, binary=binary)
             if not parts:
                 await arrived.wait()
                 continue
-            self.credit -= len(parts)
-            await self._send(b'{"type":"messages","messages":[' + b",".join(parts) + b"]}")
+            if binary:  # one batch: its first u32 is the count
+                self.credit -= int.from_bytes(parts[0][:4], "little")
+                await self._send(parts[0], batch=True)
+            else:
+                self.credit -= len(parts)
+                await self._send(b'{"type":"messages","messages":[' + b",".join(parts) + b"]}")
 
     def _confirm_ack(self, seq: Any) -> None:
         """Answer an ack frame that carries a `seq` once the ack survives a crash (fsync=always; at

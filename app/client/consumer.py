@@ -12,6 +12,7 @@
   does not ack the message it was on; closing hands unprocessed messages back at once.
 - Manual acks (auto_ack=False): `ack`, `ack_up_to` (cumulative: only for a group with one consumer)
   and `nack`.
+- Messages arrive as binary batches (the stream's `format=binary`): no JSON or base64 to decode.
 - Reconnects: a lost connection (server restart, network) is reopened with exponential backoff for
   up to `retry_for` seconds, under the same consumer id with `resume=true`: the messages that were in
   flight to this consumer are redelivered at once, the buffer is dropped (its messages come again)
@@ -35,6 +36,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from app.client._batch import decode
 from app.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
 from app.client.models import Message
 
@@ -62,7 +64,7 @@ class AsyncConsumer:
         self.reconnects = 0
         self._token = token
         self._url = ws_url(url, f"/api/v1/queues/{queue}/groups/{group}/stream",
-                           {"consumer": self.consumer, "resume": "true"})
+                           {"consumer": self.consumer, "resume": "true", "format": "binary"})
         self._ws: ClientConnection | None = None
         self._buffer: deque[Message] = deque()
         self._current: Message | None = None  # handed to the loop, acked when it asks for the next
@@ -168,11 +170,11 @@ class AsyncConsumer:
                 raise error from exc
             await self._reconnect(error)
             return
+        if isinstance(raw, bytes):  # messages: a binary batch (format=binary); other frames are JSON text
+            self._buffer.extend(decode(raw, self.queue))
+            return
         frame = orjson.loads(raw)
-        kind = frame.get("type")
-        if kind == "messages":
-            self._buffer.extend(map(Message.from_json, frame["messages"]))
-        elif kind == "error":
+        if frame.get("type") == "error":
             self._closed = True
             with contextlib.suppress(Exception):
                 await self._ws.close()

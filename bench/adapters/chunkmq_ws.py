@@ -9,6 +9,7 @@ from importlib.metadata import version
 import orjson
 from websockets.sync.client import ClientConnection, connect
 
+from app.client import _batch
 from bench.adapters.base import ConsumeTimeout, OnBody
 from bench.adapters.chunkmq_http import GROUP, ChunkmqHttpAdapter
 
@@ -19,9 +20,9 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
     """Declares and deletes over REST (there is no WebSocket for that); moves messages over WebSocket."""
 
     name = "chunkmq-ws"
-    setup = (f"websockets {version('websockets')} sync client, JSON frames: one publish frame per batch, its "
-             "confirm awaited; a consumer stream with credit = the pull window, refilled once half of it is used, "
-             "a cumulative ack every 100 messages")
+    setup = (f"websockets {version('websockets')} sync client: one JSON publish frame per batch, its confirm "
+             "awaited; a consumer stream (format=binary: binary batches decoded by the Python client's codec) "
+             "with credit = the pull window, refilled once half of it is used, a cumulative ack every 100 messages")
 
     def open(self) -> None:
         super().open()
@@ -58,7 +59,8 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
             return
 
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
-        url = f"{self.ws_base}/queues/{queue}/groups/{GROUP}/stream?consumer=c1"
+        # format=binary, as app/client's consumer asks: messages come as binary batches, the rest as JSON text.
+        url = f"{self.ws_base}/queues/{queue}/groups/{GROUP}/stream?consumer=c1&format=binary"
         got = acked = used = 0
         with connect(url, max_size=None, compression=None) as ws:
             ws.send(orjson.dumps({"type": "credit", "n": min(self.pull, n)}))
@@ -68,23 +70,21 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
                 if left <= 0:
                     raise ConsumeTimeout(f"chunkmq-ws: {got}/{n} messages before the deadline")
                 try:
-                    frame = orjson.loads(ws.recv(timeout=min(left, 1.0)))
+                    raw = ws.recv(timeout=min(left, 1.0))
                 except TimeoutError:
                     continue
-                if frame.get("type") == "error":
-                    raise RuntimeError(f"chunkmq-ws consume: {frame}")
-                if frame.get("type") != "messages":
-                    continue
-                msgs = frame["messages"]
+                if isinstance(raw, str):  # JSON: an error (acks carry no seq, so no acked frames)
+                    raise RuntimeError(f"chunkmq-ws consume: {raw}")
+                msgs = _batch.decode(raw, queue)
                 if on_body is not None:
                     for m in msgs:
-                        on_body(m["body"].encode())
+                        on_body(m.data)
                 got += len(msgs)
                 used += len(msgs)
                 # As app/client's consumer does: a cumulative ack every ACK_EVERY messages (and at the
                 # end), and the used credit granted again once half the window is used.
                 if got - acked >= ACK_EVERY or got >= n:
-                    ws.send(orjson.dumps({"type": "ack", "up_to": msgs[-1]["offset"] + 1}))
+                    ws.send(orjson.dumps({"type": "ack", "up_to": msgs[-1].offset + 1}))
                     acked = got
                 more = min(used, n - credited)
                 if more > 0 and used >= max(1, self.pull // 2):

@@ -16,6 +16,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from app.client._batch import decode
+from app.client.models import Message
 from tests.api.client import ok
 from tests.api.test_auth import create_token
 from tests.server import ServerProcess
@@ -246,6 +248,47 @@ def test_bad_frames_get_error_frames_and_the_stream_goes_on(srv: ServerProcess) 
             assert [m["offset"] for m in await messages_until_quiet(ws, 0.2)] == [0, 1]
             await send(ws, type="ping")
             assert await recv(ws) == {"type": "pong"}
+
+    run(main())
+
+
+def test_a_binary_stream_sends_batches_in_binary_frames_and_the_rest_as_text(srv: ServerProcess) -> None:
+    fill(srv, "binstream", 30)
+    with httpx.Client(base_url=srv.url) as api:  # a message with every optional field
+        ok(api.post("/api/v1/queues/binstream/publish", json={"messages": [
+            {"body_base64": "3q2+7w==", "headers": {"h": "v"}, "tag": "t"}]}))
+
+    async def main() -> None:
+        async with open_ws(consume_url(srv, "binstream", "b", format="binary")) as binary, \
+                open_ws(consume_url(srv, "binstream", "j")) as json:
+            assert await messages_until_quiet(binary, 0.2) == []  # no credit, nothing
+            await send(binary, type="credit", n=7)
+            raw = await asyncio.wait_for(binary.recv(), 5)
+            assert isinstance(raw, bytes)
+            assert [m.offset for m in decode(raw, "binstream")] == list(range(7))  # exactly the credit
+            await send(binary, type="credit", n=1000)
+            got = []
+            while len(got) < 24:
+                frame = await asyncio.wait_for(binary.recv(), 5)
+                assert isinstance(frame, bytes)
+                got.extend(decode(frame, "binstream"))
+            await send(json, type="credit", n=1000)
+            expected = [Message.from_json(m) for m in await messages_until_quiet(json)]
+            assert decode(raw, "binstream") + got == expected  # the same messages as the JSON stream
+            assert got[-1].headers == {"h": "v"} and got[-1].tag == "t" and got[-1].body == b"\xde\xad\xbe\xef"
+            # every other frame is a text frame of JSON
+            await send(binary, type="ping")
+            assert await asyncio.wait_for(binary.recv(), 5) == '{"type":"pong"}'
+            await send(binary, type="ack", up_to=31, seq=1)
+            acked = await asyncio.wait_for(binary.recv(), 5)
+            assert isinstance(acked, str) and orjson.loads(acked) == {"type": "acked", "seq": 1, "ack_floor": 31}
+            await send(binary, type="credit", n=0)
+            error = await asyncio.wait_for(binary.recv(), 5)
+            assert isinstance(error, str) and orjson.loads(error)["error"]["code"] == "invalid_body"
+        async with open_ws(consume_url(srv, "binstream", "b", format="xml")) as ws:
+            frame = await recv(ws)
+            assert frame["error"]["code"] == "invalid_request" and "format" in frame["error"]["message"]
+            assert await closed_with(ws) == 4400
 
     run(main())
 
