@@ -20,8 +20,10 @@ Consume: /api/v1/queues/{q}/groups/{g}/stream?consumer=c1[&resume=true][&format=
   `consumer` the server picks a unique id. `resume=true` makes the in-flight messages of this consumer
   id from an earlier (dead) connection ready again at once, instead of after their ack timeout.
 
-Publish: /api/v1/exchanges/{name}/stream
+Publish: /api/v1/exchanges/{name}/stream[?format=binary[&mandatory=true]]
     client: {"type": "publish", "seq": 7, "messages": [...], "mandatory": false} | {"type": "ping"}
+            with format=binary, a binary frame is one binary batch to publish: its seq is its number
+            among the stream's binary frames (1, 2, ...), mandatory the query parameter
     server: {"type": "confirm", "seq": 7, "results": [...], "durability": "interval"}
             {"type": "error", "seq": 7, "error": {..}}
   Publishes are pipelined: each frame is stored in arrival order, as one atomic batch, and confirmed
@@ -52,7 +54,7 @@ from fastapi import APIRouter, WebSocket
 
 from app.api.auth import authenticate_ws
 from app.api.errors import api_error
-from app.api.publish import publish_args
+from app.api.publish import binary_mandatory, publish_args
 from app.broker import codes
 from app.broker.broker import Broker, PublishOutcome
 from app.broker.errors import BrokerError, InvalidInput, NotFound
@@ -97,9 +99,9 @@ async def _refuse(websocket: WebSocket, exc: BrokerError, text: bool = False) ->
         await websocket.close(4000 + exc.status, exc.code)
 
 
-async def _receive(websocket: WebSocket, limit: int) -> Any:
+async def _receive(websocket: WebSocket, limit: int, batches: bool = False) -> Any:
     """The next frame parsed, or None once the stream is over (closed by the peer, or by us for a
-    frame that is too large or not JSON)."""
+    frame that is too large or not JSON). With `batches`, a binary frame is returned as its bytes."""
     message = await websocket.receive()
     if message["type"] == "websocket.disconnect":
         return None
@@ -109,11 +111,21 @@ async def _receive(websocket: WebSocket, limit: int) -> Any:
     if len(data) > limit:
         await websocket.close(CLOSE_TOO_LARGE, f"frames are limited to {limit} bytes")
         return None
+    if batches and isinstance(data, bytes):
+        return data
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         await websocket.close(CLOSE_NOT_JSON, "a frame must be a JSON object")
         return None
+
+
+def _binary_format(websocket: WebSocket) -> bool:
+    """The stream's `format` query parameter: json (default) or binary."""
+    value = websocket.query_params.get("format", "json")
+    if value not in ("json", "binary"):
+        raise InvalidInput("format must be json or binary", code=codes.INVALID_REQUEST)
+    return value == "binary"
 
 
 def _frame_type(frame: Any) -> Any:
@@ -130,10 +142,9 @@ async def consume_stream(websocket: WebSocket, queue: str, group: str) -> None:
     await websocket.accept()
     broker: Broker = websocket.app.state.broker
     params = websocket.query_params
-    binary = params.get("format") == "binary"
+    binary = False
     try:
-        if params.get("format", "json") not in ("json", "binary"):
-            raise InvalidInput("format must be json or binary", code=codes.INVALID_REQUEST)
+        binary = _binary_format(websocket)
         who = await authenticate_ws(websocket)
         who.check("read", check_name(queue, "queue name"))
         consumer = check_name(params.get("consumer") or f"ws-{secrets.token_hex(6)}", "consumer id")
@@ -307,15 +318,18 @@ class _ConsumeStream:
 async def publish_stream(websocket: WebSocket, name: str) -> None:
     await websocket.accept()
     broker: Broker = websocket.app.state.broker
+    binary = False
     try:
+        binary = _binary_format(websocket)
+        mandatory = binary_mandatory(websocket.scope) if binary else False
         exchange = exchange_from_path(name)
         who = await authenticate_ws(websocket)
         who.check("write", exchange or DEFAULT_EXCHANGE_ALIAS)
         broker.exchange(exchange)
     except Exception as exc:
-        await _refuse(websocket, api_error(exc))
+        await _refuse(websocket, api_error(exc), text=binary)
         return
-    await _PublishStream(websocket, broker, exchange).run()
+    await _PublishStream(websocket, broker, exchange, binary, mandatory).run()
 
 
 _Answer = asyncio.Future[PublishOutcome] | BrokerError | bytes
@@ -323,12 +337,18 @@ _Answer = asyncio.Future[PublishOutcome] | BrokerError | bytes
 
 class _PublishStream:
     """The reader starts one broker publish per frame, in frame order (so batches are stored in
-    order); the sender awaits them in the same order and confirms each: pipelined, in order."""
+    order); the sender awaits them in the same order and confirms each: pipelined, in order. With
+    `binary`, binary frames are binary batches (published with `mandatory`) and every frame the
+    server sends is text."""
 
-    def __init__(self, websocket: WebSocket, broker: Broker, exchange: str) -> None:
+    def __init__(self, websocket: WebSocket, broker: Broker, exchange: str, binary: bool = False,
+                 mandatory: bool = False) -> None:
         self.ws = websocket
         self.broker = broker
         self.exchange = exchange
+        self.binary = binary
+        self.mandatory = mandatory
+        self.batches = 0  # binary frames so far: the seq of each
         self.answers: asyncio.Queue[tuple[Any, _Answer] | None] = asyncio.Queue(MAX_PUBLISH_IN_FLIGHT)
 
     async def run(self) -> None:
@@ -353,7 +373,7 @@ class _PublishStream:
         limit = self.broker.settings.max_batch_bytes
         while True:
             try:
-                frame = await _receive(self.ws, limit)
+                frame = await _receive(self.ws, limit, self.binary)
             except (OSError, RuntimeError):
                 return
             if frame is None:
@@ -361,6 +381,9 @@ class _PublishStream:
             await self.answers.put(self._start(frame))
 
     def _start(self, frame: Any) -> tuple[Any, _Answer]:
+        if isinstance(frame, bytes):  # a binary batch (format=binary), parsed by the broker
+            self.batches += 1
+            return self.batches, asyncio.ensure_future(self.broker.publish(self.exchange, frame, self.mandatory))
         seq = frame.get("seq") if type(frame) is dict else None
         try:
             kind = _frame_type(frame)
@@ -395,4 +418,7 @@ class _PublishStream:
                         orjson.dumps(seq), outcome.results, outcome.durability.encode())
                 except Exception as exc:
                     frame = error_frame(api_error(exc), seq)  # logged there when it is a server error
-            await self.ws.send_bytes(frame)
+            if self.binary:
+                await self.ws.send_text(frame.decode())
+            else:
+                await self.ws.send_bytes(frame)

@@ -20,8 +20,8 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
     """Declares and deletes over REST (there is no WebSocket for that); moves messages over WebSocket."""
 
     name = "chunkmq-ws"
-    setup = (f"websockets {version('websockets')} sync client: one JSON publish frame per batch, its confirm "
-             "awaited; a consumer stream (format=binary: binary batches decoded by the Python client's codec) "
+    setup = (f"websockets {version('websockets')} sync client: one publish frame per batch (JSON; binary "
+             "batches in B), its confirm awaited; a consumer stream (format=binary: binary batches decoded by the Python client's codec) "
              "with credit = the pull window, refilled once half of it is used, a cumulative ack every 100 messages")
 
     def open(self) -> None:
@@ -36,18 +36,24 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
         super().close()
 
     def _publisher(self) -> ClientConnection:
-        # One stream on the default exchange serves every queue: the routing key names the queue.
-        ws = self.publishers.get("")
+        # One stream on the default exchange serves every queue: the routing key names the queue. Bulk
+        # phases (B's batches of 1,000) publish binary batches on a stream opened with format=binary.
+        query = "?format=binary" if self.bulk else ""
+        ws = self.publishers.get(query)
         if ws is None:
-            ws = self.publishers[""] = connect(f"{self.ws_base}/exchanges/amq.default/stream",
-                                               max_size=None, compression=None)
+            ws = self.publishers[query] = connect(f"{self.ws_base}/exchanges/amq.default/stream{query}",
+                                                  max_size=None, compression=None)
         return ws
 
     def produce(self, queue: str, bodies: Sequence[bytes]) -> None:
         ws = self._publisher()
-        self.seq += 1
-        ws.send(orjson.dumps({"type": "publish", "seq": self.seq,
-                              "messages": [{"body": b.decode(), "routing_key": queue} for b in bodies]}))
+        self.seq += 1  # a binary frame's seq is its number on the stream; one stream per adapter kind
+        texts = [b.decode() for b in bodies]  # text bodies, as in the JSON form
+        if self.bulk:
+            ws.send(_batch.encode(texts, routing_key=queue))
+        else:
+            ws.send(orjson.dumps({"type": "publish", "seq": self.seq,
+                                  "messages": [{"body": t, "routing_key": queue} for t in texts]}))
         while True:
             frame = orjson.loads(ws.recv(timeout=60))
             if frame.get("seq") != self.seq:

@@ -16,8 +16,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from app.client._batch import decode
-from app.client.models import Message
+from app.client._batch import decode, encode
+from app.client.models import Message, OutgoingMessage
 from tests.api.client import ok
 from tests.api.test_auth import create_token
 from tests.server import ServerProcess
@@ -400,6 +400,36 @@ def test_publish_stream_pipelines_and_confirms_in_order(srv: ServerProcess) -> N
             page = ok(api.get("/api/v1/queues/pipelined/messages", params={"limit": 1000}))
         expected = [f"{seq}-{i}" for seq in range(40) if seq not in (10, 20, 31) for i in range(5)]
         assert [m["body"] for m in page["messages"]] == expected
+
+    run(main())
+
+
+def test_a_binary_publish_stream_takes_binary_batches_numbered_in_order(srv: ServerProcess) -> None:
+    fill(srv, "binpub", 0)
+
+    async def main() -> None:
+        url = publish_url(srv) + "?format=binary&mandatory=true"
+        async with open_ws(url) as ws:
+            await ws.send(encode([OutgoingMessage(f"a{i}", routing_key="binpub") for i in range(3)]))
+            await ws.send('{"type": "ping"}')  # text frames stay JSON
+            await ws.send(encode([OutgoingMessage(b"\x00\xff", routing_key="binpub")]))
+            await ws.send(encode([OutgoingMessage("lost", routing_key="nowhere")]))  # mandatory: refused
+            await ws.send(b"\x05\x00")  # not a batch
+            answers = [await asyncio.wait_for(ws.recv(), 5) for _ in range(5)]
+        assert all(isinstance(a, str) for a in answers)  # every server frame is text
+        first, pong, second, unroutable, bad = map(orjson.loads, answers)
+        assert (first["type"], first["seq"], len(first["results"])) == ("confirm", 1, 3)
+        assert pong == {"type": "pong"}
+        assert (second["seq"], second["results"][0]["routed"][0]["offset"]) == (2, 3)
+        assert (unroutable["seq"], unroutable["error"]["code"]) == (3, "unroutable")
+        assert (bad["seq"], bad["type"], bad["error"]["code"]) == (4, "error", "invalid_body")
+        with httpx.Client(base_url=srv.url) as api:
+            page = ok(api.get("/api/v1/queues/binpub/messages"))
+        assert [m.get("body") or m.get("body_base64") for m in page["messages"]] == ["a0", "a1", "a2", "AP8="]
+        async with open_ws(publish_url(srv) + "?format=binary&mandatory=maybe") as ws:
+            frame = await recv(ws)
+            assert frame["error"]["code"] == "invalid_request" and "mandatory" in frame["error"]["message"]
+            assert await closed_with(ws) == 4400
 
     run(main())
 

@@ -1,5 +1,6 @@
 """The chunkmq-ws adapter against a real server: every body consumed through a window far smaller than
-the count (the credit is refilled), and every message acknowledged at the end."""
+the count (the credit is refilled), and every message acknowledged at the end; JSON publish frames,
+and binary ones in bulk phases."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from bench.adapters.chunkmq_ws import ChunkmqWsAdapter
 from bench.peers.server import Endpoint
 
 
-@pytest.mark.parametrize("count", [1, 257])
-def test_round_trip_through_a_small_window_with_acks(endpoint: Endpoint, count: int) -> None:
-    queue = f"ws-adapter-{count}"
+@pytest.mark.parametrize(("count", "bulk"), [(1, False), (257, False), (257, True)])
+def test_round_trip_through_a_small_window_with_acks(endpoint: Endpoint, count: int, bulk: bool) -> None:
+    queue = f"ws-adapter-{count}-{bulk}"
     bodies = [b"m%04d" % i for i in range(count)]
-    with ChunkmqWsAdapter(endpoint, pull=10) as a:
+    with ChunkmqWsAdapter(endpoint, pull=10, bulk=bulk) as a:
         a.declare(queue)
         for i in range(0, len(bodies), 7):  # one frame per small batch, as W4's one message per publish
             a.produce(queue, bodies[i:i + 7])
