@@ -118,7 +118,7 @@ def test_a_thousand_idle_long_polls_cost_no_cpu(server: ServerProcess) -> None:
     """The server's own CPU time, measured once every poll waits: other work on the machine (tests
     run in parallel) slows the arrival of the polls, not what an idle wait costs."""
     httpx.put(f"{server.url}/api/v1/queues/idle", json={}).raise_for_status()
-    wait_ms = 12_000  # long enough for a thousand polls to arrive on a busy machine, then 2 s idle
+    wait_ms = 20_000  # long enough for a thousand polls to arrive on a busy machine, then 2 s idle
 
     async def main() -> list[int]:
         limits = httpx.Limits(max_connections=1100, max_keepalive_connections=1100)
