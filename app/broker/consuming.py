@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.broker.base import BrokerBase, log, now_ms, one_at_a_time
+from app.broker.binary_page import render_page
 from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from app.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
 from app.broker.group import Group, monotonic_ms
@@ -127,7 +128,14 @@ class Consuming(BrokerBase):
         one binary batch of them (none delivered: an empty list)."""
         now = monotonic_ms()
         self._expire(queue, group, now)
-        taken = group.deliver(self.store, consumer, max_messages, queue.settings.ack_timeout_ms, now)
+        timeout = queue.settings.ack_timeout_ms
+        if binary:  # first deliveries read and rendered as columns: no object per message
+            page = group.deliver_fresh(self.store, consumer, max_messages, timeout, now)
+            if page is not None:
+                self.stats.delivered.add(len(page))
+                queue.delivered += len(page)
+                return [render_page(page)]
+        taken = group.deliver(self.store, consumer, max_messages, timeout, now)
         if taken:
             self.stats.delivered.add(len(taken))
             queue.delivered += len(taken)

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from app.storage import Store, StoredMessage, tag_hash
+from app.storage.model import ColumnPage
 
 CONSUMER_FORGET_MS = 5 * 60 * 1000  # a consumer unseen for this long leaves the consumer list
 
@@ -184,6 +185,27 @@ class Group:
         if out or self.next_offset != scanned_from:
             self.changes += 1
         return out
+
+    def deliver_fresh(
+        self, store: Store, consumer: str, max_messages: int, ack_timeout_ms: int, now: int
+    ) -> ColumnPage | None:
+        """`deliver` as columns (Store.read_columns), for a pull whose messages are all first
+        deliveries: no tag filter and no redelivery due. None when that does not hold or nothing
+        is there; the caller then takes `deliver`, which also gives what it would."""
+        if self._tag_hashes is not None or (self._ready and self._ready[0][0] <= now):
+            return None
+        self.catch_up(store)
+        if self.next_offset >= store.next_offset(self.queue_id):
+            return None
+        page = store.read_columns(self.queue_id, self.next_offset, max_messages)
+        if not len(page):
+            return None
+        self.consumers[consumer] = time.time_ns() // 1_000_000
+        offsets = page.offsets.tolist()
+        self.next_offset = max(self.next_offset, offsets[-1] + 1)
+        self._track_fresh(offsets, consumer, now + ack_timeout_ms)
+        self.changes += 1
+        return page
 
     def _track(self, offset: int, consumer: str, deadline: int, count: int) -> None:
         self.in_flight[offset] = InFlight(consumer, deadline, count)
