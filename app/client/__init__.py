@@ -33,6 +33,7 @@ from app.client.models import (
     Placement,
     Published,
     PublishResult,
+    PulledBatch,
     QueueInfo,
 )
 from app.client.producer import AsyncProducer
@@ -61,6 +62,7 @@ __all__ = [
     "PreconditionFailed",
     "PublishResult",
     "Published",
+    "PulledBatch",
     "QueueFull",
     "QueueInfo",
     "StorageFull",

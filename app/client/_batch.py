@@ -28,7 +28,7 @@ import httpx
 import orjson
 
 from app.broker.columns import column_bytes
-from app.client.models import Message, OutgoingMessage, Placement, Published, PublishResult
+from app.client.models import Message, OutgoingMessage, Placement, Published, PublishResult, PulledBatch
 
 MEDIA_TYPE = "application/vnd.chunkmq.batch"
 COUNT = struct.Struct("<I")
@@ -76,6 +76,12 @@ def _join(bodies: list[bytes], keys: list[bytes], flags: Sequence[int]) -> bytes
 
 def decode(batch: bytes, queue: str) -> list[Message]:
     """The messages of a binary pull answer."""
+    return decode_batch(batch, queue).messages()
+
+
+def decode_batch(batch: bytes, queue: str) -> PulledBatch:
+    """The messages of a binary pull answer as columns: no object per message, and the ids and
+    headers only decoded when asked for."""
     (n,) = COUNT.unpack_from(batch)
     pos = COUNT.size
     columns: list[list[int]] = []
@@ -97,17 +103,19 @@ def decode(batch: bytes, queue: str) -> list[Message]:
     # each distinct value is decoded once, and an empty region is one repeated value.
     texts = {raw: raw.decode() for raw in {*(exchanges or ()), *(keys or ()), *(tags or ())}}
     texts[b""] = ""
-    key_texts = map(texts.__getitem__, keys) if keys else itertools.repeat("", n)
-    exchange_texts = map(texts.__getitem__, exchanges) if exchanges else itertools.repeat("", n)
-    tag_texts = [texts[t] or None for t in tags] if tags else itertools.repeat(None, n)
-    head_dicts = [orjson.loads(h) if h else {} for h in headers] if headers else [{} for _ in range(n)]
     body_list = bodies or [b""] * n
     if not any(flags):
         body_values: list[str | bytes] = [b.decode() for b in body_list]
     else:
         body_values = [b if f & BINARY else b.decode() for b, f in zip(body_list, flags, strict=True)]
-    return list(map(Message, itertools.repeat(queue, n), offsets, _hex_ids(batch[COUNT.size + 8 * n:COUNT.size + 16 * n]), timestamps,
-                    key_texts, exchange_texts, head_dicts, tag_texts, body_values, counts))
+    ids = batch[COUNT.size + 8 * n:COUNT.size + 16 * n]
+    return PulledBatch(
+        queue, offsets, lambda: _hex_ids(ids), timestamps,
+        list(map(texts.__getitem__, keys)) if keys else [""] * n,
+        list(map(texts.__getitem__, exchanges)) if exchanges else [""] * n,
+        lambda: [orjson.loads(h) if h else {} for h in headers] if headers else [{} for _ in range(n)],
+        [texts[t] or None for t in tags] if tags else [None] * n,
+        body_values, counts)
 
 
 def _hex_ids(column: bytes) -> list[str]:

@@ -27,6 +27,7 @@ from app.client.models import (
     OutgoingMessage,
     Page,
     Published,
+    PulledBatch,
     QueueInfo,
 )
 
@@ -239,15 +240,28 @@ def delete_group(queue: str, group: str) -> Call[None]:
 
 def pull(queue: str, group: str, max_messages: int, wait_ms: int, consumer: str, ack_up_to: int | None,
          binary: bool) -> Call[list[Message]]:
-    body: dict[str, Any] = {"max_messages": max_messages, "wait_ms": wait_ms, "consumer": consumer}
-    if ack_up_to is not None:
-        body["ack"] = {"up_to": ack_up_to}
+    body = _pull_body(max_messages, wait_ms, consumer, ack_up_to)
     path = f"/api/v1/queues/{queue}/groups/{group}/pull"
     if binary:
         return Call("POST", path, lambda answer: _batch.decode(answer.content, queue), body, extra_seconds=wait_ms / 1000,
                     binary_answer=True)
     return Call("POST", path, lambda d: [Message.from_json(m) for m in d["messages"]], body,
                 extra_seconds=wait_ms / 1000)
+
+
+def pull_batch(queue: str, group: str, max_messages: int, wait_ms: int, consumer: str,
+               ack_up_to: int | None) -> Call[PulledBatch]:
+    """A binary pull, its answer as columns."""
+    return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/pull",
+                lambda answer: _batch.decode_batch(answer.content, queue),
+                _pull_body(max_messages, wait_ms, consumer, ack_up_to), extra_seconds=wait_ms / 1000, binary_answer=True)
+
+
+def _pull_body(max_messages: int, wait_ms: int, consumer: str, ack_up_to: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"max_messages": max_messages, "wait_ms": wait_ms, "consumer": consumer}
+    if ack_up_to is not None:
+        body["ack"] = {"up_to": ack_up_to}
+    return body
 
 
 def ack(queue: str, group: str, offsets: Iterable[int] | None, up_to: int | None) -> Call[AckResult]:

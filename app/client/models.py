@@ -6,6 +6,7 @@ Every model keeps the full JSON object in `raw`, so fields the server adds later
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,58 @@ class Message:
             body = base64.b64decode(d.get("body_base64") or "")
         return cls(d["queue"], d["offset"], d["id"], d["timestamp"], d.get("routing_key", ""),
                    d.get("exchange", ""), d.get("headers") or {}, d.get("tag"), body, d.get("delivery_count", 0))
+
+
+class PulledBatch:
+    """The messages of one binary pull as columns (`pull_batch`): a list per field, row i of each
+    being message i, instead of a Message object per message (which costs a client more than the
+    server spends delivering it). `ids` and `headers` are decoded on first use; `messages()` gives
+    the Message objects `pull` returns."""
+
+    __slots__ = ("_build_headers", "_build_ids", "_headers", "_ids", "bodies", "delivery_counts", "exchanges",
+                 "offsets", "queue", "routing_keys", "tags", "timestamps")
+
+    def __init__(self, queue: str, offsets: list[int], ids: Callable[[], list[str]], timestamps: list[int],
+                 routing_keys: list[str], exchanges: list[str], headers: Callable[[], list[dict[str, str]]],
+                 tags: list[str | None], bodies: list[str | bytes], delivery_counts: list[int]) -> None:
+        self.queue = queue
+        self.offsets = offsets
+        self.timestamps = timestamps
+        self.routing_keys = routing_keys
+        self.exchanges = exchanges
+        self.tags = tags
+        self.bodies = bodies  # str for text messages, bytes for binary ones
+        self.delivery_counts = delivery_counts
+        self._build_ids, self._build_headers = ids, headers
+        self._ids: list[str] | None = None
+        self._headers: list[dict[str, str]] | None = None
+
+    @property
+    def ids(self) -> list[str]:
+        if self._ids is None:
+            self._ids = self._build_ids()
+        return self._ids
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        if self._headers is None:
+            self._headers = self._build_headers()
+        return self._headers
+
+    @property
+    def next_offset(self) -> int | None:
+        """The offset after the last message (what `ack_up_to` takes to acknowledge them all), or
+        None for an empty batch."""
+        return self.offsets[-1] + 1 if self.offsets else None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def messages(self) -> list[Message]:
+        n = len(self.offsets)
+        return list(map(Message, itertools.repeat(self.queue, n), self.offsets, self.ids, self.timestamps,
+                        self.routing_keys, self.exchanges, self.headers, self.tags, self.bodies,
+                        self.delivery_counts))
 
 
 @dataclass(slots=True)

@@ -26,6 +26,7 @@ from app.client.models import (
     NackResult,
     Page,
     Published,
+    PulledBatch,
     QueueInfo,
 )
 
@@ -143,6 +144,12 @@ class Client:
         """`ack_up_to` acknowledges every offset below it first, in the same round trip; `binary=True`
         asks for a binary batch (no JSON or base64 to decode: the fast way to read large batches)."""
         return self._run(calls.pull(queue, group, max_messages, wait_ms, consumer, ack_up_to, binary))
+
+    def pull_batch(self, queue: str, group: str, max_messages: int = 100, wait_ms: int = 0,
+                   consumer: str = "default", *, ack_up_to: int | None = None) -> PulledBatch:
+        """A binary pull whose messages come as columns (PulledBatch: a list per field, no object per
+        message): the fastest way to read large batches. `ack_up_to` as for pull."""
+        return self._run(calls.pull_batch(queue, group, max_messages, wait_ms, consumer, ack_up_to))
 
     def ack(self, queue: str, group: str, offsets: Iterable[int] | None = None, *,
             up_to: int | None = None) -> AckResult:

@@ -3,9 +3,10 @@
 JSON bodies, the default wire, except in bulk phases (B's publishes of 1,000; the pulls of up to the
 window of 1,000 in W2, B and D): there the publish body and the pull answer are binary batches
 (`application/vnd.chunkmq.batch`, docs/api.md "Binary batches"), which the docs give as the fast way
-to move large batches, encoded and decoded by the Python client's own codec (app/client/_batch.py)
-over the same http.client connection. W1's publishes of 100 stay JSON: binary saved no server CPU
-there (docs/benchmarks.md, client setups).
+to move large batches, encoded and decoded by the Python client's own codec (app/client/_batch.py;
+pull answers as columns, as `Client.pull_batch` gives them) over the same http.client connection.
+W1's publishes of 100 stay JSON: binary saved no server CPU there (docs/benchmarks.md, client
+setups).
 """
 
 from __future__ import annotations
@@ -66,10 +67,10 @@ class ChunkmqHttpAdapter(Adapter):
 
     def pull_batch(self, path: str, queue: str, body: dict[str, object]) -> tuple[int, list[str]]:
         """The offset after the last delivered message (0 for none) and the bodies, from a JSON
-        answer or (bulk) a binary one decoded into the client's Message objects."""
+        answer or (bulk) a binary one decoded as columns, as the client's pull_batch does."""
         if self.bulk:
-            got = _batch.decode(self.batch(path, body, None, _ASK_BATCH), queue)
-            return (got[-1].offset + 1 if got else 0), [m.body for m in got]  # type: ignore[misc]
+            got = _batch.decode_batch(self.batch(path, body, None, _ASK_BATCH), queue)
+            return got.next_offset or 0, got.bodies  # type: ignore[return-value]
         msgs = self.call("POST", path, body)["messages"]
         return (msgs[-1]["offset"] + 1 if msgs else 0), [m["body"] for m in msgs]
 

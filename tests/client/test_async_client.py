@@ -68,6 +68,10 @@ def test_binary_batches(shared_server: ServerProcess, name: str) -> None:
             rest = await mq.pull(name, "g", 2, ack_up_to=2, binary=True)
             assert [(m.body, m.routing_key) for m in rest] == [("c", name)]
             assert (await mq.group(name, "g")).ack_floor == 2
+            await mq.seek(name, "g", to="earliest")
+            batch = await mq.pull_batch(name, "g", 10)
+            assert batch.bodies == ["a", b"\x00b", "c"] and batch.routing_keys == ["", "", name]
+            assert batch.next_offset == 3 and (await mq.pull_batch(name, "g", 10, ack_up_to=3)).offsets == []
 
     run(main())
 

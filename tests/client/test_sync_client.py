@@ -180,3 +180,23 @@ def test_binary_batches_publish_and_pull_the_same_messages_as_json(shared_server
             mq.publish("", [{"body": "a dict"}], binary=True)
         with pytest.raises(Unroutable):
             mq.publish("", ["x"], routing_key="nowhere", mandatory=True, binary=True)
+
+
+def test_pull_batch_gives_the_messages_of_a_binary_pull_as_columns(shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name)
+        mq.publish("", ["text", b"\x00bytes", OutgoingMessage("ünï", routing_key=name)], routing_key=name, binary=True)
+        mq.publish("", [OutgoingMessage("json", routing_key=name, headers={"k": "v"}, tag="t")])
+        as_json = mq.browse(name, limit=10).messages
+        first = mq.pull_batch(name, "g", 2)
+        assert len(first) == 2 and first.next_offset == 2
+        assert first.bodies == ["text", b"\x00bytes"] and first.offsets == [0, 1] and first.delivery_counts == [1, 1]
+        rest = mq.pull_batch(name, "g", 10, ack_up_to=first.next_offset)
+        assert rest.routing_keys == [name, name] and rest.tags == [None, "t"] and rest.headers == [{}, {"k": "v"}]
+        assert first.messages() + rest.messages() == [
+            Message(m.queue, m.offset, m.id, m.timestamp, m.routing_key, m.exchange, m.headers, m.tag, m.body, 1)
+            for m in as_json]
+        assert first.ids == [m.id for m in as_json[:2]] and first.timestamps == [m.timestamp for m in as_json[:2]]
+        assert mq.group(name, "g").ack_floor == 2
+        empty = mq.pull_batch(name, "g", 10, ack_up_to=rest.next_offset)
+        assert len(empty) == 0 and empty.next_offset is None and empty.messages() == []
