@@ -24,6 +24,7 @@ import heapq
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.storage import Store, StoredMessage, tag_hash
 from app.storage.model import ColumnPage
@@ -57,8 +58,9 @@ class Group:
     missed: int = 0  # messages lost to retention before this group consumed them
     acked: int = 0  # messages acknowledged since start (the history's ack rate)
     closed: bool = False
-    _deadlines: list[tuple[int, int]] = field(default_factory=list)  # heap of (deadline, offset)
-    _deadline_bound: int = 0  # no entry of _deadlines is later (an upper bound: pops leave it)
+    # heap of (deadline, offset) per redelivery, and (deadline, first offset, offsets) per pull's first
+    # deliveries: one entry for the batch, not one per message
+    _deadlines: list[tuple[Any, ...]] = field(default_factory=list)
     _ready: list[tuple[int, int]] = field(default_factory=list)  # heap of (ready time, offset)
     _tag_hashes: frozenset[int] | None = None
     _lag_cache: tuple[int, int, int] = (-1, -1, 0)  # (floor, end, lag) for filtered groups
@@ -126,16 +128,17 @@ class Group:
         exhausted: list[tuple[int, int]] = []
         heap = self._deadlines
         while heap and heap[0][0] <= now:
-            deadline, offset = heapq.heappop(heap)
-            entry = self.in_flight.get(offset)
-            if entry is None or entry.deadline != deadline:
-                continue  # acked, nacked or redelivered since: a stale heap entry
-            del self.in_flight[offset]
-            self.changes += 1
-            if max_deliveries is not None and entry.count >= max_deliveries:
-                exhausted.append((offset, entry.count))
-            else:
-                self._make_pending(offset, entry.count, now)
+            deadline, first, *batch = heapq.heappop(heap)
+            for offset in batch[0] if batch else (first,):
+                entry = self.in_flight.get(offset)
+                if entry is None or entry.deadline != deadline:
+                    continue  # acked, nacked or redelivered since: a stale heap entry
+                del self.in_flight[offset]
+                self.changes += 1
+                if max_deliveries is not None and entry.count >= max_deliveries:
+                    exhausted.append((offset, entry.count))
+                else:
+                    self._make_pending(offset, entry.count, now)
         return exhausted
 
     def _make_pending(self, offset: int, count: int, ready: int) -> None:
@@ -144,7 +147,7 @@ class Group:
 
     def next_ready(self) -> int | None:
         """Monotonic ms at which a pending message or an in-flight deadline next needs attention."""
-        times = [t for heap in (self._ready, self._deadlines) for t, _ in heap[:1]]
+        times = [heap[0][0] for heap in (self._ready, self._deadlines) if heap]
         return min(times) if times else None
 
     def deliver(
@@ -210,20 +213,12 @@ class Group:
     def _track(self, offset: int, consumer: str, deadline: int, count: int) -> None:
         self.in_flight[offset] = InFlight(consumer, deadline, count)
         heapq.heappush(self._deadlines, (deadline, offset))
-        self._deadline_bound = max(self._deadline_bound, deadline)
 
     def _track_fresh(self, offsets: list[int], consumer: str, deadline: int) -> None:
-        """First deliveries, in offset order above everything delivered before, with one deadline:
-        one shared InFlight (entries are replaced, never changed), and when the deadline is the
-        latest yet, heap entries appended in order (each is at least its parent) instead of pushed."""
+        """First deliveries, with one deadline: one shared InFlight (entries are replaced, never
+        changed) and one heap entry for all of them."""
         self.in_flight.update(zip(offsets, itertools.repeat(InFlight(consumer, deadline, 1))))
-        heap = self._deadlines
-        if deadline >= self._deadline_bound:
-            heap.extend(zip(itertools.repeat(deadline), offsets))
-        else:
-            for offset in offsets:
-                heapq.heappush(heap, (deadline, offset))
-        self._deadline_bound = max(self._deadline_bound, deadline)
+        heapq.heappush(self._deadlines, (deadline, offsets[0], offsets))
 
     # ---------------------------------------------------------------- acknowledgements
 
@@ -243,6 +238,8 @@ class Group:
         up_to = min(up_to, end)
         self.changes += 1
         before = len(self.in_flight) + len(self.pending)
+        if up_to >= self.next_offset:  # everything delivered (the usual cumulative ack): no scan
+            self.in_flight, self.pending = {}, {}
         if self.in_flight:
             self.in_flight = {o: e for o, e in self.in_flight.items() if o >= up_to}
         if self.pending:
@@ -280,7 +277,6 @@ class Group:
         self.in_flight.clear()
         self.pending.clear()
         self._deadlines.clear()
-        self._deadline_bound = 0
         self._ready.clear()
         self.next_offset = offset
 
