@@ -84,30 +84,34 @@ def decode_batch(batch: bytes, queue: str) -> PulledBatch:
     headers only decoded when asked for."""
     (n,) = COUNT.unpack_from(batch)
     pos = COUNT.size
-    columns: list[list[int]] = []
+    cols: list[bytes] = []  # each column's bytes, decoded where needed (an all-zero one is not)
     for code in DELIVERED_COLUMNS:
         size = struct.calcsize("<" + code)
-        columns.append(_column(code, batch[pos:pos + n * size]))
+        cols.append(batch[pos:pos + n * size])
         pos += n * size
-    offsets, _, timestamps, counts, flags, *lengths = columns
+    offsets, timestamps, counts = (_column(code, cols[i]) for i, code in ((0, "Q"), (2, "Q"), (3, "I")))
+    binary = cols[4].count(0) != n
     regions: list[list[bytes] | None] = []
-    for column_lengths in lengths:
-        if not any(column_lengths):  # no tags, no headers (a queue publish: no exchange or key either)
+    for code, column in zip(DELIVERED_COLUMNS[5:9], cols[5:9], strict=True):
+        if column.count(0) == len(column):  # no tags, no headers (a queue publish: no exchange or key)
             regions.append(None)
             continue
-        ends = list(itertools.accumulate(column_lengths, initial=pos))
+        ends = list(itertools.accumulate(_column(code, column), initial=pos))
         regions.append([batch[a:b] for a, b in itertools.pairwise(ends)])
         pos = ends[-1]
-    exchanges, keys, tags, headers, bodies = regions
+    exchanges, keys, tags, headers = regions
     # Most records of a batch share their exchange and routing key and have no tag or headers:
     # each distinct value is decoded once, and an empty region is one repeated value.
     texts = {raw: raw.decode() for raw in {*(exchanges or ()), *(keys or ()), *(tags or ())}}
     texts[b""] = ""
-    body_list = bodies or [b""] * n
-    if not any(flags):
-        body_values: list[str | bytes] = [b.decode() for b in body_list]
+    body_ends = list(itertools.accumulate(_column("I", cols[9]), initial=0))
+    region = batch[pos:pos + body_ends[-1]]
+    if not binary and region.isascii():  # ASCII text: one decode, cut by the byte lengths
+        text = region.decode()
+        body_values: list[str | bytes] = [text[a:b] for a, b in itertools.pairwise(body_ends)]
     else:
-        body_values = [b if f & BINARY else b.decode() for b, f in zip(body_list, flags, strict=True)]
+        body_values = [region[a:b] if f & BINARY else region[a:b].decode()
+                       for (a, b), f in zip(itertools.pairwise(body_ends), cols[4], strict=True)]
     ids = batch[COUNT.size + 8 * n:COUNT.size + 16 * n]
     return PulledBatch(
         queue, offsets, lambda: _hex_ids(ids), timestamps,
