@@ -8,10 +8,10 @@ combination publishes --count messages of --size bytes into a fresh queue from t
 processes and reads them back. Wire `json`: httpx with bodies encoded by orjson per batch, read
 back with the browse endpoint (limit = batch). Wire `binary`: the Python client (app.client.Client)
 with binary batch bodies, `publish_to_queue(..., binary=True)`, read back through a consumer group
-with `pull_batch(..., ack_up_to=...)` (binary answers as columns), every batch acknowledged on the
-next pull (one group per client process, each sought to the start of its share). Prints msgs/s,
-MB/s, p50/p99 request latency and the CPU seconds of the server and of the clients, one JSON line
-each; on a shared machine messages per CPU second compare runs better than wall time does.
+with `pull(..., binary=True, ack_up_to=...)`, every batch acknowledged on the next pull (one group
+per client process, each sought to the start of its share). Prints msgs/s, MB/s, p50/p99
+request latency and the CPU seconds of the server and of the clients, one JSON line each; on a
+shared machine messages per CPU second compare runs better than wall time does.
 """
 
 from __future__ import annotations
@@ -110,11 +110,11 @@ def _pull_binary_worker(url: str, queue: str, start: int, end: int, batch: int, 
         done, ack = start, None
         while done < end:
             started = time.perf_counter()
-            pulled = client.pull_batch(queue, group, min(batch, end - done), ack_up_to=ack)
+            messages = client.pull(queue, group, min(batch, end - done), ack_up_to=ack, binary=True)
             latencies.append(time.perf_counter() - started)
-            if pulled.next_offset is None:
+            if not messages:
                 raise RuntimeError(f"read stalled at offset {done}")
-            done = ack = pulled.next_offset
+            done = ack = messages[-1].offset + 1
         client.ack(queue, group, up_to=done)
     out.put((latencies, _cpu() - cpu))
 
