@@ -75,19 +75,20 @@ def _empty(tmp_path: Path) -> ColumnPage:
 
 
 def test_binary_pulls_deliver_as_json_pulls_do(tmp_path: Path) -> None:
-    """Through the broker: first deliveries (the column path), a redelivery due and a tag filter (the
-    per-record path) give what the JSON pull of the same group gives."""
+    """Through the broker: pulls of first deliveries (the column path from COLUMNS_FROM messages),
+    redeliveries due, a tag filter and small pulls (the per-record path) give what the JSON pull of
+    the same group gives."""
 
     async def work(broker: Broker) -> None:
         await broker.declare_queue("q", {})
         rng = random.Random(7)
         messages = [{"body": rng.choice(TEXTS), "routing_key": rng.choice(KEYS[:4]), "tag": rng.choice(["a", "b"]),
-                     "headers": rng.choice([{}, {"h": 'v"'}])} for _ in range(50)]
+                     "headers": rng.choice([{}, {"h": 'v"'}])} for _ in range(1000)]
         await broker.publish("", messages, queue_name="q")
         for name, tags in (("bin", None), ("json", None), ("bin-a", ["a"]), ("json-a", ["a"])):
             await broker.declare_group("q", name, {"tag_filter": tags} if tags else {})
 
-        async def both(n: int, suffix: str = "") -> list[object]:
+        async def both(n: int, suffix: str = "") -> list[int]:
             binary = _batch.decode(await broker.pull("q", "bin" + suffix, n, 0, "c", binary=True), "q")
             plain = orjson.loads(await broker.pull("q", "json" + suffix, n, 0, "c"))["messages"]
             as_json = [{"queue": m.queue, "offset": m.offset, "id": m.id, "timestamp": m.timestamp,
@@ -96,12 +97,13 @@ def test_binary_pulls_deliver_as_json_pulls_do(tmp_path: Path) -> None:
             assert as_json == plain
             return [m.offset for m in binary]
 
-        assert await both(20) == list(range(20))
+        assert await both(300) == list(range(300))
         for group in ("bin", "json"):
             broker.nack("q", group, {"offsets": [3, 5]})
-        assert await both(20) == [3, 5, *range(20, 38)]  # the redeliveries first, then new messages
-        assert await both(20, "-a") == [i for i, m in enumerate(messages) if m["tag"] == "a"][:20]
-        assert await both(100) == list(range(38, 50))
-        assert await both(100) == []
+        assert await both(300) == [3, 5, *range(300, 598)]  # the redeliveries first, then new messages
+        assert await both(300) == list(range(598, 898))
+        assert await both(10, "-a") == [i for i, m in enumerate(messages) if m["tag"] == "a"][:10]
+        assert await both(1000) == list(range(898, 1000))
+        assert await both(1000) == []
 
     with_broker(tmp_path, work)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.broker.group import Group
+from app.broker.group import COLUMNS_FROM, Group
 from app.storage import NewMessage, Store, StoreOptions
 
 
@@ -84,4 +84,29 @@ def test_deadlines_expire_in_order_whatever_order_they_were_set(tmp_path: Path) 
     assert expired[900] == list(range(20, 40))
     assert expired[1_000] == [*range(10), *range(20, 40)]
     assert expired[5_000] == list(range(40))
+    store.close()
+
+
+def test_deliver_fresh_takes_pulls_of_first_deliveries_from_columns_from_messages(tmp_path: Path) -> None:
+    """The column path serves a pull of at least COLUMNS_FROM first deliveries, tracked as deliver
+    tracks them; a tag filter, a redelivery due or a smaller pull leave it to deliver."""
+    store = _store(tmp_path, 3 * COLUMNS_FROM)
+    group = Group(1, "g", next_offset=0)
+    page = group.deliver_fresh(store, "c", COLUMNS_FROM, 1_000, 0)
+    assert page is not None and page.offsets.tolist() == list(range(COLUMNS_FROM))
+    assert group.next_offset == COLUMNS_FROM and sorted(group.in_flight) == list(range(COLUMNS_FROM))
+    assert group.in_flight[7].deadline == 1_000 and "c" in group.consumers
+    assert group.deliver_fresh(store, "c", COLUMNS_FROM - 1, 1_000, 0) is None  # small pull
+    group.nack([7], 0, 10, None)
+    assert group.deliver_fresh(store, "c", COLUMNS_FROM, 1_000, 10) is None  # 7 is due again
+    assert [(m[0], count) for m, count in group.deliver(store, "c", 1, 1_000, 10)] == [(7, 2)]
+    assert group.expire(1_000, None) == [] and sorted(group.pending) == [i for i in range(COLUMNS_FROM) if i != 7]
+    group.ack_up_to(group.next_offset, 3 * COLUMNS_FROM)
+    assert not group.in_flight and not group.pending
+    group.set_tag_filter(("t",))
+    assert group.deliver_fresh(store, "c", COLUMNS_FROM, 1_000, 2_000) is None
+    assert group.deliver_fresh(store, "c", 2 * COLUMNS_FROM, 1_000, 2_000) is None  # the filter, still
+    group.set_tag_filter(None)
+    assert group.deliver_fresh(store, "c", 10 * COLUMNS_FROM, 1_000, 2_000) is not None  # the rest: 400
+    assert group.deliver_fresh(store, "c", 10 * COLUMNS_FROM, 1_000, 2_000) is None  # nothing left
     store.close()
