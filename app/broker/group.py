@@ -30,8 +30,8 @@ from app.storage import Store, StoredMessage, tag_hash
 from app.storage.model import ColumnPage
 
 CONSUMER_FORGET_MS = 5 * 60 * 1000  # a consumer unseen for this long leaves the consumer list
-# Reading and rendering a page as columns costs about 200 µs whatever its size (a few hundred numpy
-# calls), the per-record path about 1.5 µs per message more: below this many it is the cheaper one.
+# Reading and rendering a page as columns costs about 200 µs whatever its size (some 200 numpy
+# operations), the per-record path about 1.5 µs per message more: below this many it is the cheaper one.
 COLUMNS_FROM = 200
 
 
