@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
-from app.broker.binary_page import render_page
+from app.broker.binary_page import _gather, render_page
 from app.broker.broker import Broker
 from app.broker.message import encode_blob, render_binary
 from app.client import _batch
@@ -107,3 +108,20 @@ def test_binary_pulls_deliver_as_json_pulls_do(tmp_path: Path) -> None:
         assert await both(1000) == []
 
     with_broker(tmp_path, work)
+
+
+def test_gather_joins_slices_in_any_order() -> None:
+    """Slices at one stride, in order with gaps, and out of order (rows of format-1 chunks sit at
+    the buffer's end) are joined as a join of the slices would join them."""
+    rng = random.Random(3)
+    raw = rng.randbytes(5000)
+    buf = np.frombuffer(raw, np.uint8)
+    cases = [
+        [(100 + 30 * i, 20) for i in range(50)],  # one stride, one length
+        [*sorted((rng.randrange(0, 4900), 0) for _ in range(5)), (4950, 10)],  # empty slices, then one
+        [(a, b - a) for a, b in itertools.pairwise(sorted(rng.sample(range(5000), 40)))][::2],  # in order
+        [(4000, 50), (10, 5), (3000, 0), (2000, 100), (10, 5)],  # out of order, and twice the same
+    ]
+    for slices in cases:
+        start, length = (np.array(column, np.int64) for column in zip(*slices, strict=True))
+        assert _gather(raw, buf, start, length) == b"".join(raw[a:a + m] for a, m in slices)
