@@ -21,8 +21,9 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
 
     name = "chunkmq-ws"
     setup = (f"websockets {version('websockets')} sync client: one publish frame per batch (JSON; binary "
-             "batches in B), its confirm awaited; a consumer stream (format=binary: binary batches decoded by the Python client's codec) "
-             "with credit = the pull window, refilled once half of it is used, a cumulative ack every 100 messages")
+             "batches in B), its confirm awaited; a consumer stream (format=binary: binary batches decoded as "
+             "columns by the Python client's codec) with credit = the pull window, refilled once half of it is "
+             "used, a cumulative ack every 100 messages")
 
     def open(self) -> None:
         super().open()
@@ -81,16 +82,17 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
                     continue
                 if isinstance(raw, str):  # JSON: an error (acks carry no seq, so no acked frames)
                     raise RuntimeError(f"chunkmq-ws consume: {raw}")
-                msgs = _batch.decode(raw, queue)
+                batch = _batch.decode_batch(raw, queue)  # columns, as the client's pull_batch gives them
+                offsets = batch.offsets
                 if on_body is not None:
-                    for m in msgs:
-                        on_body(m.data)
-                got += len(msgs)
-                used += len(msgs)
+                    for body in batch.bodies:
+                        on_body(body.encode() if isinstance(body, str) else body)
+                got += len(offsets)
+                used += len(offsets)
                 # As app/client's consumer does: a cumulative ack every ACK_EVERY messages (and at the
                 # end), and the used credit granted again once half the window is used.
                 if got - acked >= ACK_EVERY or got >= n:
-                    ws.send(orjson.dumps({"type": "ack", "up_to": msgs[-1].offset + 1}))
+                    ws.send(orjson.dumps({"type": "ack", "up_to": offsets[-1] + 1}))
                     acked = got
                 more = min(used, n - credited)
                 if more > 0 and used >= max(1, self.pull // 2):
