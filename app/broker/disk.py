@@ -25,13 +25,13 @@ Owned by the event loop thread, like the rest of the broker; only the walk runs 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
 from app.broker.errors import StorageFull
 from app.config import DiskBudgetPolicy, Settings
-from app.storage import NewMessage, Store
+from app.storage import MessageColumns, Store
 from app.storage.queue_index import ENTRY_SIZE
 from app.storage.queue_index import HEADER_SIZE as INDEX_HEADER_SIZE
 from app.storage.record import record_size
@@ -62,9 +62,13 @@ def free_bytes(root: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def batch_bytes_bound(messages: Sequence[NewMessage], placements: int) -> int:
+def batch_bytes_bound(messages: MessageColumns, placements: int) -> int:
     """An upper bound of the bytes a batch takes in a chunk (its records)."""
-    return sum(record_size(len(m.data), len(m.queues), len(m.idempotency_key), len(m.tag)) for m in messages)
+    n = len(messages)
+    keys = messages.idempotency_keys or itertools.repeat(b"", n)
+    tags = messages.tags or itertools.repeat(b"", n)
+    return sum(record_size(len(data), len(queues), len(key), len(tag))
+               for data, queues, key, tag in zip(messages.data, messages.queues, keys, tags, strict=True))
 
 
 class DiskGuard:
@@ -121,7 +125,7 @@ class DiskGuard:
 
     # ------------------------------------------------------------------ the publish path
 
-    def check(self, messages: Sequence[NewMessage], incoming: dict[int, list[int]]) -> None:
+    def check(self, messages: MessageColumns, incoming: dict[int, list[int]]) -> None:
         """Refuse a batch that could take the data directory past the budget (call only when
         `limit`). The batch's index entries are counted as written from here on."""
         placements = 0

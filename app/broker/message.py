@@ -41,7 +41,7 @@ import orjson
 from app.broker.columns import column_bytes
 from app.broker.errors import InvalidInput, NotFound, TooLarge
 from app.broker.names import MAX_ROUTING_KEY
-from app.storage.model import StoredMessage
+from app.storage.model import AppendedBatch, StoredMessage
 
 FLAG_BINARY = 1  # (also in the blob's head) kept on the record for readers of the flags column
 FLAG_SCOPED_KEY = 2  # the record's idempotency key is scoped to its publish target (app/broker/dedup.py)
@@ -511,21 +511,21 @@ def _routing_key(raw: bytes, index: int) -> str:
     return key
 
 
-def render_results(positions: list[int], placements: Sequence[tuple[tuple[int, int], ...]],
-                   names: dict[int, bytes]) -> bytes:
+def render_results(appended: AppendedBatch, names: dict[int, bytes]) -> bytes:
     """The results of a binary publish as a binary batch: the message count, the columns id u64
     and placement count u16; then the placement count (u32), the columns queue offset u64 and
     queue name length u8, and the region of queue names, every placement in message order.
     `names` holds the name of every queue placed in."""
-    offsets = [o for placed in placements for _, o in placed]
+    n, offsets = len(appended.positions), appended.offsets
+    counts = column_bytes("H", appended.counts) if appended.counts is not None else b"\x01\x00" * n
     if len(names) == 1:  # a queue publish, or one route: the same name for every placement
         (name,) = names.values()
         lengths, region = bytes((len(name),)) * len(offsets), name * len(offsets)
     else:
-        queues = [q for placed in placements for q, _ in placed]
+        queues = appended.queues
         lengths, region = bytes([len(names[q]) for q in queues]), b"".join([names[q] for q in queues])
     return b"".join((
-        COUNT.pack(len(positions)), column_bytes("Q", positions), column_bytes("H", list(map(len, placements))),
+        COUNT.pack(n), column_bytes("Q", appended.positions), counts,
         COUNT.pack(len(offsets)), column_bytes("Q", offsets), lengths, region,
     ))
 

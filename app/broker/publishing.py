@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch, parse_b
 from app.broker.names import DEFAULT_EXCHANGE
 from app.broker.queue import Overflow, Queue
 from app.broker.routing import Exchange
-from app.storage import AppendedBatch, BatchTooLarge, MessageTooLarge, NewMessage, record_size
+from app.storage import AppendedBatch, BatchTooLarge, MessageColumns, MessageTooLarge, record_size
 from app.storage import StorageFull as StoreFull
 from app.storage.record import FRAME, HEADER_SIZE, LONG_FRAME, SHORT_MAX
 
@@ -94,8 +93,12 @@ class Publishing(BrokerBase):
         else:
             batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
-        messages: list[NewMessage] = []
-        add_message = messages.append
+        # The messages to store, field by field (MessageColumns): no object per message.
+        data_column: list[bytes] = []
+        queue_column: list[tuple[int, ...]] = []
+        tag_column: list[bytes] = []
+        key_column: list[bytes] = []
+        flag_column: list[int] = []
         # Per request message: the index of its stored message, or the result of an earlier duplicate.
         slots: list[int | bytes] = []
         duplicates_in_batch: dict[int, int] = {}  # slot -> index of the first message with its key
@@ -116,7 +119,7 @@ class Publishing(BrokerBase):
             ids = routes[keys[0]] = self._targets(exchange, target, keys[0], NO_HEADERS)
             per_route[keys[0]] = [len(blobs), sum(lengths), sum(map(_SHORT_DATA.__lt__, lengths))]
             slots.extend(range(len(blobs)))
-            messages.extend(map(NewMessage, blobs, itertools.repeat(ids, len(blobs))))
+            data_column, queue_column = blobs, [ids] * len(blobs)
             keys = blobs = []  # nothing left for the loop
         for i, (routing_key, data) in enumerate(zip(keys, blobs, strict=True)):
             if len(data) > max_bytes:
@@ -132,8 +135,12 @@ class Publishing(BrokerBase):
                 counts[1] += len(data)
                 if len(data) > _SHORT_DATA:
                     counts[2] += 1
-                slots.append(len(messages))
-                add_message(NewMessage(data, ids))
+                slots.append(len(data_column))
+                data_column.append(data)
+                queue_column.append(ids)
+                tag_column.append(b"")
+                key_column.append(b"")
+                flag_column.append(0)
                 continue
             key = out.idempotency_key
             if key is not None:
@@ -146,7 +153,7 @@ class Publishing(BrokerBase):
                     duplicates_in_batch[len(slots)] = batch_keys[key]
                     slots.append(batch_keys[key])
                     continue
-                batch_keys[key] = len(messages)
+                batch_keys[key] = len(data_column)
             ids = self._targets(exchange, target, routing_key, out.headers)
             if not ids:
                 unroutable += 1
@@ -157,8 +164,12 @@ class Publishing(BrokerBase):
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += 1
                 added[1] += size
-            slots.append(len(messages))
-            add_message(NewMessage(data, ids, tag, key_bytes, out.flags | FLAG_SCOPED_KEY if key else out.flags))
+            slots.append(len(data_column))
+            data_column.append(data)
+            queue_column.append(ids)
+            tag_column.append(tag)
+            key_column.append(key_bytes)
+            flag_column.append(out.flags | FLAG_SCOPED_KEY if key else out.flags)
         for routing_key, (count, data_bytes, longs) in per_route.items():
             ids = routes[routing_key]
             if not ids:
@@ -177,8 +188,10 @@ class Publishing(BrokerBase):
             exchange.messages_unroutable += unroutable
             if mandatory:
                 raise Unroutable(f"{unroutable} message(s) of a mandatory publish matched no queue")
-        if not messages:  # every message was a duplicate of an earlier publish
+        if not data_column:  # every message was a duplicate of an earlier publish
             return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes)), None
+        messages = MessageColumns(data_column, queue_column, tag_column if any(tag_column) else None,
+                                  key_column if any(key_column) else None, flag_column if any(flag_column) else None)
         self._check_room(incoming)
         disk = self.disk
         if disk.limit:
@@ -197,7 +210,7 @@ class Publishing(BrokerBase):
         if binary_answer:  # a binary batch: no keys, no duplicates, nothing to remember
             self._after_append(incoming, len(messages))
             names = {q: self.queues_by_id[q].name.encode() for q in incoming}
-            return render_results(appended.positions, appended.placements, names), self.store.end_position
+            return render_results(appended, names), self.store.end_position
         results = self._results(appended)
         for key, index in batch_keys.items():
             self.dedup.put(key, appended.timestamp, results[index])
@@ -239,6 +252,11 @@ class Publishing(BrokerBase):
         by_id = self.queues_by_id
         out: list[bytes] = []
         add = out.append
+        if appended.counts is None and len(set(appended.queues)) == 1 and appended.queues[0] in by_id:
+            # one queue for every message: one format per message, its name's JSON repeated
+            name = by_id[appended.queues[0]].name_json
+            template = b'{"id":"%%016x","routed":[{"queue":%b,"offset":%%d}],"duplicate":false}' % name.replace(b"%", b"%%")
+            return list(map(template.__mod__, zip(appended.positions, appended.offsets, strict=True)))
         for position, placed in zip(appended.positions, appended.placements, strict=True):
             if len(placed) == 1 and placed[0][0] in by_id:
                 q, o = placed[0]

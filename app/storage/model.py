@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,30 @@ class NewMessage:
 
 
 @dataclass(slots=True)
+class MessageColumns:
+    """A batch to append, field by field: what the publish path hands the store, so no object is
+    built per message. ``queues`` holds each message's queue ids (often one shared tuple, repeated);
+    ``tags``, ``idempotency_keys`` and ``flags`` are None when no message has one."""
+
+    data: list[bytes]
+    queues: list[Sequence[int]]
+    tags: list[bytes] | None = None
+    idempotency_keys: list[bytes] | None = None
+    flags: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @classmethod
+    def of(cls, messages: Sequence[NewMessage]) -> MessageColumns:
+        tags = [m.tag for m in messages]
+        keys = [m.idempotency_key for m in messages]
+        flags = [m.flags for m in messages]
+        return cls([m.data for m in messages], [m.queues for m in messages], tags if any(tags) else None,
+                   keys if any(keys) else None, flags if any(flags) else None)
+
+
+@dataclass(slots=True)
 class Appended:
     position: int  # global position of the record
     timestamp: int  # UTC epoch ms assigned by the store (non-decreasing)
@@ -56,16 +81,27 @@ class AppendedBatch:
 
     timestamp: int  # one clock reading per batch
     positions: list[int]
-    placements: list[tuple[tuple[int, int], ...]]  # per message: (queue id, queue offset) pairs
+    queues: list[int]  # every placement's queue id and offset, in message order
+    offsets: list[int]
+    counts: list[int] | None = None  # placements per message; None: exactly one each
 
     def __len__(self) -> int:
         return len(self.positions)
 
     def __getitem__(self, i: int) -> Appended:
-        return Appended(self.positions[i], self.timestamp, list(self.placements[i]))
+        return Appended(self.positions[i], self.timestamp, self.placements[i])
 
     def __iter__(self) -> Iterator[Appended]:
         return (self[i] for i in range(len(self.positions)))
+
+    @property
+    def placements(self) -> list[list[tuple[int, int]]]:
+        """Per message, its (queue id, queue offset) pairs."""
+        pairs = list(zip(self.queues, self.offsets, strict=True))
+        if self.counts is None:
+            return [[p] for p in pairs]
+        ends = list(itertools.accumulate(self.counts, initial=0))
+        return [pairs[a:b] for a, b in itertools.pairwise(ends)]
 
 
 # One message read from a queue: (offset, position, timestamp, flags, tag, data), flags holding the

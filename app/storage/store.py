@@ -32,6 +32,7 @@ from .model import (
     FsyncMode,
     GcReport,
     IndexEntry,
+    MessageColumns,
     NewMessage,
     Record,
     RecoveryReport,
@@ -250,14 +251,14 @@ class Store:
         """Global position after the last appended record."""
         return self._end
 
-    def append(self, batch: Sequence[NewMessage]) -> AppendedBatch:
+    def append(self, batch: MessageColumns | Sequence[NewMessage]) -> AppendedBatch:
         """Store a batch with one write into one chunk; atomic across crashes.
 
         Raises MessageTooLarge / BatchTooLarge / UnknownQueue (nothing written), StorageFull on
         ENOSPC or EFBIG (nothing of the batch visible, now or after a restart), StoreClosed.
         """
-        if not batch:
-            return AppendedBatch(0, [], [])
+        if not len(batch):
+            return AppendedBatch(0, [], [], [])
         opts = self.options
         with self._lock:
             self._check_open()

@@ -31,6 +31,7 @@ from app.broker.message import (
 from app.client import _batch
 from app.config import Settings
 from app.meta import MetaStore, upgrade
+from app.storage import AppendedBatch
 
 LIMITS = MessageLimits(max_headers=64, max_header_bytes=64 * 1024)
 
@@ -291,10 +292,10 @@ def test_render_binary_gives_every_delivered_field() -> None:
 
 
 def test_render_results_gives_ids_and_placements() -> None:
-    out = render_results([0x10, 0x20, 0x30], [((1, 5),), ((1, 6), (2, 0)), ()], {1: b"q1", 2: b"queue2"})
+    out = render_results(AppendedBatch(0, [0x10, 0x20, 0x30], [1, 1, 2], [5, 6, 0], [1, 2, 0]), {1: b"q1", 2: b"queue2"})
     assert out == (struct.pack("<I3Q3H", 3, 0x10, 0x20, 0x30, 1, 2, 0)
                    + struct.pack("<I3Q3B", 3, 5, 6, 0, 2, 2, 6) + b"q1q1queue2")
-    one = render_results([0x10, 0x20], [((1, 5),), ((1, 6),)], {1: b"q1"})
+    one = render_results(AppendedBatch(0, [0x10, 0x20], [1, 1], [5, 6]), {1: b"q1"})
     assert one == struct.pack("<I2Q2H", 2, 0x10, 0x20, 1, 1) + struct.pack("<I2Q2B", 2, 5, 6, 2, 2) + b"q1q1"
 
 
