@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -135,6 +136,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_every(TOKEN_USE_SECONDS, app.state.auth.flush_last_used, "token last use")),
             asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
             *await alerts.start(),
+            # numpy (large publish batches are encoded with it: app/storage/record.py) is imported in a
+            # thread now, not by the first large publish
+            asyncio.create_task(asyncio.to_thread(importlib.import_module, "numpy")),
         ]
         try:
             yield

@@ -32,6 +32,7 @@ from app.client.models import Message, OutgoingMessage, Placement, Published, Pu
 
 MEDIA_TYPE = "application/vnd.chunkmq.batch"
 COUNT = struct.Struct("<I")
+KEY_LENGTH = struct.Struct("<H")
 PUBLISH_COLUMNS = "IHB"
 DELIVERED_COLUMNS = "QQQIBBHHII"
 BINARY = 1
@@ -41,8 +42,17 @@ def encode(messages: Iterable[str | bytes | OutgoingMessage], routing_key: str =
     """A binary publish body: str bodies as text, bytes as binary. An OutgoingMessage may carry its
     own routing key, but not headers, a tag or an idempotency key (publish those as JSON)."""
     default_key = routing_key.encode()
-    if type(messages) is list and all(type(m) is str for m in messages):  # the common case, in C loops
-        return _join([m.encode() for m in messages], [default_key] * len(messages), bytes(len(messages)))
+    if type(messages) is list and messages:  # the common case, text bodies: C loops, no object per message
+        try:
+            text = "".join(messages)
+        except TypeError:  # not all of them str
+            text = None
+        if text is not None and text.isascii():  # one byte per character: the lengths are the strings'
+            n = len(messages)
+            return b"".join((COUNT.pack(n), column_bytes("I", list(map(len, messages))),
+                             KEY_LENGTH.pack(len(default_key)) * n, bytes(n), default_key * n, text.encode()))
+        if text is not None:
+            return _join([m.encode() for m in messages], [default_key] * len(messages), bytes(len(messages)))
     keys: list[bytes] = []
     bodies: list[bytes] = []
     flags: list[int] = []
