@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import array
 import binascii
+import functools
 import itertools
 import struct
 import sys
@@ -462,13 +463,21 @@ def _columns(buffer: bytes, start: int, count: int, codes: str) -> list[list[int
     return out
 
 
-def _slices(buffer: bytes, start: int, lengths: list[int]) -> list[bytes]:
-    """`buffer` cut into consecutive pieces of `lengths` from `start`."""
+def _slices(buffer: bytes, start: int, lengths: list[int]) -> Sequence[bytes]:
+    """`buffer` cut into consecutive pieces of `lengths` from `start`: pieces of one length (most
+    batches) by one struct call, which builds them three times faster than slicing does."""
+    if lengths.count(lengths[0]) == len(lengths):
+        return _cutter(lengths[0], len(lengths)).unpack_from(buffer, start)
     ends = list(itertools.accumulate(lengths, initial=start))
     return [buffer[a:b] for a, b in itertools.pairwise(ends)]  # three times faster than map(slice)
 
 
-def _stored(exchange: str, routing_keys: list[str], payloads: list[bytes], flags: list[int],
+@functools.lru_cache(maxsize=64)
+def _cutter(length: int, count: int) -> struct.Struct:
+    return struct.Struct(f"{length}s" * count)
+
+
+def _stored(exchange: str, routing_keys: list[str], payloads: Sequence[bytes], flags: list[int],
             bodies: bytes) -> ParsedBatch:
     """The stored blobs of binary records: the blob head of their exchange and routing key (cached),
     then the body as the blob keeps it: text JSON-escaped, bytes raw. Text that JSON leaves as it is
@@ -476,9 +485,12 @@ def _stored(exchange: str, routing_keys: list[str], payloads: list[bytes], flags
     text, which two C passes over the bodies tell, a blob is one concatenation."""
     heads = _heads_of(exchange)
     by_key = {key: _head(heads, exchange, key) for key in set(routing_keys)}
-    key_heads = [by_key[key] for key in routing_keys]
     if not any(flags) and bodies.isascii() and _as_json(bodies):
-        return ParsedBatch(routing_keys, list(map(bytes.__add__, key_heads, payloads)), {})
+        if len(by_key) == 1:  # one routing key
+            (head,) = by_key.values()
+            return ParsedBatch(routing_keys, list(map(head.__add__, payloads)), {})
+        return ParsedBatch(routing_keys, list(map(bytes.__add__, map(by_key.__getitem__, routing_keys), payloads)), {})
+    key_heads = [by_key[key] for key in routing_keys]
     blobs: list[bytes] = []
     full: dict[int, Outgoing] = {}
     for i, (head, payload, flag) in enumerate(zip(key_heads, payloads, flags, strict=True)):

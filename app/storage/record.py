@@ -260,9 +260,9 @@ _ROW = 48  # bytes per record of encode_columns' header matrix: the widest heade
 def encode_columns(batch: MessageColumns, timestamp: int, position: int, next_offsets: dict[int, int],
                    max_message_bytes: int, tag_hash_of: dict[bytes, int]) -> Encoded:
     """encode_batch for a whole batch at once: every record's frame and header as numpy columns,
-    written into a matrix of one row per record, then joined with the bodies in one call; the CRCs
-    are one call per record over the joined buffer. Python loops only over records with a tag, an
-    idempotency key or other than one placement."""
+    written into a matrix of one row per record, cut into pieces by one struct call and joined with
+    the bodies by one more; a record's CRC is two crc32 calls (its head's, carried over its body).
+    Python loops only over records with a tag, an idempotency key or other than one placement."""
     import numpy as np
 
     data, queues = batch.data, batch.queues
@@ -278,7 +278,11 @@ def encode_columns(batch: MessageColumns, timestamp: int, position: int, next_of
     counts = np.full(n, len(queues[0]), i64) if uniform else np.fromiter(map(len, queues), i64, n)
 
     # Errors as encode_records raises them: the first record over a limit, or an unknown queue before it.
-    bad = (dl > max_message_bytes) | (tl > MAX_U16) | (il > MAX_U16) | (counts > MAX_U16) | (flags < 0) | (flags > CALLER_FLAGS)
+    bad = (dl > max_message_bytes) | (counts > MAX_U16)
+    if batch.tags is not None or batch.idempotency_keys is not None:
+        bad |= (tl > MAX_U16) | (il > MAX_U16)
+    if batch.flags is not None:
+        bad |= (flags < 0) | (flags > CALLER_FLAGS)
     if bad.any():
         i = int(bad.argmax())
         for q in itertools.chain.from_iterable(queues[:i]):
@@ -296,6 +300,7 @@ def encode_columns(batch: MessageColumns, timestamp: int, position: int, next_of
         first = np.arange(n)  # each record's first placement in the flat columns
         groups = [(q, 0, n)]
         order = None
+        qs, os_ = flat_q, flat_o  # the queue and offset of each record's one placement
     else:
         total = int(counts.sum())
         flat_q = np.tile(np.array(queues[0], i64), n) if uniform else \
@@ -313,14 +318,17 @@ def encode_columns(batch: MessageColumns, timestamp: int, position: int, next_of
         flat_o = np.empty(total, i64)
         flat_o[order] = np.repeat(bases - group_start, sizes) + np.arange(total)
         first = np.cumsum(counts) - counts
-    qs = np.where(single, flat_q[np.minimum(first, len(flat_q) - 1)], 0) if len(flat_q) else np.zeros(n, i64)
-    os_ = np.where(single, flat_o[np.minimum(first, len(flat_o) - 1)], 0) if len(flat_o) else np.zeros(n, i64)
+        pick = np.minimum(first, max(total - 1, 0))
+        qs = np.where(single, flat_q[pick], 0) if total else np.zeros(n, i64)
+        os_ = np.where(single, flat_o[pick], 0) if total else np.zeros(n, i64)
 
     # Each record's layout and lengths (the module docstring's table).
     has_tag, has_idem = tl > 0, il > 0
     code = np.where(single, (qs >= 0x100).astype(i64) + (qs >= 0x10000)
                     + 4 * ((os_ >= 0x10000).astype(i64) + (os_ >= 0x1000000) + (os_ >= 0x100000000)), 0)
-    layout = np.where(single, code, L_MULTI) | has_tag * L_TAG | has_idem * L_IDEM
+    layout = code.copy() if order is None else np.where(single, code, L_MULTI)
+    if batch.tags is not None or batch.idempotency_keys is not None:
+        layout |= has_tag * L_TAG | has_idem * L_IDEM
     layout[-1] |= L_END
     width = np.where(single, np.asarray(WIDTH)[code], 2 + 12 * counts)
     plen = HEADER_SIZE + 2 * has_tag + 2 * has_idem + width + tl + il + dl
