@@ -485,7 +485,7 @@ def _stored(exchange: str, routing_keys: list[str], payloads: Sequence[bytes], f
     text, which two C passes over the bodies tell, a blob is one concatenation."""
     heads = _heads_of(exchange)
     by_key = {key: _head(heads, exchange, key) for key in set(routing_keys)}
-    if not any(flags) and bodies.isascii() and _as_json(bodies):
+    if not any(flags) and bodies.isascii() and _ascii_as_json(bodies):
         if len(by_key) == 1:  # one routing key
             (head,) = by_key.values()
             return ParsedBatch(routing_keys, list(map(head.__add__, payloads)), {})
@@ -505,6 +505,14 @@ def _stored(exchange: str, routing_keys: list[str], payloads: Sequence[bytes], f
             blob = head + (payload if _as_json(payload) else _escaped(text))
         blobs.append(blob)
     return ParsedBatch(routing_keys, blobs, full)
+
+
+def _ascii_as_json(text: bytes) -> bool:
+    """_as_json for the ASCII bodies of a whole batch: no quote or backslash (two memchr calls) and
+    no control character (numpy's minimum), a tenth of the translate's time over 100 KB."""
+    import numpy as np
+
+    return b'"' not in text and b"\\" not in text and (not text or int(np.frombuffer(text, np.uint8).min()) >= 0x20)
 
 
 def _as_json(text: bytes) -> bool:
