@@ -63,7 +63,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import files
-from .errors import CorruptChunk, StorageError, StorageFull
+from .errors import CorruptChunk, StorageError
+from .errors import os_failure as _fail
 from .record import END_OF_BATCH, VERSION, declared_length, iter_records, record_length
 
 _LITTLE = sys.byteorder == "little"
@@ -87,12 +88,6 @@ def moved_table_size(count: int) -> int:
 
 def _align8(n: int) -> int:
     return (n + 7) & ~7
-
-
-def _fail(exc: OSError, what: str) -> StorageError:
-    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-        return StorageFull(f"{what}: {exc.strerror}")
-    return StorageError(f"{what}: {exc}")
 
 
 def _preallocate(fd: int, size: int) -> None:

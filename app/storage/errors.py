@@ -16,6 +16,8 @@ in the HTTP layer can render them all.
 
 from __future__ import annotations
 
+import errno
+
 
 class StorageError(Exception):
     """Raised when the storage engine cannot do what was asked."""
@@ -79,3 +81,10 @@ class UnknownQueue(StorageError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return f"unknown queue id {self.queue_id}"
+
+
+def os_failure(exc: OSError, what: str) -> StorageError:
+    """An OSError of a file operation as the storage error callers see (StorageFull when out of space)."""
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return StorageFull(f"{what}: {exc.strerror}")
+    return StorageError(f"{what}: {exc}")

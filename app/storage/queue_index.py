@@ -38,8 +38,8 @@ from array import array
 from pathlib import Path
 
 from . import files
-from .chunk import _fail
 from .errors import CorruptChunk
+from .errors import os_failure as _fail
 
 MAGIC = b"CMQINDEX"
 VERSION = 1
@@ -58,6 +58,15 @@ def pack_entries(flat: list[int]) -> bytes:
     if not _LITTLE:
         arr.byteswap()
     return arr.tobytes()
+
+
+def unpack_entries(data: bytes) -> list[int]:
+    """The flat list pack_entries packed."""
+    arr = array("Q")
+    arr.frombytes(data)
+    if not _LITTLE:
+        arr.byteswap()
+    return arr.tolist()
 
 
 class IndexFile:
@@ -237,8 +246,11 @@ class QueueIndex:
 
     def write(self, offset: int, flat: list[int]) -> None:
         """Write entries for offsets ``offset ..`` from a flat ``[pos+1, len | th << 32, ...]`` list."""
-        data = pack_entries(flat)
-        count = len(flat) // 2
+        self.write_packed(offset, pack_entries(flat))
+
+    def write_packed(self, offset: int, data: bytes) -> None:
+        """Write entries for offsets ``offset ..``, packed as pack_entries packs them."""
+        count = len(data) // ENTRY_SIZE
         while count:
             f = self._file_for(offset)
             n = min(count, f.base + f.capacity - offset)

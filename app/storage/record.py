@@ -46,6 +46,7 @@ from isal.isal_zlib import crc32  # zlib's CRC-32, 4x faster on 100-byte records
 from . import record_v1
 from .errors import MessageTooLarge
 from .model import AppendedBatch, MessageColumns, NewMessage, Record
+from .queue_index import ENTRY_SIZE, pack_entries
 
 VERSION = 2
 LONG = 0xFF  # a prefix byte saying the length follows as u32 (and a suffix's last byte, mirrored)
@@ -131,7 +132,9 @@ def _tag_hash(tag: bytes, tag_hash_of: dict[bytes, int]) -> int:
     return th
 
 
-Encoded = tuple[bytes, AppendedBatch, dict[int, list[int]]]
+# The buffer, what was stored, and per queue its new index entries packed (queue_index.py: position + 1,
+# then the record's length with its tag's hash above bit 32) with the bytes of their records.
+Encoded = tuple[bytes, AppendedBatch, dict[int, tuple[bytes, int]]]
 COLUMNS_MIN = 64  # smaller batches go record by record: numpy's fixed cost per call outweighs the loop
 
 
@@ -141,9 +144,9 @@ def encode_batch(batch: MessageColumns | Sequence[NewMessage], timestamp: int, p
 
     ``next_offsets`` (queue id -> next offset) is advanced in place for every placement; the caller
     passes a copy and keeps it only if the write succeeds. Returns the buffer, the positions and
-    placements column by column, and per queue a flat list ``[pos+1, length | tag_hash << 32, ...]``
-    of new index entries. Large batches are encoded column by column (encode_columns), small ones
-    record by record (encode_records): both write the same bytes.
+    placements column by column, and per queue its new index entries (Encoded). Large batches are
+    encoded column by column (encode_columns), small ones record by record (encode_records): both
+    write the same bytes.
     """
     if not isinstance(batch, MessageColumns):
         batch = MessageColumns.of(batch)
@@ -251,7 +254,8 @@ def encode_records(batch: MessageColumns, timestamp: int, position: int, next_of
     parts[0] = parts[0][1:]  # drop the suffix slot in front of the first record (a short zero)
     appended = AppendedBatch(timestamp, positions, queue_column, offset_column,
                              None if counts.count(1) == n else counts)
-    return b"".join(parts), appended, entries
+    packed = {q: (pack_entries(flat), sum(flat[1::2]) & 0xFFFFFFFF) for q, flat in entries.items()}
+    return b"".join(parts), appended, packed
 
 
 _ROW = 48  # bytes per record of encode_columns' header matrix: the widest header (38) and a u64's spill
@@ -404,15 +408,18 @@ def encode_columns(batch: MessageColumns, timestamp: int, position: int, next_of
     np.ndarray((len(buf) - 3,), "<u4", raw, 0, (1,))[starts + fw] = crcs
     del raw
 
-    # Index entries per queue, in offset order: [pos+1, length | tag_hash << 32, ...]
-    entry = np.empty((n, 2), u64)
-    entry[:, 0] = (starts + position + 1).astype(u64)
+    # Index entries per queue, in offset order: (position + 1, length | tag_hash << 32), as u64 pairs
+    entry = np.empty((n, 2), "<u8")
+    entry[:, 0] = starts + position + 1
     entry[:, 1] = size.astype(u64) | th << u64(32)
     if order is None:
-        entries = {groups[0][0]: entry.ravel().tolist()}
+        entries = {groups[0][0]: (entry.tobytes(), len(buf))}
     else:
-        flat = entry[np.repeat(np.arange(n), counts)[order]].ravel().tolist()
-        entries = {q: flat[2 * a : 2 * b] for q, a, b in groups}
+        placed_records = np.repeat(np.arange(n), counts)[order]
+        packed = entry[placed_records].tobytes()
+        ends = np.cumsum(size[placed_records]).tolist()
+        entries = {q: (packed[ENTRY_SIZE * a : ENTRY_SIZE * b], ends[b - 1] - (ends[a - 1] if a else 0))
+                   for q, a, b in groups}
     appended = AppendedBatch(timestamp, (starts + position).tolist(), flat_q.tolist(), flat_o.tolist(),
                              None if single.all() else counts.tolist())
     return bytes(buf), appended, entries
@@ -429,10 +436,9 @@ def _cutter(frame_width: Any, head_width: Any) -> struct.Struct:
     offsets' width grows at 65536 and 2**24)."""
     import numpy as np
 
-    change = np.flatnonzero((frame_width[1:] != frame_width[:-1]) | (head_width[1:] != head_width[:-1])) + 1
-    first = np.append(0, change)
-    runs = np.diff(first, append=len(frame_width))
-    return _cutter_of(tuple(zip(frame_width[first].tolist(), head_width[first].tolist(), runs.tolist(), strict=True)))
+    first = [0, *(np.flatnonzero((frame_width[1:] != frame_width[:-1]) | (head_width[1:] != head_width[:-1])) + 1).tolist()]
+    runs = [b - a for a, b in itertools.pairwise([*first, len(frame_width)])]
+    return _cutter_of(tuple(zip(frame_width[first].tolist(), head_width[first].tolist(), runs, strict=True)))
 
 
 # One record's fields as iter_records yields them: (offset, length, timestamp, flags, n_placements,

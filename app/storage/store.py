@@ -21,8 +21,9 @@ from pathlib import Path
 from . import checkpoint, files
 from .chunk import FOOTER_SIZE as CHUNK_FOOTER
 from .chunk import HEADER_SIZE as CHUNK_HEADER
-from .chunk import Chunk, _fail
+from .chunk import Chunk
 from .errors import BatchTooLarge, CorruptChunk, StorageError, StoreClosed, UnknownQueue
+from .errors import os_failure as _fail
 from .flusher import Flusher
 from .gc import Collector
 from .model import (
@@ -40,7 +41,7 @@ from .model import (
     StoredMessage,
     StoreOptions,
 )
-from .queue_index import ENTRY, QueueIndex
+from .queue_index import ENTRY, QueueIndex, pack_entries, unpack_entries
 from .record import (
     FIELDS_AT,
     FRAME,
@@ -281,22 +282,22 @@ class Store:
                 delta = active.base - pos
                 pos, local = active.base, 0
                 appended.positions = [p + delta for p in appended.positions]
-                for flat in entries.values():
-                    for i in range(0, len(flat), 2):
-                        flat[i] += delta
+                for q, (packed, added) in entries.items():
+                    flat = unpack_entries(packed)
+                    flat[0::2] = [p + delta for p in flat[0::2]]
+                    entries[q] = pack_entries(flat), added
             active.write(local, buf)  # raises StorageFull after undoing its partial write
             try:
-                for q, flat in entries.items():
+                for q, (packed, _) in entries.items():
                     qi = self._queues[q]
-                    qi.write(qi.next, flat)
+                    qi.write_packed(qi.next, packed)
             except StorageError:
                 active.rollback(local, local + size)  # entries past a queue's end are never read; recovery zeroes them
                 raise
             number = active.number
-            for q, flat in entries.items():
+            for q, (_, added) in entries.items():
                 qi = self._queues[q]
                 qi.next = offsets[q]
-                added = sum(flat[1::2]) & 0xFFFFFFFF  # a batch is < 4 GiB: tag hashes sit above bit 32
                 qi.bytes += added
                 counts = qi.chunk_bytes
                 counts[number] = counts.get(number, 0) + added

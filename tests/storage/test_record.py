@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.storage import MessageColumns, MessageTooLarge, NewMessage, tag_hash
+from app.storage.queue_index import unpack_entries
 from app.storage.record import (
     COLUMNS_MIN,
     CRC_SIZE,
@@ -110,8 +111,9 @@ def test_record_size_is_the_encoded_size(data: bytes, tag: bytes, key: bytes, qu
     buf, _, entries = encode_batch([NewMessage(data, queues, tag, key)], 0, 0, {1: 0, 2: 70000}, 1 << 20, {})
     size = len(buf)
     assert size == record_length(buf, 0, len(buf)) <= record_size(len(data), len(queues), len(key), len(tag))
-    for flat in entries.values():
-        assert all(length & 0xFFFFFFFF == size for length in flat[1::2])
+    for packed, added in entries.values():
+        lengths = unpack_entries(packed)[1::2]
+        assert all(length & 0xFFFFFFFF == size for length in lengths) and added == size * len(lengths)
 
 
 _record = st.tuples(
