@@ -135,7 +135,7 @@ def _tag_hash(tag: bytes, tag_hash_of: dict[bytes, int]) -> int:
 # The buffer, what was stored, and per queue its new index entries packed (queue_index.py: position + 1,
 # then the record's length with its tag's hash above bit 32) with the bytes of their records.
 Encoded = tuple[bytes, AppendedBatch, dict[int, tuple[bytes, int]]]
-COLUMNS_MIN = 64  # smaller batches go record by record: numpy's fixed cost per call outweighs the loop
+COLUMNS_MIN = 256  # smaller batches go record by record: numpy's fixed cost (about 100 calls) outweighs the loop
 
 
 def encode_batch(batch: MessageColumns | Sequence[NewMessage], timestamp: int, position: int,

@@ -160,7 +160,7 @@ def test_encode_columns_raises_for_an_unknown_queue_as_encode_records_does() -> 
             encode(batch, 0, 0, {1: 0, 2: 0}, 1 << 20, {})
 
 
-def test_encode_batch_encodes_large_batches_column_by_column() -> None:
+def test_encode_batch_of_a_large_batch_writes_what_encode_records_writes() -> None:
     big = [NewMessage(b"x" * 100, [1])] * COLUMNS_MIN
     assert encode_batch(big, 5, 0, {1: 0}, 1 << 20, {}) == encode_records(MessageColumns.of(big), 5, 0, {1: 0}, 1 << 20, {})
 
