@@ -153,6 +153,18 @@ def test_encode_columns_writes_what_encode_records_writes(records: list[tuple], 
         assert [r[7] for r in iter_records(buf, 0, len(buf))] == [len(d) for d in data]
 
 
+@pytest.mark.parametrize("queue", [1, 300, 70_000])
+@pytest.mark.parametrize("offset", [0, 65_530, (1 << 24) - 3, (1 << 32) - 2])
+@pytest.mark.parametrize("flags", [None, [0, 7, 255, 1] * 5])
+def test_encode_columns_of_one_queue_writes_what_encode_records_writes(queue: int, offset: int,
+                                                                       flags: list[int] | None) -> None:
+    """The common batch (one queue, no tags or keys), whose offsets cross a width boundary."""
+    data = [b"x" * n for n in (0, 100, 240, 300, 5) * 4]
+    batch = MessageColumns(data, [(queue,)] * len(data), None, None, flags)
+    encoded = [encode(batch, 77, 10, {queue: offset}, 1 << 20, {}) for encode in (encode_records, encode_columns)]
+    assert encoded[0] == encoded[1]
+
+
 def test_encode_columns_raises_for_an_unknown_queue_as_encode_records_does() -> None:
     batch = MessageColumns([b"a"] * 3, [(1,), (2,), (3,)])
     for encode in (encode_records, encode_columns):
