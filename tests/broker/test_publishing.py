@@ -1,0 +1,64 @@
+"""Large publishes (encoded column by column, app/storage/record.py encode_columns) through the
+broker: routed to several queues, with tags and idempotency keys, JSON and binary, read back after
+a restart. A real Broker on a temporary directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from app.broker.broker import Broker
+from app.broker.message import decode_data
+from app.client import _batch
+from app.storage.record import COLUMNS_MIN
+from tests.broker.conftest import with_broker
+
+N = COLUMNS_MIN + 44
+
+
+def _read(broker: Broker, queue: str) -> list[tuple[int, dict[str, object]]]:
+    q = broker.queue(queue)
+    return [(offset, decode_data(data, tag)) for offset, _, _, _, tag, data in broker.store.read(q.id, 0, 10 * N)]
+
+
+def test_large_batches_are_stored_as_sent_routed_and_deduplicated(tmp_path: Path) -> None:
+    async def publish(broker: Broker) -> list[bytes]:
+        for name in ("a", "b"):
+            await broker.declare_queue(name, {})
+        await broker.declare_exchange("fan", {"type": "fanout"})
+        for name in ("a", "b"):
+            await broker.bind({"exchange": "fan", "queue": name, "routing_key": ""})
+        answers = []
+        # JSON through the exchange: both queues, every other message with a tag and a key
+        messages = [{"body": f"m{i}", "routing_key": "k"} | ({"tag": "t", "idempotency_key": f"i{i}"} if i % 2 else {})
+                    for i in range(N)]
+        answers.append((await broker.publish("fan", messages)).results)
+        answers.append((await broker.publish("fan", messages[1:2])).results)  # a repeated key
+        # a binary batch straight into one queue, text and bytes bodies
+        body = _batch.encode([f"x{i}" if i % 3 else f"y{i}".encode() for i in range(N)])
+        answers.append((await broker.publish("", body, queue_name="a", binary_answer=True)).results)
+        # the common batch: plain text, one queue
+        plain = _batch.encode([f"p{i}" for i in range(N)])
+        answers.append((await broker.publish("", plain, queue_name="b", binary_answer=True)).results)
+        return answers
+
+    json_results, repeat, binary_results, _ = with_broker(tmp_path, publish)
+    results = orjson.loads(json_results)
+    assert [r["routed"] for r in results[:2]] == [[{"queue": "a", "offset": 0}, {"queue": "b", "offset": 0}],
+                                                  [{"queue": "a", "offset": 1}, {"queue": "b", "offset": 1}]]
+    assert orjson.loads(repeat)[0] == results[1] | {"duplicate": True}
+    (stored,) = _batch.COUNT.unpack_from(binary_results)
+    assert stored == N
+
+    def check(broker: Broker) -> None:  # after a restart: recovery, CRC-checked reads
+        a, b = _read(broker, "a"), _read(broker, "b")
+        assert [o for o, _ in a] == list(range(2 * N)) and [o for o, _ in b] == list(range(2 * N))
+        assert [m["body"] for _, m in b] == [f"m{i}" for i in range(N)] + [f"p{i}" for i in range(N)]
+        assert [m["tag"] for _, m in b[:3]] == [None, "t", None] and b[0][1]["routing_key"] == "k"
+        assert [m.get("body", m.get("body_base64")) for _, m in a[N:N + 3]] == ["eTA=", "x1", "x2"]
+
+    async def reopen(broker: Broker) -> None:
+        check(broker)
+
+    with_broker(tmp_path, reopen)
