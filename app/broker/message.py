@@ -472,7 +472,7 @@ def _slices(buffer: bytes, start: int, lengths: list[int]) -> Sequence[bytes]:
     return [buffer[a:b] for a, b in itertools.pairwise(ends)]  # three times faster than map(slice)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)  # a few batch shapes repeat; a struct of 10,000 pieces takes about 400 KB
 def _cutter(length: int, count: int) -> struct.Struct:
     return struct.Struct(f"{length}s" * count)
 

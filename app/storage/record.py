@@ -440,9 +440,13 @@ def encode_columns(batch: MessageColumns, timestamp: int, position: int, next_of
     return bytes(buf), appended, entries
 
 
-@functools.lru_cache(maxsize=256)
 def _cutter_of(runs: tuple[tuple[int, int, int], ...]) -> struct.Struct:
     return struct.Struct("".join(f"{f}s{h}s{_ROW - f - h}x" * k for f, h, k in runs))
+
+
+# A batch's cutter is kept while its shape repeats (a struct of 1,000 rows takes about 70 KB, of
+# 10,000 rows 700 KB: a few, for batches of a few runs; others are built each time).
+_cached_cutter_of = functools.lru_cache(maxsize=16)(_cutter_of)
 
 
 def _cutter(frame_width: Any, head_width: Any) -> struct.Struct:
@@ -453,7 +457,8 @@ def _cutter(frame_width: Any, head_width: Any) -> struct.Struct:
 
     first = [0, *(np.flatnonzero((frame_width[1:] != frame_width[:-1]) | (head_width[1:] != head_width[:-1])) + 1).tolist()]
     runs = [b - a for a, b in itertools.pairwise([*first, len(frame_width)])]
-    return _cutter_of(tuple(zip(frame_width[first].tolist(), head_width[first].tolist(), runs, strict=True)))
+    shape = tuple(zip(frame_width[first].tolist(), head_width[first].tolist(), runs, strict=True))
+    return _cached_cutter_of(shape) if len(shape) <= 8 else _cutter_of(shape)
 
 
 # One record's fields as iter_records yields them: (offset, length, timestamp, flags, n_placements,
