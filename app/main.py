@@ -136,8 +136,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_every(TOKEN_USE_SECONDS, app.state.auth.flush_last_used, "token last use")),
             asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
             *await alerts.start(),
-            # numpy (large publish batches are encoded with it: app/storage/record.py) is imported in a
-            # thread now, not by the first large publish
+            # numpy (large publishes are encoded with it, large binary pulls read with it) is imported
+            # in a thread at start, not by the first such request (about 0.1 s of CPU)
             asyncio.create_task(asyncio.to_thread(importlib.import_module, "numpy")),
         ]
         try:
