@@ -13,19 +13,24 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy.engine import make_url
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection, make_url
 
 import app
 from app.meta.engine import make_engine
 from app.storage.files import DIR_MODE, FILE_MODE
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 SCRIPT_LOCATION = Path(app.__file__).resolve().parent.parent / "alembic"
 
 
 def alembic_config(url: str) -> Config:
+    from alembic.config import Config  # alembic is loaded only when a migration runs (see upgrade)
+
     cfg = Config()
     cfg.set_main_option("script_location", str(SCRIPT_LOCATION))
     # Config values go through configparser interpolation, so a '%' in a URL (an escaped password)
@@ -48,11 +53,16 @@ def _ensure_sqlite_dir(url: str) -> None:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Apply every migration up to `revision` to the database at `url` (for SQLite, creating the file
-    and its directory when missing)."""
+    and its directory when missing). A database already at the newest revision is left as it is
+    without loading alembic, which is a tenth of a server's start."""
     _ensure_sqlite_dir(url)
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
+            if revision == "head" and _revisions(connection) == [head_revision()]:
+                return
+            from alembic import command
+
             cfg = alembic_config(url)
             cfg.attributes["connection"] = connection
             command.upgrade(cfg, revision)
@@ -72,9 +82,26 @@ def current_revision(url: str) -> str | None:
         engine.dispose()
 
 
+def _revisions(connection: Connection) -> list[str]:
+    """The revisions alembic recorded in the database (none before the first migration)."""
+    if not inspect(connection).has_table("alembic_version"):
+        return []
+    return list(connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalars())
+
+
+def _numbers() -> list[int]:
+    return [int(p.name[:4]) for p in (SCRIPT_LOCATION / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")]
+
+
+def head_revision() -> str:
+    """The newest migration's revision, read off the file names: the scripts are numbered
+    (alembic/versions/NNNN_<message>.py with revision "NNNN", each revising the one before; a test
+    in tests/meta/test_migrations.py holds them to it), so the highest number is the head."""
+    return f"{max(_numbers()):04d}"
+
+
 def _next_rev_id() -> str:
-    numbers = [int(p.name[:4]) for p in (SCRIPT_LOCATION / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")]
-    return f"{max(numbers, default=0) + 1:04d}"
+    return f"{max(_numbers(), default=0) + 1:04d}"
 
 
 def new_revision(message: str) -> Path:
@@ -83,6 +110,8 @@ def new_revision(message: str) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'scratch.db'}"
         upgrade(url)
+        from alembic import command
+
         script = command.revision(alembic_config(url), message, autogenerate=True, rev_id=_next_rev_id())
         assert script is not None and not isinstance(script, list)
         return Path(script.path)

@@ -18,7 +18,7 @@ from sqlalchemy import inspect
 
 from app.meta import upgrade
 from app.meta.engine import make_engine
-from app.meta.migrate import alembic_config, current_revision
+from app.meta.migrate import SCRIPT_LOCATION, alembic_config, current_revision, head_revision
 from app.meta.models import Base
 
 TABLES = {"exchanges", "queues", "bindings", "groups", "users", "tokens", "alert_rules", "alert_states", "alert_events"}
@@ -78,6 +78,27 @@ def test_upgrade_is_idempotent_and_downgrade_works(meta_url: str) -> None:
     assert not TABLES & set(inspect(engine).get_table_names())
     engine.dispose()
     upgrade(meta_url)
+    assert current_revision(meta_url) == _head()
+
+
+def test_the_scripts_are_numbered_in_a_chain_so_the_highest_number_is_the_head() -> None:
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    numbered = sorted((SCRIPT_LOCATION / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+    assert len(numbered) == len(list((SCRIPT_LOCATION / "versions").glob("*.py")))  # every script numbered
+    for i, path in enumerate(numbered, start=1):
+        script = scripts.get_revision(path.name[:4])
+        assert script is not None and script.revision == f"{i:04d}" == path.name[:4]
+        assert script.down_revision == (f"{i - 1:04d}" if i > 1 else None)
+    assert head_revision() == _head()
+
+
+def test_an_upgrade_at_the_head_loads_no_alembic_and_one_behind_is_migrated(meta_url: str) -> None:
+    code = f"import sys; from app.meta import upgrade; upgrade({meta_url!r}); print('alembic' in sys.modules)"
+    at_head = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert at_head.stdout.strip() == "False"
+    command.downgrade(alembic_config(meta_url), "-1")
+    behind = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert behind.stdout.strip() == "True"
     assert current_revision(meta_url) == _head()
 
 
