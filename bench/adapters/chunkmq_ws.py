@@ -21,9 +21,9 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
 
     name = "chunkmq-ws"
     setup = (f"websockets {version('websockets')} sync client: one publish frame per batch (JSON; binary "
-             "batches in B), its confirm awaited; a consumer stream (format=binary: binary batches decoded as "
-             "columns by the Python client's codec) with credit = the pull window, refilled once half of it is "
-             "used, a cumulative ack every 100 messages")
+             "batches in B), its confirm awaited; a consumer stream (format=binary in W2, B and D: binary "
+             "batches decoded as columns by the Python client's codec; JSON frames in W4) with credit = the "
+             "pull window, refilled once half of it is used, a cumulative ack every 100 messages")
 
     def open(self) -> None:
         super().open()
@@ -66,8 +66,10 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
             return
 
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
-        # format=binary, as app/client's consumer asks: messages come as binary batches, the rest as JSON text.
-        url = f"{self.ws_base}/queues/{queue}/groups/{GROUP}/stream?consumer=c1&format=binary"
+        # Bulk phases (W2, B, D: windows of 1,000) stream format=binary, as app/client's consumer asks:
+        # messages come as binary batches, the rest as JSON text. W4's frames of one message stay
+        # JSON, as over HTTP: a binary batch of one costs both sides more than its JSON object.
+        url = f"{self.ws_base}/queues/{queue}/groups/{GROUP}/stream?consumer=c1" + ("&format=binary" if self.bulk else "")
         got = acked = used = 0
         with connect(url, max_size=None, compression=None) as ws:
             ws.send(orjson.dumps({"type": "credit", "n": min(self.pull, n)}))
@@ -80,12 +82,19 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
                     raw = ws.recv(timeout=min(left, 1.0))
                 except TimeoutError:
                     continue
-                if isinstance(raw, str):  # JSON: an error (acks carry no seq, so no acked frames)
-                    raise RuntimeError(f"chunkmq-ws consume: {raw}")
-                batch = _batch.decode_batch(raw, queue)  # columns, as the client's pull_batch gives them
-                offsets = batch.offsets
+                if self.bulk:
+                    if isinstance(raw, str):  # JSON: an error (acks carry no seq, so no acked frames)
+                        raise RuntimeError(f"chunkmq-ws consume: {raw}")
+                    batch = _batch.decode_batch(raw, queue)  # columns, as the client's pull_batch gives them
+                    offsets, bodies = batch.offsets, batch.bodies
+                else:
+                    frame = orjson.loads(raw)
+                    if frame.get("type") != "messages":
+                        raise RuntimeError(f"chunkmq-ws consume: {frame}")
+                    offsets = [m["offset"] for m in frame["messages"]]
+                    bodies = [m["body"] for m in frame["messages"]]
                 if on_body is not None:
-                    for body in batch.bodies:
+                    for body in bodies:
                         on_body(body.encode() if isinstance(body, str) else body)
                 got += len(offsets)
                 used += len(offsets)
