@@ -89,13 +89,19 @@ def error_frame(exc: BrokerError, seq: Any = ...) -> bytes:
     return orjson.dumps(frame)
 
 
+async def _send_frame(websocket: WebSocket, frame: bytes, text: bool) -> None:
+    """One frame: binary, or with `text` a text frame (a JSON frame of a format=binary stream, whose
+    binary frames are batches)."""
+    if text:
+        await websocket.send_text(frame.decode())
+    else:
+        await websocket.send_bytes(frame)
+
+
 async def _refuse(websocket: WebSocket, exc: BrokerError, text: bool = False) -> None:
     """The stream cannot open or go on: the error frame, then close with 4000 + HTTP status."""
     with contextlib.suppress(Exception):  # the peer may be gone already
-        if text:
-            await websocket.send_text(error_frame(exc).decode())
-        else:
-            await websocket.send_bytes(error_frame(exc))
+        await _send_frame(websocket, error_frame(exc), text)
         await websocket.close(4000 + exc.status, exc.code)
 
 
@@ -197,10 +203,7 @@ class _ConsumeStream:
         """Send one frame: `data` is JSON, or with `batch` a binary batch of messages."""
         async with self.sending:
             try:  # awaiting the write is the back-pressure on slow peers
-                if self.binary and not batch:
-                    await self.ws.send_text(data.decode())
-                else:
-                    await self.ws.send_bytes(data)
+                await _send_frame(self.ws, data, self.binary and not batch)
             except (OSError, RuntimeError):
                 raise _Gone from None
 
@@ -234,8 +237,7 @@ class _ConsumeStream:
             # Take the event before looking, so a publish between the look and the wait is not missed;
             # the sweeper notifies it too when redeliveries fall due.
             arrived = queue.arrived
-            taken = min(self.credit, MAX_FRAME_MESSAGES)
-            parts = deliver(queue, group, consumer, taken, binary=binary)
+            parts = deliver(queue, group, consumer, min(self.credit, MAX_FRAME_MESSAGES), binary=binary)
             if not parts:
                 await arrived.wait()
                 continue
@@ -418,7 +420,4 @@ class _PublishStream:
                         orjson.dumps(seq), outcome.results, outcome.durability.encode())
                 except Exception as exc:
                     frame = error_frame(api_error(exc), seq)  # logged there when it is a server error
-            if self.binary:
-                await self.ws.send_text(frame.decode())
-            else:
-                await self.ws.send_bytes(frame)
+            await _send_frame(self.ws, frame, self.binary)
