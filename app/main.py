@@ -11,12 +11,15 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from app import __version__, web
 from app.alerts.jobs import Alerts
 from app.api import allow, docs, errors, logs, publish, pull, schemas
 from app.api.auth import TokenAuth
-from app.api.guard import LocalOnly
+from app.api.guard import LocalChecks, LocalOnly
+from app.api.hot_routes import ROUTES as HOT_ROUTES
+from app.api.hot_routes import HotRoutes
 from app.api.operations import AlertCollector, BrokerCollector
 from app.api.router import routers
 from app.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
@@ -81,7 +84,21 @@ def configure_logging(level: str) -> None:
     logger.setLevel(number if isinstance(number, int) else logging.INFO)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+class App(FastAPI):
+    """FastAPI, except that publish and pull requests are served ahead of its middleware stack
+    (app/api/hot_routes.py)."""
+
+    hot_routes: HotRoutes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (endpoint := self.hot_routes.match(scope)) is not None:
+            scope["app"] = self
+            await self.hot_routes.serve(endpoint, scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None) -> App:
     settings = settings or Settings()
     check_settings(settings)
     configure_logging(settings.log_level)
@@ -161,14 +178,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     app.state.dir_lock = None
 
     # /docs and /redoc come from app/api/docs.py, with their assets served locally (no CDN)
-    app = FastAPI(title="chunkmq", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = App(title="chunkmq", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     errors.install(app)
     docs.install(app)
-    if settings.auth == "off":
-        app.add_middleware(LocalOnly, host=settings.host)
+    local_checks = LocalChecks(settings.host) if settings.auth == "off" else None
+    if local_checks is not None:
+        app.add_middleware(LocalOnly, checks=local_checks)
     app.add_middleware(allow.HeadAsGet)
-    app.router.routes.extend([*publish.routes, pull.route])  # plain ASGI, ahead of every FastAPI route
+    app.hot_routes = HotRoutes(local_checks)
+    app.router.routes.extend(HOT_ROUTES)  # the router has them too: OPTIONS, HEAD and 405 name them
     for router in routers:
         app.include_router(router)
     web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first

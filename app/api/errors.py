@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app.api.allow import allow_header
+from app.api.deps import send_body
 from app.broker import codes
 from app.broker.errors import BrokerError
 from app.meta import errors as meta
@@ -78,21 +79,28 @@ def api_error(exc: BaseException) -> BrokerError:
     return error
 
 
+def error_body(code: str, message: str) -> bytes:
+    return orjson.dumps({"error": {"code": code, "message": message}})
+
+
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
-    body = orjson.dumps({"error": {"code": code, "message": message}})
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
+    return Response(error_body(code, message), status_code=status, media_type="application/json", headers=headers)
+
+
+async def send_error(send: Send, status: int, code: str, message: str,
+                     extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    """An error answer straight through ASGI, for code that answers outside the exception handlers
+    (the hot routes, the local-only guard, the overload answer)."""
+    headers = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+    await send_body(send, error_body(code, message), "application/json", [*headers, *extra], status=status)
 
 
 async def overloaded(scope: Scope, receive: Receive, send: Send) -> None:
     """The answer past CHUNKMQ_MAX_CONNECTIONS, in place of uvicorn's plain-text 503 (app/cli.py):
     sent before the request is read, so the connection closes after it."""
-    body = orjson.dumps({"error": {"code": codes.OVERLOADED, "message": (
-        "the server has as many open connections as CHUNKMQ_MAX_CONNECTIONS allows; try again shortly")}})
-    await send({"type": "http.response.start", "status": 503, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
-        (b"retry-after", b"1"), (b"connection", b"close"),
-    ]})
-    await send({"type": "http.response.body", "body": body})
+    await send_error(send, 503, codes.OVERLOADED,
+                     "the server has as many open connections as CHUNKMQ_MAX_CONNECTIONS allows; try again shortly",
+                     ((b"retry-after", b"1"), (b"connection", b"close")))
 
 
 def render(exc: BaseException) -> Response:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-import orjson
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.body import media_type
+from app.api.errors import send_error
 from app.broker import codes
 from app.broker.message import BATCH_MEDIA_TYPE
 
@@ -31,11 +31,10 @@ _CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _BODY_TYPES = frozenset({"application/json", BATCH_MEDIA_TYPE})  # neither is sent by a page without a preflight
 
 
-class LocalOnly:
-    """ASGI middleware: the checks above, for a server bound to `host`."""
+class LocalChecks:
+    """The checks above, for a server bound to `host`."""
 
-    def __init__(self, app: ASGIApp, host: str) -> None:
-        self.app = app
+    def __init__(self, host: str) -> None:
         self.hosts = {host, "127.0.0.1", "localhost", "[::1]"}
 
     def _host_ok(self, value: str | None) -> bool:
@@ -44,26 +43,8 @@ class LocalOnly:
         name = value.rsplit(":", 1)[0] if not value.endswith("]") else value
         return name.lower() in self.hosts
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        problem = self._check(kind, scope, headers)
-        if problem is None:
-            await self.app(scope, receive, send)
-            return
-        status, code, message = problem
-        if kind == "websocket":  # refuse the handshake: a 403 without a body
-            await send({"type": "websocket.close", "code": 4000 + status, "reason": code})
-            return
-        body = orjson.dumps({"error": {"code": code, "message": message}})
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
-        await send({"type": "http.response.body", "body": body})
-
-    def _check(self, kind: str, scope: Scope, headers: Headers) -> tuple[int, str, str] | None:
+    def check(self, kind: str, scope: Scope, headers: Headers) -> tuple[int, str, str] | None:
+        """(status, code, message) of the refusal, or None when the request may pass."""
         host = headers.get("host")
         if not self._host_ok(host):
             return 400, codes.INVALID_HOST, f"this server answers to {sorted(self.hosts)}, not Host {host!r}"
@@ -78,3 +59,24 @@ class LocalOnly:
         if kind == "http" and content_type is not None and media_type(content_type) not in _BODY_TYPES:
             return 415, codes.UNSUPPORTED_MEDIA_TYPE, f"bodies must be application/json, not {content_type}"
         return None
+
+
+class LocalOnly:
+    """ASGI middleware: LocalChecks on every HTTP request and WebSocket handshake."""
+
+    def __init__(self, app: ASGIApp, checks: LocalChecks) -> None:
+        self.app = app
+        self.checks = checks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        problem = self.checks.check(kind, scope, Headers(scope=scope))
+        if problem is None:
+            await self.app(scope, receive, send)
+        elif kind == "websocket":  # refuse the handshake: a 403 without a body
+            await send({"type": "websocket.close", "code": 4000 + problem[0], "reason": problem[1]})
+        else:
+            await send_error(send, *problem)

@@ -4,9 +4,9 @@ Raw body -> orjson -> broker -> orjson, no pydantic, and none of FastAPI's per-r
 the two publish routes are Starlette routes whose endpoint is an ASGI app, placed ahead of the
 FastAPI routes (app/main.py). Route matching through included routers, the Request object,
 dependency solving and the Response object cost about half of the server's time on a one-message
-publish (about 90 of 180 us, docs/decisions.md). They still run inside the app's middleware, so
-errors are answered by the same handlers as everywhere else (app/api/errors.py), and OpenAPI
-describes them through OPENAPI_PATHS.
+publish (about 90 of 180 us, docs/decisions.md). They are served ahead of the middleware stack
+(app/api/hot_routes.py), with the same guard and error map, and OpenAPI describes them through
+OPENAPI_PATHS.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ publish routes are (app/api/publish.py).
 A long poll woken by a publish is one HTTP answer per message at low rates, and FastAPI's routing
 through included routers, the Request object and dependency solving were the largest part of the
 server's CPU per message on end-to-end latency (docs/benchmarks.md, "What dominates"). The route
-still runs inside the app's middleware, so errors are answered by the same handlers as everywhere
-else (app/api/errors.py), and OpenAPI describes it through OPENAPI_PATHS.
+is served ahead of the middleware stack (app/api/hot_routes.py), with the same guard and error
+map, and OpenAPI describes it through OPENAPI_PATHS.
 """
 
 from __future__ import annotations

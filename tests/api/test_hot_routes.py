@@ -1,0 +1,130 @@
+"""The hot routes (app/api/hot_routes.py): a publish or pull served ahead of the middleware stack is
+answered exactly as the stack answers it, byte for byte, for every kind of refusal and success; any
+other request goes through the stack."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
+
+from app.broker.message import BATCH_MEDIA_TYPE
+from app.config import Settings
+from app.main import App, create_app
+
+JSON = {"content-type": "application/json"}
+PUBLISH = orjson.dumps({"messages": [{"body": "hello"}]})
+
+# (method, path, body, headers): each is sent twice, once to the app and once to its stack alone.
+REFUSALS: list[tuple[str, str, bytes, dict[str, str]]] = [
+    ("POST", "/api/v1/queues/nowhere/publish", PUBLISH, JSON),
+    ("POST", "/api/v1/queues/q/publish", b"{not json", JSON),
+    ("POST", "/api/v1/queues/q/publish", b'{"messages": [], "extra": 1}', JSON),
+    ("POST", "/api/v1/queues/q/publish", b'{"messages": [{"body": 5}]}', JSON),
+    ("POST", "/api/v1/queues/a%20b/publish", PUBLISH, JSON),
+    ("POST", "/api/v1/queues/q/publish?mandatory=maybe", b"", {"content-type": BATCH_MEDIA_TYPE}),
+    ("POST", "/api/v1/queues/q/publish", b"\x01\x02", {"content-type": BATCH_MEDIA_TYPE}),
+    ("POST", "/api/v1/exchanges/nowhere/publish", PUBLISH, JSON),
+    ("POST", "/api/v1/queues/q/groups/a%20b/pull", b"{}", JSON),
+    ("POST", "/api/v1/queues/q/groups/g/pull", b'{"max_messages": 0}', JSON),
+    ("POST", "/api/v1/queues/q/groups/g/pull", b'{"ack": {"up_to": "x"}}', JSON),
+    ("POST", "/api/v1/queues/q/groups/g/pull", b"[]", JSON),
+    ("POST", "/api/v1/queues/nowhere/groups/g/pull", b"{}", JSON),
+]
+LOCAL_REFUSALS: list[tuple[str, str, bytes, dict[str, str]]] = [
+    ("POST", "/api/v1/queues/q/publish", PUBLISH, {**JSON, "origin": "http://evil.example"}),
+    ("POST", "/api/v1/queues/q/publish", PUBLISH, {**JSON, "host": "evil.example"}),
+    ("POST", "/api/v1/queues/q/publish", PUBLISH, {"content-type": "text/plain"}),
+    ("POST", "/api/v1/queues/q/groups/g/pull", b"{}", {**JSON, "origin": "null"}),
+]
+
+
+def _stack(app: FastAPI) -> Any:
+    async def stack(scope: Scope, receive: Receive, send: Send) -> None:
+        await FastAPI.__call__(app, scope, receive, send)  # the middleware stack and router, no hot routes
+
+    return stack
+
+
+def _answers(settings: Settings, requests: list[tuple[str, str, bytes, dict[str, str]]],
+             token: str | None = None) -> list[tuple[httpx.Response, httpx.Response]]:
+    async def main() -> list[tuple[httpx.Response, httpx.Response]]:
+        app = create_app(settings)
+        assert isinstance(app, App)
+        async with app.router.lifespan_context(app):
+            auth = {"authorization": f"Bearer {_admin_token(settings)}"} if settings.auth == "on" else {}
+            hot = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+            stack = httpx.AsyncClient(transport=httpx.ASGITransport(app=_stack(app)), base_url="http://127.0.0.1")
+            async with hot, stack:
+                assert (await hot.put("/api/v1/queues/q", json={}, headers=auth)).status_code == 201
+                assert (await hot.put("/api/v1/queues/q/groups/g", json={}, headers=auth)).status_code == 201
+                pairs = []
+                for method, path, body, headers in requests:
+                    sent = {**(auth if token is None else {"authorization": f"Bearer {token}"}), **headers}
+                    scope = {"type": "http", "method": method, "path": httpx.URL(path).path, "root_path": ""}
+                    assert app.hot_routes.match(scope) is not None, path  # the request takes the hot route
+                    pairs.append((await hot.request(method, path, content=body, headers=sent),
+                                  await stack.request(method, path, content=body, headers=sent)))
+                return pairs
+
+    return asyncio.run(main())
+
+
+def _admin_token(settings: Settings) -> str:
+    return (settings.data_dir / "admin-token").read_text().strip()
+
+
+def _same(pairs: list[tuple[httpx.Response, httpx.Response]]) -> None:
+    for hot, stack in pairs:
+        assert hot.status_code == stack.status_code, (hot.request.url, hot.text, stack.text)
+        assert hot.content == stack.content, (hot.request.url, hot.text, stack.text)
+        assert hot.headers == stack.headers, hot.request.url
+        assert hot.status_code >= 400 and set(orjson.loads(hot.content)["error"]) == {"code", "message"}, hot.request.url
+
+
+def test_refusals_are_answered_as_the_stack_answers_them(tmp_path: Path) -> None:
+    settings = Settings(auth="off", data_dir=tmp_path / "data")
+    pairs = _answers(settings, REFUSALS + LOCAL_REFUSALS)
+    _same(pairs)
+    codes = [orjson.loads(hot.content)["error"]["code"] for hot, _ in pairs]
+    assert codes == [
+        "queue_not_found", "invalid_body", "invalid_body", "invalid_body", "invalid_name", "invalid_request",
+        "invalid_body", "exchange_not_found", "invalid_name", "invalid_body", "invalid_body", "invalid_body",
+        "queue_not_found", "cross_origin", "invalid_host", "unsupported_media_type", "cross_origin",
+    ]
+
+
+def test_tokens_are_checked_on_the_hot_routes(tmp_path: Path) -> None:
+    settings = Settings(auth="on", data_dir=tmp_path / "data")
+    pairs = _answers(settings, [("POST", "/api/v1/queues/q/publish", PUBLISH, JSON),
+                                ("POST", "/api/v1/queues/q/groups/g/pull", b"{}", JSON)], token="cmq_wrong")
+    _same(pairs)
+    assert [hot.status_code for hot, _ in pairs] == [401, 401]
+    assert pairs[0][0].headers["www-authenticate"] == "Bearer"
+
+
+def test_a_publish_and_its_pull_succeed_with_the_stack_s_answer_shape(tmp_path: Path) -> None:
+    async def main() -> None:
+        app = create_app(Settings(auth="off", data_dir=tmp_path / "data"))
+        async with app.router.lifespan_context(app):
+            hot = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+            stack = httpx.AsyncClient(transport=httpx.ASGITransport(app=_stack(app)), base_url="http://127.0.0.1")
+            async with hot, stack:
+                await hot.put("/api/v1/queues/q", json={})
+                await hot.put("/api/v1/queues/q/groups/g", json={})
+                published = [await client.post("/api/v1/queues/q/publish", content=PUBLISH, headers=JSON)
+                             for client in (hot, stack)]
+                assert [p.json()["results"][0]["routed"] for p in published] == [[{"queue": "q", "offset": n}] for n in (0, 1)]
+                assert published[0].headers == published[1].headers
+                pulled = await hot.post("/api/v1/queues/q/groups/g/pull", json={"max_messages": 10})
+                assert [m["offset"] for m in pulled.json()["messages"]] == [0, 1]
+                # other methods and paths take the stack: 405 with the route's Allow
+                wrong = await hot.get("/api/v1/queues/q/publish")
+                assert wrong.status_code == 405 and wrong.headers["allow"] == "OPTIONS, POST"
+
+    asyncio.run(main())
