@@ -182,6 +182,8 @@ def create_app(settings: Settings | None = None) -> App:
     app.state.settings = settings
     errors.install(app)
     docs.install(app)
+    # Publish and pull are served ahead of the middleware added here (app/api/hot_routes.py): a new
+    # middleware that must see them belongs in HotRoutes.serve too.
     local_checks = LocalChecks(settings.host) if settings.auth == "off" else None
     if local_checks is not None:
         app.add_middleware(LocalOnly, checks=local_checks)
