@@ -13,8 +13,8 @@ from sqlalchemy import Connection
 from sqlalchemy.types import TypeDecorator
 
 from alembic import context
-from app.meta.engine import make_engine
-from app.meta.models import Base
+from chunkmq.meta.engine import make_engine
+from chunkmq.meta.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -58,5 +58,5 @@ def run_migrations_online() -> None:
 
 
 if context.is_offline_mode():
-    raise SystemExit("chunkmq migrations run online only (python -m app.meta.migrate upgrade)")
+    raise SystemExit("chunkmq migrations run online only (python -m chunkmq.meta.migrate upgrade)")
 run_migrations_online()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config import FsyncSetting, Settings
+from chunkmq.config import FsyncSetting, Settings
 
 
 def _settings_from(args: argparse.Namespace) -> Settings:
@@ -88,7 +88,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.flow_control import service_unavailable
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    from app.api.errors import overloaded
+    from chunkmq.api.errors import overloaded
 
     class HttpProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None
@@ -144,8 +144,8 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.main import ConfigError, create_app
-    from app.storage.lock import DirectoryLock, DirectoryLocked
+    from chunkmq.main import ConfigError, create_app
+    from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
 
     settings = _settings_from(args)
     os.umask(0o077)  # whatever the server or a library creates (SQLite's journals too) is owner-only
@@ -186,13 +186,13 @@ def _serve(args: argparse.Namespace) -> int:
 if TYPE_CHECKING:  # imported lazily at run time: `chunkmq serve` need not load the metadata layer
     import httpx
 
-    from app.meta import MetaStore
-    from app.meta.alerts import AlertRepository
+    from chunkmq.meta import MetaStore
+    from chunkmq.meta.alerts import AlertRepository
 
 
 def _token_store(args: argparse.Namespace) -> MetaStore:
     """Settings from the flags, migrations applied, and a store on the metadata database."""
-    from app.meta import MetaStore, upgrade
+    from chunkmq.meta import MetaStore, upgrade
 
     settings = _settings_from(args)
     upgrade(settings.meta_url)
@@ -200,7 +200,7 @@ def _token_store(args: argparse.Namespace) -> MetaStore:
 
 
 def _token_create(args: argparse.Namespace) -> int:
-    from app.meta import InvalidValue
+    from chunkmq.meta import InvalidValue
 
     with _token_store(args) as meta:
         try:
@@ -238,7 +238,7 @@ def _token_list(args: argparse.Namespace) -> int:
 
 
 def _token_delete(args: argparse.Namespace) -> int:
-    from app.meta import NotFound
+    from chunkmq.meta import NotFound
 
     with _token_store(args) as meta:
         try:
@@ -281,7 +281,7 @@ def _add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _api(args: argparse.Namespace) -> httpx.Client:
     import httpx
 
-    from app.config import ClientSettings
+    from chunkmq.config import ClientSettings
 
     client = ClientSettings()
     url = args.url or client.url
@@ -370,7 +370,7 @@ def _read_password(args: argparse.Namespace) -> str:
 
 
 def _user_create(args: argparse.Namespace) -> int:
-    from app.meta import MetaError
+    from chunkmq.meta import MetaError
 
     try:
         password = _read_password(args)
@@ -384,7 +384,7 @@ def _user_create(args: argparse.Namespace) -> int:
 
 
 def _user_passwd(args: argparse.Namespace) -> int:
-    from app.meta import MetaError, NotFound
+    from chunkmq.meta import MetaError, NotFound
 
     try:
         password = _read_password(args)
@@ -401,7 +401,7 @@ def _user_passwd(args: argparse.Namespace) -> int:
 
 
 def _user_delete(args: argparse.Namespace) -> int:
-    from app.meta import NotFound
+    from chunkmq.meta import NotFound
 
     with _token_store(args) as meta:
         try:
@@ -455,7 +455,7 @@ def _alerts_call(args: argparse.Namespace, method: str, path: str, body: object 
 def _alert_repository(args: argparse.Namespace) -> Iterator[AlertRepository]:
     """Straight on the metadata database (SQLite is shared safely with a running server, which
     reads the rules again at every evaluation)."""
-    from app.meta.alerts import AlertRepository
+    from chunkmq.meta.alerts import AlertRepository
 
     with _token_store(args) as meta:
         yield AlertRepository(meta)
@@ -492,7 +492,7 @@ def _alerts_add(args: argparse.Namespace) -> int:
         rule = _alerts_call(args, "PUT" if args.id else "POST", path, body)
         rule_id = rule["id"]  # type: ignore[index]
     else:
-        from app.meta import InvalidValue
+        from chunkmq.meta import InvalidValue
 
         try:
             with _alert_repository(args) as repo:
@@ -510,7 +510,7 @@ def _alerts_delete(args: argparse.Namespace) -> int:
     if args.url:
         _alerts_call(args, "DELETE", f"/rules/{args.id}")
     else:
-        from app.meta import NotFound
+        from chunkmq.meta import NotFound
 
         try:
             with _alert_repository(args) as repo:
@@ -523,7 +523,7 @@ def _alerts_delete(args: argparse.Namespace) -> int:
 
 
 def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from app.meta.models import ALERT_KINDS
+    from chunkmq.meta.models import ALERT_KINDS
 
     where = _where_parser()
     where.add_argument("--url", help="a running server (http://host:port): go through its API instead")
@@ -566,7 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_token_parser(sub)
     _add_definitions_parser(sub)
     _add_alerts_parser(sub)
-    from app.spark.jobs import add_parser as add_spark_parser  # argparse only: no PySpark import
+    from chunkmq.spark.jobs import add_parser as add_spark_parser  # argparse only: no PySpark import
 
     add_spark_parser(sub)
     _add_user_parser(sub)

@@ -13,23 +13,23 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from app import __version__, web
-from app.alerts.jobs import Alerts
-from app.api import allow, docs, errors, logs, publish, pull, schemas
-from app.api.auth import TokenAuth
-from app.api.guard import LocalChecks, LocalOnly
-from app.api.hot_routes import ROUTES as HOT_ROUTES
-from app.api.hot_routes import HotRoutes
-from app.api.operations import AlertCollector, BrokerCollector
-from app.api.router import routers
-from app.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
-from app.broker.broker import Broker
-from app.config import Settings
-from app.meta import MetaStore
-from app.meta.migrate import upgrade
-from app.metrics import registry
-from app.storage.files import private_dir
-from app.storage.lock import DirectoryLock
+from chunkmq import __version__, web
+from chunkmq.alerts.jobs import Alerts
+from chunkmq.api import allow, docs, errors, logs, publish, pull, schemas
+from chunkmq.api.auth import TokenAuth
+from chunkmq.api.guard import LocalChecks, LocalOnly
+from chunkmq.api.hot_routes import ROUTES as HOT_ROUTES
+from chunkmq.api.hot_routes import HotRoutes
+from chunkmq.api.operations import AlertCollector, BrokerCollector
+from chunkmq.api.router import routers
+from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
+from chunkmq.broker.broker import Broker
+from chunkmq.config import Settings
+from chunkmq.meta import MetaStore
+from chunkmq.meta.migrate import upgrade
+from chunkmq.metrics import registry
+from chunkmq.storage.files import private_dir
+from chunkmq.storage.lock import DirectoryLock
 
 log = logging.getLogger("chunkmq")
 

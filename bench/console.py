@@ -158,7 +158,7 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="chunkmq-console-bench-")) / "data"
     port = free_port()
     env = {**os.environ, "CHUNKMQ_LOG_LEVEL": "warning", "CHUNKMQ_CONSOLE_REFRESH_SECONDS": str(args.refresh)}
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data)],
+    server = subprocess.Popen([sys.executable, "-m", "chunkmq.cli", "serve", "--port", str(port), "--data-dir", str(data)],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -76,7 +76,7 @@ class _Server:
         env = {**os.environ, "CHUNKMQ_AUTH": "off", "CHUNKMQ_LOG_LEVEL": "warning", "CHUNKMQ_CHUNK_SIZE": "1048576"}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), "--data-dir", str(self.data_dir),
+                [sys.executable, "-m", "chunkmq.cli", "serve", "--port", str(self.port), "--data-dir", str(self.data_dir),
                  "--fsync", self.fsync], env=env, stdout=log, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.storage import FsyncMode, GcReport, NewMessage, Store, StoreClosed, StoreOptions
-from app.storage.gc import collect
+from chunkmq.storage import FsyncMode, GcReport, NewMessage, Store, StoreClosed, StoreOptions
+from chunkmq.storage.gc import collect
 
 MIB = 1 << 20
 WINDOWS = 8  # pairs of publish windows (idle, collector working)

@@ -6,7 +6,7 @@
 Starts a chunkmq server (auth off, 127.0.0.1), then for every (mode, wire, batch, clients)
 combination publishes --count messages of --size bytes into a fresh queue from that many client
 processes and reads them back. Wire `json`: httpx with bodies encoded by orjson per batch, read
-back with the browse endpoint (limit = batch). Wire `binary`: the Python client (app.client.Client)
+back with the browse endpoint (limit = batch). Wire `binary`: the Python client (chunkmq.client.Client)
 with binary batch bodies, `publish_to_queue(..., binary=True)`, read back through a consumer group
 with `pull(..., binary=True, ack_up_to=...)`, every batch acknowledged on the next pull (one group
 per client process, each sought to the start of its share). Prints msgs/s, MB/s, p50/p99
@@ -29,8 +29,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.client import Client
 from bench.peers.chunkmq import ChunkmqServer
+from chunkmq.client import Client
 
 
 @dataclass

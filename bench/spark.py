@@ -85,8 +85,8 @@ def arrow_pages(url: str, queue: str, count: int) -> float:
 
 def json_source() -> type:
     """A data source reading the JSON browse pages and yielding tuples (for comparison only)."""
-    from app.spark.reader import BatchReader, QueueRange
-    from app.spark.source import ChunkmqDataSource
+    from chunkmq.spark.reader import BatchReader, QueueRange
+    from chunkmq.spark.source import ChunkmqDataSource
 
     class JsonReader(BatchReader):
         def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:  # type: ignore[override]
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
     parser.add_argument("--repeat", type=int, default=1, help="run each read this many times (paired runs)")
     args = parser.parse_args(argv)
-    from app.spark.session import session
+    from chunkmq.spark.session import session
 
     spark = session(args.master, "chunkmq-bench")
     with tempfile.TemporaryDirectory(prefix="chunkmq-bench-spark-") as tmp:

@@ -29,8 +29,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.main import tune_gc
-from app.storage import FsyncMode, NewMessage, Store, StoreOptions
+from chunkmq.main import tune_gc
+from chunkmq.storage import FsyncMode, NewMessage, Store, StoreOptions
 
 RECORD_BYTES = 100
 QUEUES = 4
@@ -180,8 +180,8 @@ def reopen_after_kill(directory: Path, tail_mib: int) -> Result:
 def bytes_per_message(directory: Path, count: int = 10_000) -> dict[str, float]:
     """Log bytes per message (blob + record framing) plus the index entry, for `count` messages of
     100 text bytes with the routing key "orders.eu", at queue offsets from 0 up."""
-    from app.broker.message import MessageLimits, parse_batch
-    from app.storage.queue_index import ENTRY_SIZE
+    from chunkmq.broker.message import MessageLimits, parse_batch
+    from chunkmq.storage.queue_index import ENTRY_SIZE
 
     out: dict[str, float] = {}
     for exchange in ("", "orders"):

@@ -76,7 +76,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 def spark() -> Iterator[Any]:
     """One real local Spark session for the whole test run (starting one takes seconds): UI off,
     two cores, few shuffle partitions."""
-    from app.spark.session import session
+    from chunkmq.spark.session import session
 
     conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", **SPARK_TEST_CONF}
     s = session("local[2]", "chunkmq-tests", **conf)

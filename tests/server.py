@@ -28,7 +28,7 @@ class PortTaken(Exception):
 
 
 class ServerProcess:
-    """Runs `python -m app.cli serve` with its own data directory; restartable and killable."""
+    """Runs `python -m chunkmq.cli serve` with its own data directory; restartable and killable."""
 
     def __init__(self, data_dir: Path, **env: str) -> None:
         self.data_dir = data_dir
@@ -56,7 +56,7 @@ class ServerProcess:
         logged = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port),
+            [sys.executable, "-m", "chunkmq.cli", "serve", "--port", str(self.port),
              "--data-dir", str(self.data_dir)],
             env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )

@@ -28,7 +28,7 @@ def _files(root: Path) -> dict[str, tuple[int, int, str]]:
 
 def _serve(data_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(free_port()), "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "chunkmq.cli", "serve", "--port", str(free_port()), "--data-dir", str(data_dir)],
         env={**os.environ, "CHUNKMQ_AUTH": "off"}, capture_output=True, text=True, timeout=60,
     )
 
@@ -63,7 +63,7 @@ def test_a_second_server_on_a_directory_in_use_fails_fast_and_touches_nothing(tm
             publish(api, "amq.default", {"body": "after", "routing_key": "q"})
             # commands that only touch SQLite keep working while the server runs
             made = subprocess.run(
-                [sys.executable, "-m", "app.cli", "token", "create", "--name", "ops", "--read", ".*",
+                [sys.executable, "-m", "chunkmq.cli", "token", "create", "--name", "ops", "--read", ".*",
                  "--data-dir", str(data)], capture_output=True, text=True, timeout=60,
             )
             assert made.returncode == 0, made.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from app.cli import OneWrite
+from chunkmq.cli import OneWrite
 from tests.server import ServerProcess
 
 

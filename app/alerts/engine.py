@@ -15,14 +15,14 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
-from app.alerts.mail import Notification
-from app.alerts.outbox import Outbox
-from app.alerts.rules import Kind, Observation, measure
-from app.alerts.state import Alert, Notice, State
-from app.alerts.trend import HOUR_MS, Watch
-from app.broker import views
-from app.broker.broker import Broker
-from app.meta.alerts import AlertRepository, AlertRuleRow, AlertStateRow, NewAlertEvent, NewOutboxMail
+from chunkmq.alerts.mail import Notification
+from chunkmq.alerts.outbox import Outbox
+from chunkmq.alerts.rules import Kind, Observation, measure
+from chunkmq.alerts.state import Alert, Notice, State
+from chunkmq.alerts.trend import HOUR_MS, Watch
+from chunkmq.broker import views
+from chunkmq.broker.broker import Broker
+from chunkmq.meta.alerts import AlertRepository, AlertRuleRow, AlertStateRow, NewAlertEvent, NewOutboxMail
 
 log = logging.getLogger("chunkmq.alerts")
 

@@ -3,7 +3,7 @@ in app/api/errors.py renders them as {"error": {"code", "message"}}."""
 
 from __future__ import annotations
 
-from app.broker.errors import BrokerError, NotFound, PreconditionFailed
+from chunkmq.broker.errors import BrokerError, NotFound, PreconditionFailed
 
 
 class RuleNotFound(NotFound):

@@ -9,14 +9,14 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import make_msgid
 
-from app.alerts.engine import AlertEngine, AlertView, now_ms
-from app.alerts.errors import MailFailed, SmtpNotConfigured
-from app.alerts.mail import MailError, send
-from app.alerts.outbox import Outbox
-from app.broker.broker import Broker
-from app.config import Settings
-from app.meta import MetaStore
-from app.meta.alerts import AlertRepository, NewAlertEvent
+from chunkmq.alerts.engine import AlertEngine, AlertView, now_ms
+from chunkmq.alerts.errors import MailFailed, SmtpNotConfigured
+from chunkmq.alerts.mail import MailError, send
+from chunkmq.alerts.outbox import Outbox
+from chunkmq.broker.broker import Broker
+from chunkmq.config import Settings
+from chunkmq.meta import MetaStore
+from chunkmq.meta.alerts import AlertRepository, NewAlertEvent
 
 log = logging.getLogger("chunkmq.alerts")
 

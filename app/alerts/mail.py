@@ -15,10 +15,10 @@ from urllib.parse import quote
 import aiosmtplib
 from jinja2 import Environment
 
-from app.alerts.rules import DESCRIPTIONS, UNITS, Kind, Observation
-from app.alerts.state import Notice
-from app.config import Settings
-from app.meta.alerts import AlertRuleRow
+from chunkmq.alerts.rules import DESCRIPTIONS, UNITS, Kind, Observation
+from chunkmq.alerts.state import Notice
+from chunkmq.config import Settings
+from chunkmq.meta.alerts import AlertRuleRow
 
 SPARKS = "▁▂▃▄▅▆▇█"
 # RFC 5322 allows 998 characters a line. At the usual 78, Python folds some Subjects right after

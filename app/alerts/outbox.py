@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from app.alerts.mail import MailError, Notification, compose, send
-from app.alerts.rules import Observation
-from app.alerts.state import Notice
-from app.config import Settings
-from app.meta.alerts import AlertRepository, AlertRuleRow, NewAlertEvent, NewOutboxMail, OutboxRow
+from chunkmq.alerts.mail import MailError, Notification, compose, send
+from chunkmq.alerts.rules import Observation
+from chunkmq.alerts.state import Notice
+from chunkmq.config import Settings
+from chunkmq.meta.alerts import AlertRepository, AlertRuleRow, NewAlertEvent, NewOutboxMail, OutboxRow
 
 log = logging.getLogger("chunkmq.alerts")
 

@@ -24,10 +24,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.alerts.trend import Watch
-from app.broker.views import GroupView, Overview, QueueView
-from app.meta.alerts import AlertRuleRow
-from app.meta.models import ALERT_KINDS
+from chunkmq.alerts.trend import Watch
+from chunkmq.broker.views import GroupView, Overview, QueueView
+from chunkmq.meta.alerts import AlertRuleRow
+from chunkmq.meta.models import ALERT_KINDS
 
 
 class Kind(StrEnum):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from app.broker.views import QueueView
+from chunkmq.broker.views import QueueView
 
 HOUR_MS = 3_600_000
 STEP_MS = 10_000  # at least one dead-letter sample per queue every 10 s

@@ -12,17 +12,17 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
-from app.alerts.engine import AlertView
-from app.alerts.errors import MailFailed, RuleNotFound, SmtpNotConfigured
-from app.alerts.jobs import Alerts
-from app.alerts.rules import Address, RuleSpec
-from app.api import schemas
-from app.api.auth import Principal, authenticate
-from app.api.deps import json
-from app.broker import codes
-from app.broker.errors import InvalidInput
-from app.meta import InvalidValue, NotFound
-from app.meta.alerts import AlertEventRow, AlertRuleRow
+from chunkmq.alerts.engine import AlertView
+from chunkmq.alerts.errors import MailFailed, RuleNotFound, SmtpNotConfigured
+from chunkmq.alerts.jobs import Alerts
+from chunkmq.alerts.rules import Address, RuleSpec
+from chunkmq.api import schemas
+from chunkmq.api.auth import Principal, authenticate
+from chunkmq.api.deps import json
+from chunkmq.broker import codes
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.meta import InvalidValue, NotFound
+from chunkmq.meta.alerts import AlertEventRow, AlertRuleRow
 
 router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"])
 

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.broker.errors import NotFound
+from chunkmq.broker.errors import NotFound
 
 OPTIONS = "OPTIONS"
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")

@@ -10,10 +10,10 @@ from typing import Any
 
 from fastapi import Request, WebSocket
 
-from app.auth.permissions import Action, Permissions
-from app.auth.tokens import hash_token
-from app.broker.errors import Forbidden, Unauthorized
-from app.meta import MetaStore
+from chunkmq.auth.permissions import Action, Permissions
+from chunkmq.auth.tokens import hash_token
+from chunkmq.broker.errors import Forbidden, Unauthorized
+from chunkmq.meta import MetaStore
 
 _CACHE_SECONDS = 30.0  # a token deleted from the CLI stops working within this time
 _ALL = Permissions(is_admin=True)

@@ -9,7 +9,7 @@ from fastapi import Request
 from starlette.responses import Response
 from starlette.types import Send
 
-from app.broker.broker import Broker
+from chunkmq.broker.broker import Broker
 
 
 def broker_of(request: Request) -> Broker:

@@ -19,13 +19,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.api.allow import allow_header
-from app.api.deps import send_body
-from app.broker import codes
-from app.broker.errors import BrokerError
-from app.meta import errors as meta
-from app.storage import errors as storage
-from app.storage.lock import DirectoryLocked
+from chunkmq.api.allow import allow_header
+from chunkmq.api.deps import send_body
+from chunkmq.broker import codes
+from chunkmq.broker.errors import BrokerError
+from chunkmq.meta import errors as meta
+from chunkmq.storage import errors as storage
+from chunkmq.storage.lock import DirectoryLocked
 
 log = logging.getLogger("chunkmq.api")
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from app.api import schemas
-from app.api.auth import Principal, authenticate
-from app.api.body import json_object
-from app.api.deps import broker_of, json
-from app.broker import codes
-from app.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
-from app.broker.views import as_json, exchange_view, exchange_views
+from chunkmq.api import schemas
+from chunkmq.api.auth import Principal, authenticate
+from chunkmq.api.body import json_object
+from chunkmq.api.deps import broker_of, json
+from chunkmq.broker import codes
+from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
+from chunkmq.broker.views import as_json, exchange_view, exchange_views
 
 router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
 

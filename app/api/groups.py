@@ -5,13 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from app.api import schemas
-from app.api.auth import Principal, authenticate
-from app.api.body import json_object
-from app.api.deps import broker_of, json
-from app.broker import codes
-from app.broker.names import check_name
-from app.broker.views import group_json, group_view
+from chunkmq.api import schemas
+from chunkmq.api.auth import Principal, authenticate
+from chunkmq.api.body import json_object
+from chunkmq.api.deps import broker_of, json
+from chunkmq.broker import codes
+from chunkmq.broker.names import check_name
+from chunkmq.broker.views import group_json, group_view
 
 router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer groups"])
 

@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.body import media_type
-from app.api.errors import send_error
-from app.broker import codes
-from app.broker.message import BATCH_MEDIA_TYPE
+from chunkmq.api.body import media_type
+from chunkmq.api.errors import send_error
+from chunkmq.broker import codes
+from chunkmq.broker.message import BATCH_MEDIA_TYPE
 
 _CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _BODY_TYPES = frozenset({"application/json", BATCH_MEDIA_TYPE})  # neither is sent by a page without a preflight

@@ -8,11 +8,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from app.api import schemas
-from app.api.auth import Principal, authenticate
-from app.api.deps import broker_of, json
-from app.broker import codes
-from app.broker.names import check_name
+from chunkmq.api import schemas
+from chunkmq.api.auth import Principal, authenticate
+from chunkmq.api.deps import broker_of, json
+from chunkmq.broker import codes
+from chunkmq.broker.names import check_name
 
 router = APIRouter(prefix="/api/v1/queues/{queue}", tags=["history"])
 

@@ -18,9 +18,9 @@ from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api import publish, pull
-from app.api.errors import api_error, send_error
-from app.api.guard import LocalChecks
+from chunkmq.api import publish, pull
+from chunkmq.api.errors import api_error, send_error
+from chunkmq.api.guard import LocalChecks
 
 ROUTES: list[Route] = [*publish.routes, pull.route]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from app.alerts.errors import MailFailed, RuleNotFound, SmtpNotConfigured
-from app.broker import codes
+from chunkmq.alerts.errors import MailFailed, RuleNotFound, SmtpNotConfigured
+from chunkmq.broker import codes
 
 NAME_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:\-]{1,200}$"
 NEW_NAME_PATTERN = r"^(?!\.\.?$)(?!amq\.)[A-Za-z0-9._:\-]{1,200}$"  # amq. is reserved (declares)

@@ -10,14 +10,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.responses import PlainTextResponse, Response
 
-from app import metrics
-from app.alerts.jobs import Alerts
-from app.api import schemas
-from app.api.auth import Principal, authenticate
-from app.api.deps import broker_of, json, raw_json
-from app.broker import codes, views
-from app.broker.broker import Broker
-from app.broker.views import as_json, overview_json
+from chunkmq import metrics
+from chunkmq.alerts.jobs import Alerts
+from chunkmq.api import schemas
+from chunkmq.api.auth import Principal, authenticate
+from chunkmq.api.deps import broker_of, json, raw_json
+from chunkmq.broker import codes, views
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.views import as_json, overview_json
 
 router = APIRouter(tags=["operations"])
 

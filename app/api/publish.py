@@ -17,15 +17,15 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from app.api import schemas
-from app.api.auth import principal_of
-from app.api.body import media_type, parse_json, read_body
-from app.api.deps import send_body, send_json
-from app.broker import codes
-from app.broker.broker import Broker
-from app.broker.errors import InvalidInput
-from app.broker.message import BATCH_MEDIA_TYPE
-from app.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
+from chunkmq.api import schemas
+from chunkmq.api.auth import principal_of
+from chunkmq.api.body import media_type, parse_json, read_body
+from chunkmq.api.deps import send_body, send_json
+from chunkmq.broker import codes
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.broker.message import BATCH_MEDIA_TYPE
+from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
 
 
 def publish_args(body: Any) -> tuple[Any, bool]:

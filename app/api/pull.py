@@ -17,16 +17,16 @@ from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from app.api import schemas
-from app.api.auth import principal_of
-from app.api.body import MAX_OBJECT_BYTES, object_of, read_body
-from app.api.deps import send_body, send_json
-from app.broker import codes
-from app.broker.broker import Broker
-from app.broker.errors import InvalidInput
-from app.broker.fields import reject_unknown
-from app.broker.message import BATCH_MEDIA_TYPE
-from app.broker.names import check_name
+from chunkmq.api import schemas
+from chunkmq.api.auth import principal_of
+from chunkmq.api.body import MAX_OBJECT_BYTES, object_of, read_body
+from chunkmq.api.deps import send_body, send_json
+from chunkmq.broker import codes
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.broker.fields import reject_unknown
+from chunkmq.broker.message import BATCH_MEDIA_TYPE
+from chunkmq.broker.names import check_name
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000

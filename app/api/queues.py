@@ -5,16 +5,16 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from app.api import schemas
-from app.api.auth import Principal, authenticate
-from app.api.body import json_object
-from app.api.deps import broker_of, json, raw_json
-from app.broker import codes
-from app.broker.arrow import MEDIA_TYPE as ARROW_STREAM
-from app.broker.arrow import browse_arrow
-from app.broker.message import as_base64
-from app.broker.names import check_name
-from app.broker.views import queue_json, queue_view, queue_views
+from chunkmq.api import schemas
+from chunkmq.api.auth import Principal, authenticate
+from chunkmq.api.body import json_object
+from chunkmq.api.deps import broker_of, json, raw_json
+from chunkmq.broker import codes
+from chunkmq.broker.arrow import MEDIA_TYPE as ARROW_STREAM
+from chunkmq.broker.arrow import browse_arrow
+from chunkmq.broker.message import as_base64
+from chunkmq.broker.names import check_name
+from chunkmq.broker.views import queue_json, queue_view, queue_views
 
 router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 

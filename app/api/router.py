@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api import alerts, bindings, definitions, exchanges, groups, history, operations, queues, streams
+from chunkmq.api import alerts, bindings, definitions, exchanges, groups, history, operations, queues, streams
 
 routers: tuple[APIRouter, ...] = tuple(
     m.router for m in (groups, streams, history, exchanges, queues, bindings, definitions, operations, alerts)

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
-from app.api.openapi import NAME_PATTERN, NEW_NAME_PATTERN, error_response, make_truthful, status_of
+from chunkmq.api.openapi import NAME_PATTERN, NEW_NAME_PATTERN, error_response, make_truthful, status_of
 
 _NAME = NAME_PATTERN
 _NEW_NAME = NEW_NAME_PATTERN

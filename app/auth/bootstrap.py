@@ -11,8 +11,8 @@ import os
 import secrets
 from pathlib import Path
 
-from app.meta.repository import MetaStore
-from app.storage.files import DIR_MODE, FILE_MODE
+from chunkmq.meta.repository import MetaStore
+from chunkmq.storage.files import DIR_MODE, FILE_MODE
 
 ADMIN_TOKEN_FILE = "admin-token"
 ADMIN_TOKEN_NAME = "admin (bootstrap)"

@@ -64,7 +64,7 @@ class Permissions:
 
     @classmethod
     def of(cls, token: _HasPermissions) -> Permissions:
-        """The permissions of anything shaped like a token (e.g. app.meta.TokenRow)."""
+        """The permissions of anything shaped like a token (e.g. chunkmq.meta.TokenRow)."""
         return cls(token.is_admin, token.configure, token.write, token.read)
 
     def allows(self, action: Action, resource: str) -> bool:

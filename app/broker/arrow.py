@@ -19,14 +19,14 @@ import binascii
 import functools
 from typing import TYPE_CHECKING, Any
 
-from app.broker.message import BINARY, HAS_EXCHANGE, HAS_HEADERS, HAS_ROUTING_KEY, HEAD, decode_data
-from app.storage.model import ColumnPage
+from chunkmq.broker.message import BINARY, HAS_EXCHANGE, HAS_HEADERS, HAS_ROUTING_KEY, HEAD, decode_data
+from chunkmq.storage.model import ColumnPage
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from app.broker.broker import Broker
+    from chunkmq.broker.broker import Broker
 
 MEDIA_TYPE = "application/vnd.apache.arrow.stream"
 _HEX = b"0123456789abcdef"

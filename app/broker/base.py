@@ -14,22 +14,22 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
-from app.broker.committer import Committer
-from app.broker.dedup import IdempotencyWindow
-from app.broker.disk import DiskGuard
-from app.broker.errors import NotFound
-from app.broker.group import Group
-from app.broker.message import UNBOUNDED, MessageLimits, decode_data, parse_message
-from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
-from app.broker.queue import Queue
-from app.broker.routing import Exchange, RoutingTable
-from app.broker.stats import BrokerStats
-from app.config import Settings
-from app.meta import MetaStore
-from app.storage import NewMessage, Store, StoredMessage
+from chunkmq.broker.committer import Committer
+from chunkmq.broker.dedup import IdempotencyWindow
+from chunkmq.broker.disk import DiskGuard
+from chunkmq.broker.errors import NotFound
+from chunkmq.broker.group import Group
+from chunkmq.broker.message import UNBOUNDED, MessageLimits, decode_data, parse_message
+from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
+from chunkmq.broker.queue import Queue
+from chunkmq.broker.routing import Exchange, RoutingTable
+from chunkmq.broker.stats import BrokerStats
+from chunkmq.config import Settings
+from chunkmq.meta import MetaStore
+from chunkmq.storage import NewMessage, Store, StoredMessage
 
 if TYPE_CHECKING:
-    from app.broker.history import History
+    from chunkmq.broker.history import History
 
 log = logging.getLogger("chunkmq.broker")
 

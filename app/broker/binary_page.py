@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.broker.message import (
+from chunkmq.broker.message import (
     _BACKSLASH,
     _LONG,
     BINARY,
@@ -27,7 +27,7 @@ from app.broker.message import (
     _unescaped,
     render_binary,
 )
-from app.storage.model import ColumnPage
+from chunkmq.storage.model import ColumnPage
 
 if TYPE_CHECKING:
     import numpy as np

@@ -23,26 +23,33 @@ from typing import Any
 
 import orjson
 
-from app.auth.bootstrap import ADMIN_TOKEN_FILE
-from app.broker.base import log, now_ms, one_at_a_time
-from app.broker.committer import Committer
-from app.broker.consuming import Consuming
-from app.broker.dedup import IdempotencyWindow, WindowSnapshots, key_scope
-from app.broker.disk import DiskGuard
-from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
-from app.broker.group import Group, monotonic_ms
-from app.broker.history import History
-from app.broker.message import FLAG_SCOPED_KEY, MessageLimits, decode_data, position_of, render, render_all
-from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
-from app.broker.publishing import Publishing, PublishOutcome
-from app.broker.queue import Queue, QueueSettings
-from app.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
-from app.broker.stats import BrokerStats
-from app.config import FsyncSetting, Settings
-from app.meta import GroupRow, MetaStore
-from app.storage import FsyncMode, StorageError, Store, StoreOptions
-from app.storage.files import private_dir, restrict_tree
-from app.storage.lock import LOCK_FILE
+from chunkmq.auth.bootstrap import ADMIN_TOKEN_FILE
+from chunkmq.broker.base import log, now_ms, one_at_a_time
+from chunkmq.broker.committer import Committer
+from chunkmq.broker.consuming import Consuming
+from chunkmq.broker.dedup import IdempotencyWindow, WindowSnapshots, key_scope
+from chunkmq.broker.disk import DiskGuard
+from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
+from chunkmq.broker.group import Group, monotonic_ms
+from chunkmq.broker.history import History
+from chunkmq.broker.message import (
+    FLAG_SCOPED_KEY,
+    MessageLimits,
+    decode_data,
+    position_of,
+    render,
+    render_all,
+)
+from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
+from chunkmq.broker.publishing import Publishing, PublishOutcome
+from chunkmq.broker.queue import Queue, QueueSettings
+from chunkmq.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
+from chunkmq.broker.stats import BrokerStats
+from chunkmq.config import FsyncSetting, Settings
+from chunkmq.meta import GroupRow, MetaStore
+from chunkmq.storage import FsyncMode, StorageError, Store, StoreOptions
+from chunkmq.storage.files import private_dir, restrict_tree
+from chunkmq.storage.lock import LOCK_FILE
 
 __all__ = ["Broker", "PublishOutcome", "parse_binding", "parse_exchange"]
 

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from app.broker.errors import Unavailable
+from chunkmq.broker.errors import Unavailable
 
 log = logging.getLogger("chunkmq.broker")
 

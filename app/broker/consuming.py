@@ -7,15 +7,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from app.broker.base import BrokerBase, log, now_ms, one_at_a_time
-from app.broker.binary_page import render_page
-from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
-from app.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
-from app.broker.group import Group, monotonic_ms
-from app.broker.message import render_all, render_binary
-from app.broker.names import check_name
-from app.broker.queue import Queue
-from app.meta import GroupState
+from chunkmq.broker.base import BrokerBase, log, now_ms, one_at_a_time
+from chunkmq.broker.binary_page import render_page
+from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
+from chunkmq.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
+from chunkmq.broker.group import Group, monotonic_ms
+from chunkmq.broker.message import render_all, render_binary
+from chunkmq.broker.names import check_name
+from chunkmq.broker.queue import Queue
+from chunkmq.meta import GroupState
 
 
 class Consuming(BrokerBase):

@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from app.storage.files import create_file, fsync_dir, private_dir
+from chunkmq.storage.files import create_file, fsync_dir, private_dir
 
 log = logging.getLogger("chunkmq.broker.dedup")
 

@@ -25,18 +25,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app import __version__
-from app.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
-from app.broker.broker import parse_binding, parse_exchange
-from app.broker.consuming import parse_group
-from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
-from app.broker.names import DEFAULT_EXCHANGE, check_name
-from app.broker.queue import QueueSettings
-from app.meta import TokenRow
-from app.meta.types import canonical_json
+from chunkmq import __version__
+from chunkmq.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
+from chunkmq.broker.broker import parse_binding, parse_exchange
+from chunkmq.broker.consuming import parse_group
+from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
+from chunkmq.broker.names import DEFAULT_EXCHANGE, check_name
+from chunkmq.broker.queue import QueueSettings
+from chunkmq.meta import TokenRow
+from chunkmq.meta.types import canonical_json
 
 if TYPE_CHECKING:
-    from app.broker.broker import Broker
+    from chunkmq.broker.broker import Broker
 
 __all__ = ["SECTIONS", "export_definitions", "import_definitions"]
 

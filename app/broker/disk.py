@@ -29,12 +29,12 @@ import itertools
 import os
 from pathlib import Path
 
-from app.broker.errors import StorageFull
-from app.config import DiskBudgetPolicy, Settings
-from app.storage import MessageColumns, Store
-from app.storage.queue_index import ENTRY_SIZE
-from app.storage.queue_index import HEADER_SIZE as INDEX_HEADER_SIZE
-from app.storage.record import record_size
+from chunkmq.broker.errors import StorageFull
+from chunkmq.config import DiskBudgetPolicy, Settings
+from chunkmq.storage import MessageColumns, Store
+from chunkmq.storage.queue_index import ENTRY_SIZE
+from chunkmq.storage.queue_index import HEADER_SIZE as INDEX_HEADER_SIZE
+from chunkmq.storage.record import record_size
 
 _BLOCK = 4096  # allocation granularity assumed for a new chunk file
 

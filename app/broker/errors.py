@@ -16,7 +16,7 @@ as {"error": {"code", "message"}}, together with the errors of app/storage and a
 
 from __future__ import annotations
 
-from app.broker import codes
+from chunkmq.broker import codes
 
 
 class BrokerError(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from app.broker.errors import InvalidInput
+from chunkmq.broker.errors import InvalidInput
 
 
 def reject_unknown(body: Mapping[str, Any], allowed: Collection[str], where: str = "") -> None:

@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.storage import Store, StoredMessage, tag_hash
-from app.storage.model import ColumnPage
+from chunkmq.storage import Store, StoredMessage, tag_hash
+from chunkmq.storage.model import ColumnPage
 
 CONSUMER_FORGET_MS = 5 * 60 * 1000  # a consumer unseen for this long leaves the consumer list
 # Reading and rendering a page as columns costs about 200 µs whatever its size (some 200 numpy

@@ -32,12 +32,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from app.broker.base import now_ms
-from app.broker.views import queue_view
+from chunkmq.broker.base import now_ms
+from chunkmq.broker.views import queue_view
 
 if TYPE_CHECKING:
-    from app.broker.broker import Broker
-    from app.broker.queue import Queue
+    from chunkmq.broker.broker import Broker
+    from chunkmq.broker.queue import Queue
 
 __all__ = ["GroupPoint", "History", "QueuePoint", "downsample"]
 

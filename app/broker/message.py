@@ -39,10 +39,10 @@ from typing import Any
 
 import orjson
 
-from app.broker.columns import column_bytes
-from app.broker.errors import InvalidInput, NotFound, TooLarge
-from app.broker.names import MAX_ROUTING_KEY
-from app.storage.model import AppendedBatch, StoredMessage
+from chunkmq.broker.columns import column_bytes
+from chunkmq.broker.errors import InvalidInput, NotFound, TooLarge
+from chunkmq.broker.names import MAX_ROUTING_KEY
+from chunkmq.storage.model import AppendedBatch, StoredMessage
 
 FLAG_BINARY = 1  # (also in the blob's head) kept on the record for readers of the flags column
 FLAG_SCOPED_KEY = 2  # the record's idempotency key is scoped to its publish target (app/broker/dedup.py)

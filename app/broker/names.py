@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from app.broker.errors import InvalidInput
+from chunkmq.broker.errors import InvalidInput
 
 # API.md: 1-200 characters of A-Za-z0-9 . _ - :
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,200}")

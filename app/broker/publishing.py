@@ -8,17 +8,30 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app import metrics
-from app.broker.base import BrokerBase, now_ms
-from app.broker.dedup import key_scope
-from app.broker.errors import InvalidInput, PreconditionFailed, QueueFull, StorageFull, TooLarge, Unroutable
-from app.broker.message import FLAG_SCOPED_KEY, NO_HEADERS, parse_batch, parse_binary_batch, render_results
-from app.broker.names import DEFAULT_EXCHANGE
-from app.broker.queue import Overflow, Queue
-from app.broker.routing import Exchange
-from app.storage import AppendedBatch, BatchTooLarge, MessageColumns, MessageTooLarge, record_size
-from app.storage import StorageFull as StoreFull
-from app.storage.record import FRAME, HEADER_SIZE, LONG_FRAME, SHORT_MAX
+from chunkmq import metrics
+from chunkmq.broker.base import BrokerBase, now_ms
+from chunkmq.broker.dedup import key_scope
+from chunkmq.broker.errors import (
+    InvalidInput,
+    PreconditionFailed,
+    QueueFull,
+    StorageFull,
+    TooLarge,
+    Unroutable,
+)
+from chunkmq.broker.message import (
+    FLAG_SCOPED_KEY,
+    NO_HEADERS,
+    parse_batch,
+    parse_binary_batch,
+    render_results,
+)
+from chunkmq.broker.names import DEFAULT_EXCHANGE
+from chunkmq.broker.queue import Overflow, Queue
+from chunkmq.broker.routing import Exchange
+from chunkmq.storage import AppendedBatch, BatchTooLarge, MessageColumns, MessageTooLarge, record_size
+from chunkmq.storage import StorageFull as StoreFull
+from chunkmq.storage.record import FRAME, HEADER_SIZE, LONG_FRAME, SHORT_MAX
 
 
 @dataclass(slots=True)

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from app.broker.errors import InvalidInput
-from app.broker.names import check_name
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.broker.names import check_name
 
 
 class Overflow(StrEnum):
@@ -83,7 +83,7 @@ class Queue:
     committed_dropped: int = 0  # messages_dropped as last written to the database
     delivered: int = 0  # deliveries to any group, redeliveries included (the history's deliver rate)
     name_json: bytes = b""
-    groups: dict[str, Any] = field(default_factory=dict)  # name -> app.broker.group.Group
+    groups: dict[str, Any] = field(default_factory=dict)  # name -> chunkmq.broker.group.Group
     # Set by every publish into the queue; waiting pulls and streams wait on it.
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 

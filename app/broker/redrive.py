@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from app.broker.errors import InvalidInput
+from chunkmq.broker.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from app.broker.broker import Broker
+    from chunkmq.broker.broker import Broker
 
 DEATH_HEADERS = frozenset({
     "x-death-reason", "x-death-queue", "x-death-group", "x-original-offset", "x-original-exchange",

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.broker.names import DEFAULT_EXCHANGE
+from chunkmq.broker.names import DEFAULT_EXCHANGE
 
 _TOPIC_CACHE_MAX = 10_000  # routing keys remembered per topic exchange before the cache is reset
 

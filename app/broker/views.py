@@ -15,14 +15,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app import __version__
-from app.broker.group import CONSUMER_FORGET_MS, Group
-from app.broker.names import DEFAULT_EXCHANGE_ALIAS
-from app.broker.queue import Queue
-from app.broker.routing import Exchange
+from chunkmq import __version__
+from chunkmq.broker.group import CONSUMER_FORGET_MS, Group
+from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS
+from chunkmq.broker.queue import Queue
+from chunkmq.broker.routing import Exchange
 
 if TYPE_CHECKING:
-    from app.broker.broker import Broker
+    from chunkmq.broker.broker import Broker
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,12 +2,12 @@
 
 `Client` (sync, httpx) and `AsyncClient` (asyncio, httpx + websockets) cover every REST call;
 `AsyncClient.consume` and `AsyncClient.producer` use the WebSocket streams. Errors are the typed
-exceptions of `app.client.errors`, each carrying the API error code.
+exceptions of `chunkmq.client.errors`, each carrying the API error code.
 """
 
-from app.client.aio import AsyncClient
-from app.client.consumer import AsyncConsumer
-from app.client.errors import (
+from chunkmq.client.aio import AsyncClient
+from chunkmq.client.consumer import AsyncConsumer
+from chunkmq.client.errors import (
     ApiError,
     ChunkmqError,
     ConnectionFailed,
@@ -21,7 +21,7 @@ from app.client.errors import (
     Unauthorized,
     Unroutable,
 )
-from app.client.models import (
+from chunkmq.client.models import (
     AckResult,
     BindingInfo,
     ExchangeInfo,
@@ -36,8 +36,8 @@ from app.client.models import (
     PulledBatch,
     QueueInfo,
 )
-from app.client.producer import AsyncProducer
-from app.client.sync import Client
+from chunkmq.client.producer import AsyncProducer
+from chunkmq.client.sync import Client
 
 __all__ = [
     "AckResult",

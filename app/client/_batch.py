@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 import httpx
 import orjson
 
-from app.broker.columns import column_bytes
-from app.client.models import Message, OutgoingMessage, Placement, Published, PublishResult, PulledBatch
+from chunkmq.broker.columns import column_bytes
+from chunkmq.client.models import Message, OutgoingMessage, Placement, Published, PublishResult, PulledBatch
 
 MEDIA_TYPE = "application/vnd.chunkmq.batch"
 COUNT = struct.Struct("<I")

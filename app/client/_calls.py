@@ -15,9 +15,9 @@ from typing import Any, Generic, TypeVar
 import httpx
 import orjson
 
-from app.client import _batch
-from app.client.errors import from_body
-from app.client.models import (
+from chunkmq.client import _batch
+from chunkmq.client.errors import from_body
+from chunkmq.client.models import (
     AckResult,
     BindingInfo,
     ExchangeInfo,

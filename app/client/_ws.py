@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from app.client.errors import ChunkmqError, ConnectionFailed, api_error
-from app.client.sync import auth_headers
+from chunkmq.client.errors import ChunkmqError, ConnectionFailed, api_error
+from chunkmq.client.sync import auth_headers
 
 # Close codes after which reconnecting can help: going away, abnormal (no close frame), server error,
 # service restart, try again later, bad gateway.

@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 
 import httpx
 
-from app.client import _calls as calls
-from app.client._calls import Call, MessageLike
-from app.client.consumer import AsyncConsumer
-from app.client.errors import ConnectionFailed
-from app.client.models import (
+from chunkmq.client import _calls as calls
+from chunkmq.client._calls import Call, MessageLike
+from chunkmq.client.consumer import AsyncConsumer
+from chunkmq.client.errors import ConnectionFailed
+from chunkmq.client.models import (
     AckResult,
     BindingInfo,
     ExchangeInfo,
@@ -31,14 +31,14 @@ from app.client.models import (
     PulledBatch,
     QueueInfo,
 )
-from app.client.producer import AsyncProducer
-from app.client.sync import auth_headers
+from chunkmq.client.producer import AsyncProducer
+from chunkmq.client.sync import auth_headers
 
 T = TypeVar("T")
 
 
 class AsyncClient:
-    """Non-blocking client for one event loop. Errors are `app.client.errors` exceptions carrying the
+    """Non-blocking client for one event loop. Errors are `chunkmq.client.errors` exceptions carrying the
     API error code. Close it (or use `async with`) to release its connections."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:

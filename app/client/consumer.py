@@ -36,9 +36,9 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from app.client._batch import decode
-from app.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
-from app.client.models import Message
+from chunkmq.client._batch import decode
+from chunkmq.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
+from chunkmq.client.models import Message
 
 ACK_EVERY_S = 0.1
 

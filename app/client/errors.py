@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.broker import codes
+from chunkmq.broker import codes
 
 
 class ChunkmqError(Exception):

@@ -32,10 +32,10 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from app.client._calls import MessageLike, encode_messages, exchange_path
-from app.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
-from app.client.errors import ChunkmqError, ConnectionFailed
-from app.client.models import Published, PublishResult
+from chunkmq.client._calls import MessageLike, encode_messages, exchange_path
+from chunkmq.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
+from chunkmq.client.errors import ChunkmqError, ConnectionFailed
+from chunkmq.client.models import Published, PublishResult
 
 
 @dataclass(eq=False, slots=True)

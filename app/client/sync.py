@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import httpx
 
-from app.client import _calls as calls
-from app.client._calls import Call, MessageLike
-from app.client.errors import ConnectionFailed
-from app.client.models import (
+from chunkmq.client import _calls as calls
+from chunkmq.client._calls import Call, MessageLike
+from chunkmq.client.errors import ConnectionFailed
+from chunkmq.client.models import (
     AckResult,
     BindingInfo,
     ExchangeInfo,
@@ -38,7 +38,7 @@ def auth_headers(token: str | None) -> dict[str, str]:
 
 
 class Client:
-    """Blocking client. Errors are `app.client.errors` exceptions carrying the API error code.
+    """Blocking client. Errors are `chunkmq.client.errors` exceptions carrying the API error code.
     Thread-safe as httpx.Client is; close it (or use `with`) to release its connections."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:

@@ -1,16 +1,16 @@
 """The metadata layer: exchanges, queues, bindings, groups, users and tokens in SQL (SQLAlchemy 2.0,
 Alembic migrations). See docs/metadata.md.
 
-    from app.meta import MetaStore, upgrade
+    from chunkmq.meta import MetaStore, upgrade
     upgrade(settings.meta_url)            # always first: brings the schema to the newest revision
     store = MetaStore(settings.meta_url)
     snapshot = store.load()
 """
 
-from app.meta.errors import AlreadyExists, InvalidValue, MetaError, NotFound
-from app.meta.migrate import upgrade
-from app.meta.repository import QUEUE_SETTINGS, MetaStore
-from app.meta.rows import (
+from chunkmq.meta.errors import AlreadyExists, InvalidValue, MetaError, NotFound
+from chunkmq.meta.migrate import upgrade
+from chunkmq.meta.repository import QUEUE_SETTINGS, MetaStore
+from chunkmq.meta.rows import (
     BindingRow,
     ExchangeRow,
     GroupRow,

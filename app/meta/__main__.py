@@ -1,7 +1,7 @@
 """Developer commands for the metadata database:
 
-    python -m app.meta upgrade [URL]        apply every migration (default: the configured database)
-    python -m app.meta revision "message"   write alembic/versions/NNNN_message.py from the difference
+    python -m chunkmq.meta upgrade [URL]        apply every migration (default: the configured database)
+    python -m chunkmq.meta revision "message"   write alembic/versions/NNNN_message.py from the difference
                                             between the models and the newest migration
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.config import Settings
-from app.meta.migrate import current_revision, new_revision, upgrade
+from chunkmq.config import Settings
+from chunkmq.meta.migrate import current_revision, new_revision, upgrade
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.meta", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m chunkmq.meta", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("upgrade", help="apply every migration")

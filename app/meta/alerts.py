@@ -15,11 +15,11 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, text, tuple_, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.meta import models as m
-from app.meta.engine import IMMEDIATE
-from app.meta.errors import InvalidValue, NotFound
-from app.meta.repository import MetaStore
-from app.meta.types import utcnow
+from chunkmq.meta import models as m
+from chunkmq.meta.engine import IMMEDIATE
+from chunkmq.meta.errors import InvalidValue, NotFound
+from chunkmq.meta.repository import MetaStore
+from chunkmq.meta.types import utcnow
 
 RULE_FIELDS = ("kind", "queue", "group", "threshold", "for_seconds", "renotify_seconds", "window_seconds",
                "recipients", "enabled")

@@ -1,9 +1,9 @@
 """Alembic, driven from code: `upgrade(url)` brings any database to the newest schema.
 
 The configuration is built here rather than read from an alembic.ini, so it works from any working
-directory. The migration scripts live in <repo>/alembic (next to the `app` package).
+directory. The migration scripts live in <repo>/alembic (chunkmq/migrations in a wheel: app/resources.py).
 
-For developers, `python -m app.meta upgrade [URL]` and `python -m app.meta revision "message"`
+For developers, `python -m chunkmq.meta upgrade [URL]` and `python -m chunkmq.meta revision "message"`
 (app/meta/__main__.py, docs/metadata.md).
 """
 
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, make_url
 
-import app
-from app.meta.engine import make_engine
-from app.storage.files import DIR_MODE, FILE_MODE
+from chunkmq.meta.engine import make_engine
+from chunkmq.resources import MIGRATIONS
+from chunkmq.storage.files import DIR_MODE, FILE_MODE
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-SCRIPT_LOCATION = Path(app.__file__).resolve().parent.parent / "alembic"
+SCRIPT_LOCATION = MIGRATIONS
 
 
 def alembic_config(url: str) -> Config:

@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.meta.types import CanonicalJSON, UtcDateTime, utcnow
+from chunkmq.meta.types import CanonicalJSON, UtcDateTime, utcnow
 
 EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers", "hash")
 OVERFLOW_POLICIES = ("drop_head", "reject_publish")

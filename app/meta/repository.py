@@ -32,13 +32,13 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.auth.passwords import burn_verify, hash_password, verify_password
-from app.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
-from app.auth.tokens import TOKEN_PREFIX, display_prefix, generate_token, hash_token
-from app.meta import models as m
-from app.meta.engine import IMMEDIATE, make_engine
-from app.meta.errors import InvalidValue, NotFound, translate_integrity_error
-from app.meta.rows import (
+from chunkmq.auth.passwords import burn_verify, hash_password, verify_password
+from chunkmq.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
+from chunkmq.auth.tokens import TOKEN_PREFIX, display_prefix, generate_token, hash_token
+from chunkmq.meta import models as m
+from chunkmq.meta.engine import IMMEDIATE, make_engine
+from chunkmq.meta.errors import InvalidValue, NotFound, translate_integrity_error
+from chunkmq.meta.rows import (
     BindingRow,
     ExchangeRow,
     GroupRow,
@@ -54,7 +54,7 @@ from app.meta.rows import (
     token_row,
     user_row,
 )
-from app.meta.types import canonical_json, utcnow
+from chunkmq.meta.types import canonical_json, utcnow
 
 # The queue columns update_queue may change: everything but the identity.
 QUEUE_SETTINGS = frozenset(
@@ -108,7 +108,7 @@ def _check_choice(entity: str, key: object, field: str, value: str, choices: tup
 
 
 class MetaStore:
-    """The metadata database at `url` (any SQLAlchemy URL). Run app.meta.migrate.upgrade(url) first."""
+    """The metadata database at `url` (any SQLAlchemy URL). Run chunkmq.meta.migrate.upgrade(url) first."""
 
     def __init__(self, url: str, **engine_kwargs: Any) -> None:
         self.engine = make_engine(url, **engine_kwargs)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.meta import models
+from chunkmq.meta import models
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ import argparse
 
 import orjson
 
-from app.spark.http import connect
-from app.spark.jobs import source_options
-from app.spark.session import session
+from chunkmq.spark.http import connect
+from chunkmq.spark.jobs import source_options
+from chunkmq.spark.session import session
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """`chunkmq spark inspect`: every record of a data directory's chunk files, read directly.
 
-The broker may be down or its store broken: the files are read through app.storage.reader, which
+The broker may be down or its store broken: the files are read through chunkmq.storage.reader, which
 opens them read-only and checks every CRC. One Spark task per chunk file. Damaged stretches are rows
 too (`damaged_bytes` set), so a forensic report shows what was lost and where.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.spark.session import session
+from chunkmq.spark.session import session
 
 SCHEMA = ("chunk string, position bigint, timestamp timestamp, flags int, "
           "placements array<struct<queue_id:bigint,offset:bigint>>, idempotency_key string, tag string, "
@@ -29,8 +29,8 @@ def chunk_rows(path: str) -> Iterator[tuple[Any, ...]]:
     """Rows of one chunk file (runs in an executor)."""
     import datetime as dt
 
-    from app.storage.model import Record
-    from app.storage.reader import read_chunk
+    from chunkmq.storage.model import Record
+    from chunkmq.storage.reader import read_chunk
 
     name = Path(path).name
     try:
@@ -52,7 +52,7 @@ def _members(data: bytes, tag: bytes) -> tuple[Any, ...]:
     for data that is not a broker message."""
     import binascii
 
-    from app.broker.message import decode_data
+    from chunkmq.broker.message import decode_data
 
     try:
         m = decode_data(data, tag)
@@ -63,7 +63,7 @@ def _members(data: bytes, tag: bytes) -> tuple[Any, ...]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from app.storage.reader import chunk_paths
+    from chunkmq.storage.reader import chunk_paths
 
     paths = [str(p) for p in chunk_paths(store_dir(Path(args.data_dir)))]
     if not paths:

@@ -33,17 +33,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     archive.add_argument("--max-per-trigger", type=int, default=None, help="at most this many messages per micro-batch")
     archive.add_argument("--interval", type=float, default=10.0, help="seconds between micro-batches when continuous")
     archive.add_argument("--starting-offsets", default="earliest", help="earliest, latest or JSON (first run only)")
-    archive.set_defaults(func=_run("app.spark.archive"))
+    archive.set_defaults(func=_run("chunkmq.spark.archive"))
 
     report = jobs.add_parser("report", parents=[common, broker], help="traffic report over the archive and the live queues (Parquet + HTML)")
     report.add_argument("--archive", default=None, help="Parquet archive written by `chunkmq spark archive`")
     report.add_argument("--output", required=True, help="directory for the report's Parquet tables and report.html")
-    report.set_defaults(func=_run("app.spark.report"))
+    report.set_defaults(func=_run("chunkmq.spark.report"))
 
     inspect = jobs.add_parser("inspect", parents=[common], help="read the chunk files of a data directory directly (read-only)")
     inspect.add_argument("--data-dir", required=True, help="the broker's data directory (or its store/ directory)")
     inspect.add_argument("--output", default=None, help="write every record as Parquet here")
-    inspect.set_defaults(func=_run("app.spark.inspect"))
+    inspect.set_defaults(func=_run("chunkmq.spark.inspect"))
 
 
 def _run(module: str) -> Callable[[argparse.Namespace], int]:
@@ -59,8 +59,8 @@ def _run(module: str) -> Callable[[argparse.Namespace], int]:
         try:
             return int(job.main(args) or 0)
         except Exception as e:  # a job's failure is one line, not a JVM stack trace
-            from app.spark.http import ChunkmqError
-            from app.spark.options import OptionError
+            from chunkmq.spark.http import ChunkmqError
+            from chunkmq.spark.options import OptionError
 
             if isinstance(e, ChunkmqError | OptionError | FileNotFoundError):
                 print(f"chunkmq spark: {e}", file=sys.stderr)
@@ -73,8 +73,8 @@ def _run(module: str) -> Callable[[argparse.Namespace], int]:
 def source_options(args: argparse.Namespace) -> dict[str, str]:
     """The `format("chunkmq")` options of a job's broker flags, checked against the broker first (a
     missing queue is then one line, not an error wrapped by Spark)."""
-    from app.spark.http import connect
-    from app.spark.options import SourceOptions
+    from chunkmq.spark.http import connect
+    from chunkmq.spark.options import SourceOptions
 
     opts = {"url": args.url}
     if args.token:

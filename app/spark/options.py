@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from app.spark.http import Api
+from chunkmq.spark.http import Api
 
 EARLIEST, LATEST = -2, -1  # as in Kafka's JSON offsets
 

@@ -19,9 +19,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from app.spark.http import ARROW_PAGE, ChunkmqError, Pages, connect
-from app.spark.options import SourceOptions
-from app.spark.prefetch import prefetched
+from chunkmq.spark.http import ARROW_PAGE, ChunkmqError, Pages, connect
+from chunkmq.spark.options import SourceOptions
+from chunkmq.spark.prefetch import prefetched
 
 log = logging.getLogger("chunkmq.spark")
 

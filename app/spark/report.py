@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.spark.charts import bars, lines, page, table
-from app.spark.http import connect
-from app.spark.jobs import source_options
-from app.spark.session import session
+from chunkmq.spark.charts import bars, lines, page, table
+from chunkmq.spark.http import connect
+from chunkmq.spark.jobs import source_options
+from chunkmq.spark.session import session
 
 SOURCE_COLUMNS = ["queue", "offset", "timestamp", "routing_key", "tag", "body"]
 

@@ -12,13 +12,13 @@ if TYPE_CHECKING:
 
 def session(master: str | None = None, app_name: str = "chunkmq", **conf: str) -> SparkSession:
     """A session with `format("chunkmq")` registered, on ``master`` (default `local[*]`; `sc://...`
-    for Spark Connect). Executors run this same Python (they import app.spark), and a local master
+    for Spark Connect). Executors run this same Python (they import chunkmq.spark), and a local master
     stays on the loopback interface."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from app.spark import register
+    from chunkmq.spark import register
 
     master = master or "local[*]"
     remote = master.startswith("sc://")

@@ -20,8 +20,8 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from app.spark.http import connect
-from app.spark.options import OptionError
+from chunkmq.spark.http import connect
+from chunkmq.spark.options import OptionError
 
 BATCH = 1000  # messages per publish request
 _COLUMNS = {"body", "routing_key", "headers", "tag"}

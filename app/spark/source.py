@@ -5,9 +5,9 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from app.spark.options import SourceOptions
-from app.spark.reader import BatchReader, StreamReader
-from app.spark.sink import BatchWriter, SinkOptions, StreamWriter
+from chunkmq.spark.options import SourceOptions
+from chunkmq.spark.reader import BatchReader, StreamReader
+from chunkmq.spark.sink import BatchWriter, SinkOptions, StreamWriter
 
 SCHEMA = ("queue string, offset bigint, id string, timestamp timestamp, exchange string, routing_key string, "
           "tag string, headers map<string,string>, body binary")

@@ -6,21 +6,19 @@ bearer tokens. `install(app)` adds the routes, the static files and the login re
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
-from app.config import Settings
-from app.web import actions, alerts, login, pages
-from app.web.render import redirect
-from app.web.route import error_page
-from app.web.session import CsrfFailed, LoginLimiter, LoginRequired, SessionStore
-from app.web.snapshots import Snapshots
-
-STATIC = Path(__file__).resolve().parent.parent.parent / "static"
+from chunkmq.config import Settings
+from chunkmq.resources import STATIC
+from chunkmq.web import actions, alerts, login, pages
+from chunkmq.web.render import redirect
+from chunkmq.web.route import error_page
+from chunkmq.web.session import CsrfFailed, LoginLimiter, LoginRequired, SessionStore
+from chunkmq.web.snapshots import Snapshots
 
 
 def install(app: FastAPI, settings: Settings) -> None:

@@ -11,12 +11,12 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.broker.definitions import import_definitions
-from app.broker.errors import BrokerError, Forbidden, InvalidInput
-from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
-from app.broker.redrive import redrive
-from app.meta import MetaError
-from app.web.forms import (
+from chunkmq.broker.definitions import import_definitions
+from chunkmq.broker.errors import BrokerError, Forbidden, InvalidInput
+from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
+from chunkmq.broker.redrive import redrive
+from chunkmq.meta import MetaError
+from chunkmq.web.forms import (
     confirmed,
     json_object,
     optional_int,
@@ -25,11 +25,11 @@ from app.web.forms import (
     read_form,
     utc_ms,
 )
-from app.web.login import safe_next
-from app.web.pages import broker_of
-from app.web.render import redirect, segment
-from app.web.route import ConsoleRoute
-from app.web.session import Session, check_csrf, current_session, sessions_of
+from chunkmq.web.login import safe_next
+from chunkmq.web.pages import broker_of
+from chunkmq.web.render import redirect, segment
+from chunkmq.web.route import ConsoleRoute
+from chunkmq.web.session import Session, check_csrf, current_session, sessions_of
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 

@@ -11,17 +11,17 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from starlette.responses import HTMLResponse, Response
 
-from app.alerts.jobs import Alerts
-from app.alerts.rules import DESCRIPTIONS, UNITS, Kind, RuleSpec
-from app.broker.errors import InvalidInput
-from app.meta.alerts import AlertRuleRow
-from app.meta.errors import InvalidValue
-from app.web.actions import outcome, posted
-from app.web.forms import confirmed
-from app.web.pages import int_param, require_admin
-from app.web.render import NAV, render
-from app.web.route import ConsoleRoute
-from app.web.session import Session, current_session
+from chunkmq.alerts.jobs import Alerts
+from chunkmq.alerts.rules import DESCRIPTIONS, UNITS, Kind, RuleSpec
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.meta.alerts import AlertRuleRow
+from chunkmq.meta.errors import InvalidValue
+from chunkmq.web.actions import outcome, posted
+from chunkmq.web.forms import confirmed
+from chunkmq.web.pages import int_param, require_admin
+from chunkmq.web.render import NAV, render
+from chunkmq.web.route import ConsoleRoute
+from chunkmq.web.session import Session, current_session
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 NAV.extend([("/alerts", "Alerts"), ("/settings", "Settings")])

@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from app.broker.base import now_ms
-from app.broker.broker import Broker
-from app.broker.errors import InvalidInput
-from app.broker.history import QueuePoint
-from app.broker.queue import Queue
+from chunkmq.broker.base import now_ms
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.broker.history import QueuePoint
+from chunkmq.broker.queue import Queue
 
 RANGES = {"1h": 3600, "24h": 24 * 3600, "7d": 7 * 24 * 3600}
 # At most this many points per chart: a week of 1-minute points would be 10,080.

@@ -13,8 +13,8 @@ from urllib.parse import parse_qsl
 import orjson
 from fastapi import Request
 
-from app.broker.errors import InvalidInput
-from app.broker.queue import QueueSettings
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.broker.queue import QueueSettings
 
 MAX_FORM_BYTES = 8 * 1024 * 1024
 

@@ -8,10 +8,10 @@ import secrets
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.web.forms import read_form
-from app.web.render import redirect, render
-from app.web.route import ConsoleRoute
-from app.web.session import (
+from chunkmq.web.forms import read_form
+from chunkmq.web.render import redirect, render
+from chunkmq.web.route import ConsoleRoute
+from chunkmq.web.session import (
     LOGIN_COOKIE,
     SESSION_COOKIE,
     LoginLimiter,

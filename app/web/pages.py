@@ -17,19 +17,19 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import HTMLResponse, Response
 
-from app.broker import views
-from app.broker.base import now_ms
-from app.broker.broker import Broker
-from app.broker.definitions import SECTIONS, export_definitions
-from app.broker.errors import Forbidden, InvalidInput
-from app.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
-from app.broker.views import GroupView, QueueView
-from app.web import charts
-from app.web.forms import utc_ms
-from app.web.render import SECURITY_HEADERS, render
-from app.web.route import ConsoleRoute
-from app.web.session import Session, current_session
-from app.web.snapshots import Snapshots
+from chunkmq.broker import views
+from chunkmq.broker.base import now_ms
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.definitions import SECTIONS, export_definitions
+from chunkmq.broker.errors import Forbidden, InvalidInput
+from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
+from chunkmq.broker.views import GroupView, QueueView
+from chunkmq.web import charts
+from chunkmq.web.forms import utc_ms
+from chunkmq.web.render import SECURITY_HEADERS, render
+from chunkmq.web.route import ConsoleRoute
+from chunkmq.web.session import Session, current_session
+from chunkmq.web.snapshots import Snapshots
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 

@@ -12,9 +12,9 @@ from fastapi import Request
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from app import __version__
-from app.broker.queue import QueueSettings
-from app.web.session import Session
+from chunkmq import __version__
+from chunkmq.broker.queue import QueueSettings
+from chunkmq.web.session import Session
 
 DASH = "\u2013"  # an en dash for "no value"
 TEMPLATES = Path(__file__).parent / "templates"

@@ -14,11 +14,11 @@ from fastapi import Request
 from fastapi.routing import APIRoute
 from starlette.responses import Response
 
-from app.broker.errors import BrokerError
-from app.meta import MetaError
-from app.meta.errors import NotFound as MetaNotFound
-from app.web.render import render
-from app.web.session import SESSION_COOKIE, CsrfFailed, LoginRequired, sessions_of
+from chunkmq.broker.errors import BrokerError
+from chunkmq.meta import MetaError
+from chunkmq.meta.errors import NotFound as MetaNotFound
+from chunkmq.web.render import render
+from chunkmq.web.session import SESSION_COOKIE, CsrfFailed, LoginRequired, sessions_of
 
 log = logging.getLogger("chunkmq.web")
 

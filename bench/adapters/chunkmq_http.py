@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from app.client import _batch
 from bench.adapters.base import Adapter, ConsumeTimeout, OnBody
 from bench.adapters.http import HttpJson
+from chunkmq.client import _batch
 
 GROUP = "bench"
 _SEND_BATCH = {"content-type": _batch.MEDIA_TYPE, "accept": _batch.MEDIA_TYPE}

@@ -9,9 +9,9 @@ from importlib.metadata import version
 import orjson
 from websockets.sync.client import ClientConnection, connect
 
-from app.client import _batch
 from bench.adapters.base import ConsumeTimeout, OnBody
 from bench.adapters.chunkmq_http import GROUP, ChunkmqHttpAdapter
+from chunkmq.client import _batch
 
 ACK_EVERY = 100  # messages per cumulative ack, as the NATS and RabbitMQ adapters ack
 

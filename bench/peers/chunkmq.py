@@ -11,9 +11,9 @@ from bench.peers.server import Endpoint, Server, http_status
 
 
 def _chunkmq_command() -> list[str]:
-    # The console script next to this interpreter; `python -m app.cli` when it is not installed.
+    # The console script next to this interpreter; `python -m chunkmq.cli` when it is not installed.
     script = Path(sys.executable).with_name("chunkmq")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "chunkmq.cli"]
 
 
 class ChunkmqServer(Server):

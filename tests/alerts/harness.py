@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from app.alerts.jobs import Alerts
-from app.config import Settings
-from app.main import create_app
-from app.meta.alerts import AlertEventRow
+from chunkmq.alerts.jobs import Alerts
+from chunkmq.config import Settings
+from chunkmq.main import create_app
+from chunkmq.meta.alerts import AlertEventRow
 
 T0 = 1_900_000_000_000  # a fixed epoch ms the tests count from
 

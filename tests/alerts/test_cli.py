@@ -11,7 +11,7 @@ from tests.server import ServerProcess
 
 
 def chunkmq(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "app.cli", "alerts", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "chunkmq.cli", "alerts", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=60)
 
 

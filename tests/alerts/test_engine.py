@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from app.meta.alerts import NewAlertEvent
+from chunkmq.meta.alerts import NewAlertEvent
 from tests.alerts.harness import T0, running, settings
 from tests.mailbox import Mailbox
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.alerts.state import Alert, Notice, State
+from chunkmq.alerts.state import Alert, Notice, State
 
 S = 1000
 

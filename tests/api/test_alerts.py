@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from app.meta import MetaStore
+from chunkmq.meta import MetaStore
 from tests.alerts.harness import running, settings
 from tests.api.client import error, ok
 from tests.mailbox import Mailbox

@@ -8,8 +8,8 @@ import socket
 
 import httpx
 
-from app.config import Settings
-from app.main import create_app
+from chunkmq.config import Settings
+from chunkmq.main import create_app
 from tests.server import ServerProcess
 
 

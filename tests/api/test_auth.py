@@ -24,7 +24,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
 
 def create_token(data_dir: Path, *args: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "token", "create", "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "chunkmq.cli", "token", "create", "--data-dir", str(data_dir), *args],
         capture_output=True, text=True, check=True,
     )
     return result.stdout.strip()
@@ -87,7 +87,7 @@ def test_permissions_per_verb(secured: ServerProcess) -> None:
 
 def test_auth_off_is_refused_off_loopback(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "chunkmq.cli", "serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path)],
         env={"CHUNKMQ_AUTH": "off", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60,
     )
     assert result.returncode != 0

@@ -37,7 +37,7 @@ def admin(server: ServerProcess) -> httpx.Client:
 def cli(server: ServerProcess, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "CHUNKMQ_URL": server.url,
            "CHUNKMQ_TOKEN": (server.data_dir / "admin-token").read_text().strip()}
-    return subprocess.run([sys.executable, "-m", "app.cli", "definitions", *args], env=env, input=stdin,
+    return subprocess.run([sys.executable, "-m", "chunkmq.cli", "definitions", *args], env=env, input=stdin,
                           capture_output=True, check=False)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.api import streams as stream_routes
-from app.broker import codes
-from app.config import Settings
-from app.main import create_app
+from chunkmq.api import streams as stream_routes
+from chunkmq.broker import codes
+from chunkmq.config import Settings
+from chunkmq.main import create_app
 
 DOC = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
 

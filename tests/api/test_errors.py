@@ -15,12 +15,12 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-import app
-from app.api import errors
-from app.broker import codes
-from app.broker.errors import BrokerError
+import chunkmq
+from chunkmq.api import errors
+from chunkmq.broker import codes
+from chunkmq.broker.errors import BrokerError
 
-LAYERS = ("app.storage", "app.meta", "app.broker")
+LAYERS = ("chunkmq.storage", "chunkmq.meta", "chunkmq.broker")
 
 
 def _modules(package: str) -> list[ModuleType]:
@@ -93,8 +93,8 @@ def test_each_class_is_answered_in_the_error_shape() -> None:
 
 
 def test_most_specific_entry_wins_and_entities_refine_not_found() -> None:
-    from app.meta import errors as meta
-    from app.storage import errors as storage
+    from chunkmq.meta import errors as meta
+    from chunkmq.storage import errors as storage
 
     assert errors.api_error(storage.UnknownQueue(3)).code == codes.QUEUE_NOT_FOUND
     assert errors.api_error(storage.StoreClosed("closed")).status == 503
@@ -106,7 +106,7 @@ def test_most_specific_entry_wins_and_entities_refine_not_found() -> None:
 
 
 def test_every_code_the_source_uses_is_in_the_table() -> None:
-    root = Path(app.__file__).parent
+    root = Path(chunkmq.__file__).parent
     used: set[str] = set()
     for path in root.rglob("*.py"):
         used |= set(re.findall(r'\bcode="([a-z_]+)"', path.read_text()))

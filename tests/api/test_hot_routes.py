@@ -13,9 +13,9 @@ import orjson
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from app.broker.message import BATCH_MEDIA_TYPE
-from app.config import Settings
-from app.main import App, create_app
+from chunkmq.broker.message import BATCH_MEDIA_TYPE
+from chunkmq.config import Settings
+from chunkmq.main import App, create_app
 
 JSON = {"content-type": "application/json"}
 PUBLISH = orjson.dumps({"messages": [{"body": "hello"}]})

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import orjson
 
-from app.broker import codes
-from app.config import Settings
-from app.main import create_app
+from chunkmq.broker import codes
+from chunkmq.config import Settings
+from chunkmq.main import create_app
 
 
 def get_all(*paths: str) -> list[httpx.Response]:

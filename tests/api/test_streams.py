@@ -16,8 +16,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from app.client._batch import decode, encode
-from app.client.models import Message, OutgoingMessage
+from chunkmq.client._batch import decode, encode
+from chunkmq.client.models import Message, OutgoingMessage
 from tests.api.client import ok
 from tests.api.test_auth import create_token
 from tests.server import ServerProcess

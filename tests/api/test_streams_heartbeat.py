@@ -22,7 +22,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from app.config import Settings
+from chunkmq.config import Settings
 from tests.api.client import ok
 from tests.api.test_streams import consume_url, group_info, open_ws, recv, run, send, synced
 from tests.server import ServerProcess

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
-from app.auth.permissions import Permissions
-from app.meta import MetaStore
+from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
+from chunkmq.auth.permissions import Permissions
+from chunkmq.meta import MetaStore
 
 
 def _mode(path: Path) -> int:

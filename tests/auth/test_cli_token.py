@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.meta import MetaStore
+from chunkmq.meta import MetaStore
 
 
 def _chunkmq(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "token", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "chunkmq.cli", "token", *args], cwd=cwd, capture_output=True, text=True, timeout=60
     )
 
 
@@ -61,7 +61,7 @@ def test_invalid_pattern_is_a_clear_error(tmp_path: Path) -> None:
 def test_data_dir_from_the_environment(tmp_path: Path) -> None:
     env = {**os.environ, "CHUNKMQ_DATA_DIR": str(tmp_path / "env-data")}
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "token", "create", "--name", "ci"],
+        [sys.executable, "-m", "chunkmq.cli", "token", "create", "--name", "ci"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr

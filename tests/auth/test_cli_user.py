@@ -6,12 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.meta import MetaStore
+from chunkmq.meta import MetaStore
 
 
 def _chunkmq(*args: str, stdin: str = "", cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "user", *args], cwd=cwd, input=stdin, capture_output=True, text=True,
+        [sys.executable, "-m", "chunkmq.cli", "user", *args], cwd=cwd, input=stdin, capture_output=True, text=True,
         timeout=60,
     )
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from app.auth.passwords import hash_password, verify_password
+from chunkmq.auth.passwords import hash_password, verify_password
 
 
 def test_hash_is_salted_and_verifies() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.auth.permissions import Action, InvalidPattern, Permissions
+from chunkmq.auth.permissions import Action, InvalidPattern, Permissions
 
 CASES: list[tuple[Permissions, Action, str, bool]] = [
     (Permissions(), "configure", "orders", False),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.auth.permissions import Permissions
-from app.auth.tokens import generate_token, hash_token
-from app.meta import AlreadyExists, InvalidValue, MetaStore, NotFound
+from chunkmq.auth.permissions import Permissions
+from chunkmq.auth.tokens import generate_token, hash_token
+from chunkmq.meta import AlreadyExists, InvalidValue, MetaStore, NotFound
 
 
 def test_generated_tokens() -> None:

@@ -5,9 +5,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from app.broker.broker import Broker
-from app.config import Settings
-from app.meta import MetaStore, upgrade
+from chunkmq.broker.broker import Broker
+from chunkmq.config import Settings
+from chunkmq.meta import MetaStore, upgrade
 
 
 def settings(tmp_path: Path) -> Settings:

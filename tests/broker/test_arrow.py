@@ -8,9 +8,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.broker import arrow
-from app.broker.message import FLAG_BINARY, MessageLimits, decode_data, parse_batch
-from app.storage.model import ColumnPage
+from chunkmq.broker import arrow
+from chunkmq.broker.message import FLAG_BINARY, MessageLimits, decode_data, parse_batch
+from chunkmq.storage.model import ColumnPage
 
 _text = st.text(st.characters(codec="utf-8"), max_size=40)
 _key = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=20)

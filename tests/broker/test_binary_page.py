@@ -10,12 +10,12 @@ import numpy as np
 import orjson
 import pytest
 
-from app.broker.binary_page import _gather, render_page
-from app.broker.broker import Broker
-from app.broker.message import encode_blob, render_binary
-from app.client import _batch
-from app.storage import NewMessage, Store, StoreOptions
-from app.storage.model import ColumnPage
+from chunkmq.broker.binary_page import _gather, render_page
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.message import encode_blob, render_binary
+from chunkmq.client import _batch
+from chunkmq.storage import NewMessage, Store, StoreOptions
+from chunkmq.storage.model import ColumnPage
 from tests.broker.conftest import with_broker
 
 TEXTS = ["", "plain", 'a "quoted" word', "back\\slash", "line\nbreak", "héllo ✓", "x" * 300, "tab\there"]

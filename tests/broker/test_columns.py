@@ -1,6 +1,6 @@
 import struct
 
-from app.broker.columns import column_bytes
+from chunkmq.broker.columns import column_bytes
 
 
 def test_a_column_is_its_values_little_endian_back_to_back() -> None:

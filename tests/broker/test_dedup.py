@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from app.broker.dedup import IdempotencyWindow, WindowSnapshots
+from chunkmq.broker.dedup import IdempotencyWindow, WindowSnapshots
 
 
 def result(n: int) -> bytes:

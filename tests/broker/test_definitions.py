@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from app.broker.broker import Broker
-from app.broker.definitions import export_definitions, import_definitions
-from app.broker.errors import InvalidInput, NotFound, PreconditionFailed
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.definitions import export_definitions, import_definitions
+from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from tests.broker.conftest import with_broker
 
 DOC: dict[str, Any] = {

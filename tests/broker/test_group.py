@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.broker.group import COLUMNS_FROM, Group
-from app.storage import NewMessage, Store, StoreOptions
+from chunkmq.broker.group import COLUMNS_FROM, Group
+from chunkmq.storage import NewMessage, Store, StoreOptions
 
 
 def _store(tmp_path: Path, n: int) -> Store:
@@ -56,7 +56,7 @@ def test_changes_count_only_real_changes(tmp_path: Path) -> None:
 
 
 def test_idle_consumers_are_forgotten(tmp_path: Path) -> None:
-    from app.broker.group import CONSUMER_FORGET_MS
+    from chunkmq.broker.group import CONSUMER_FORGET_MS
 
     group = Group(1, "g", next_offset=0)
     group.consumers = {"old": 1_000, "recent": 1_000 + CONSUMER_FORGET_MS}

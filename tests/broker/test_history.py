@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from app.broker.base import now_ms
-from app.broker.broker import Broker
-from app.broker.history import GroupPoint, QueuePoint, downsample
+from chunkmq.broker.base import now_ms
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.history import GroupPoint, QueuePoint, downsample
 from tests.broker.conftest import with_broker
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 import pytest
 
-from app.broker.broker import Broker
-from app.broker.errors import InvalidInput, TooLarge
-from app.broker.message import (
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.errors import InvalidInput, TooLarge
+from chunkmq.broker.message import (
     FLAG_BINARY,
     MessageLimits,
     _parse_any,
@@ -28,10 +28,10 @@ from app.broker.message import (
     render_binary,
     render_results,
 )
-from app.client import _batch
-from app.config import Settings
-from app.meta import MetaStore, upgrade
-from app.storage import AppendedBatch
+from chunkmq.client import _batch
+from chunkmq.config import Settings
+from chunkmq.meta import MetaStore, upgrade
+from chunkmq.storage import AppendedBatch
 
 LIMITS = MessageLimits(max_headers=64, max_header_bytes=64 * 1024)
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import orjson
 
-from app.broker.broker import Broker
-from app.broker.message import decode_data
-from app.client import _batch
-from app.storage.record import COLUMNS_MIN
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.message import decode_data
+from chunkmq.client import _batch
+from chunkmq.storage.record import COLUMNS_MIN
 from tests.broker.conftest import with_broker
 
 N = COLUMNS_MIN + 44

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.broker.broker import Broker
-from app.broker.errors import QueueFull
-from app.broker.queue import Queue
-from app.broker.views import queue_json, queue_view
-from app.config import Settings
-from app.meta import MetaStore, upgrade
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.errors import QueueFull
+from chunkmq.broker.queue import Queue
+from chunkmq.broker.views import queue_json, queue_view
+from chunkmq.config import Settings
+from chunkmq.meta import MetaStore, upgrade
 
 _ids = itertools.count()  # unique names and idempotency keys across examples
 

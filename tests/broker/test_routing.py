@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from app.broker.routing import headers_match, stable_hash, topic_matches
+from chunkmq.broker.routing import headers_match, stable_hash, topic_matches
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_headers_match() -> None:
 
 def test_stable_hash_is_the_same_in_every_process() -> None:
     """Python's hash() is salted per process; the hash exchange must not be."""
-    code = "from app.broker.routing import stable_hash; print(stable_hash('customer-1'))"
+    code = "from chunkmq.broker.routing import stable_hash; print(stable_hash('customer-1'))"
     seen = {
         subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed},
                        capture_output=True, text=True, check=True).stdout.strip()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.broker import codes
-from app.client import errors
+from chunkmq.broker import codes
+from chunkmq.client import errors
 
 
 def test_every_server_code_maps_to_its_status_and_class() -> None:

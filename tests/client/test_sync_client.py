@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from app.client import _batch
 from chunkmq import (
     Client,
     ConnectionFailed,
@@ -19,6 +18,7 @@ from chunkmq import (
     Unauthorized,
     Unroutable,
 )
+from chunkmq.client import _batch
 from tests.broker.test_message import binary_body
 from tests.server import ServerProcess, free_port
 

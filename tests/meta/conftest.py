@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.meta import GroupState, MetaStore, upgrade
+from chunkmq.meta import GroupState, MetaStore, upgrade
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.meta import MetaStore
-from app.meta.alerts import MAX_RULE_ID, AlertRepository
+from chunkmq.meta import MetaStore
+from chunkmq.meta.alerts import MAX_RULE_ID, AlertRepository
 
 
 def test_a_new_rule_after_a_put_of_the_largest_id_takes_a_free_one(store: MetaStore) -> None:

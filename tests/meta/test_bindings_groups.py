@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from app.meta import AlreadyExists, GroupState, InvalidValue, MetaStore, NotFound
+from chunkmq.meta import AlreadyExists, GroupState, InvalidValue, MetaStore, NotFound
 from tests.meta.conftest import floors
 
 

@@ -7,8 +7,8 @@ import threading
 
 from sqlalchemy import func, select
 
-from app.meta import MetaStore
-from app.meta.models import Queue
+from chunkmq.meta import MetaStore
+from chunkmq.meta.models import Queue
 from tests.meta.conftest import floors
 
 

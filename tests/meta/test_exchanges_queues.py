@@ -7,7 +7,7 @@ from datetime import UTC
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from app.meta import AlreadyExists, InvalidValue, MetaStore, NotFound, QueueRow
+from chunkmq.meta import AlreadyExists, InvalidValue, MetaStore, NotFound, QueueRow
 
 
 def test_exchange_round_trip(store: MetaStore) -> None:

@@ -16,10 +16,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from app.meta import upgrade
-from app.meta.engine import make_engine
-from app.meta.migrate import SCRIPT_LOCATION, alembic_config, current_revision, head_revision
-from app.meta.models import Base
+from chunkmq.meta import upgrade
+from chunkmq.meta.engine import make_engine
+from chunkmq.meta.migrate import SCRIPT_LOCATION, alembic_config, current_revision, head_revision
+from chunkmq.meta.models import Base
 
 TABLES = {"exchanges", "queues", "bindings", "groups", "users", "tokens", "alert_rules", "alert_states", "alert_events"}
 
@@ -93,7 +93,7 @@ def test_the_scripts_are_numbered_in_a_chain_so_the_highest_number_is_the_head()
 
 
 def test_an_upgrade_at_the_head_loads_no_alembic_and_one_behind_is_migrated(meta_url: str) -> None:
-    code = f"import sys; from app.meta import upgrade; upgrade({meta_url!r}); print('alembic' in sys.modules)"
+    code = f"import sys; from chunkmq.meta import upgrade; upgrade({meta_url!r}); print('alembic' in sys.modules)"
     at_head = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert at_head.stdout.strip() == "False"
     command.downgrade(alembic_config(meta_url), "-1")
@@ -109,7 +109,7 @@ def test_fresh_database_has_no_revision(tmp_path: Path) -> None:
 def test_upgrade_from_another_working_directory(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     subprocess.run(
-        [sys.executable, "-m", "app.meta", "upgrade", url], cwd=tmp_path, check=True, capture_output=True
+        [sys.executable, "-m", "chunkmq.meta", "upgrade", url], cwd=tmp_path, check=True, capture_output=True
     )
     assert current_revision(url) == _head()
 

@@ -12,7 +12,7 @@ import sys
 
 def main() -> None:
     url, queue, exchange, checkpoint, master, pids_file = sys.argv[1:7]
-    from app.spark.session import session
+    from chunkmq.spark.session import session
     from tests.spark import SPARK_TEST_CONF
 
     spark = session(master, "chunkmq-cluster-test", **SPARK_TEST_CONF)

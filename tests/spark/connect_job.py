@@ -14,7 +14,7 @@ import sys
 
 def main() -> None:
     remote, url, queue, offset, exchange = sys.argv[1:6]
-    from app.spark.session import session
+    from chunkmq.spark.session import session
 
     spark = session(remote, "chunkmq-connect-test")
     (spark.read.format("chunkmq").option("url", url).option("subscribe", queue)

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from app.cli import main as cli
+from chunkmq.cli import main as cli
 from tests.server import ServerProcess
 from tests.spark.conftest import fill
 

@@ -8,7 +8,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from app.spark.http import ChunkmqError, Pages
+from chunkmq.spark.http import ChunkmqError, Pages
 from tests.server import ServerProcess
 from tests.spark.conftest import fill
 

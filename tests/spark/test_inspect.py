@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 
-from app.cli import main as cli
-from app.spark.inspect import inspect_frame, store_dir
-from app.storage.reader import chunk_paths
+from chunkmq.cli import main as cli
+from chunkmq.spark.inspect import inspect_frame, store_dir
+from chunkmq.storage.reader import chunk_paths
 from tests.server import ServerProcess
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.spark.prefetch import prefetched
+from chunkmq.spark.prefetch import prefetched
 
 
 def test_every_item_in_order_while_the_producer_runs_ahead() -> None:

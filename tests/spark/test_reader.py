@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.spark.reader import TASK_ROWS, cores, plan
+from chunkmq.spark.reader import TASK_ROWS, cores, plan
 from tests.server import ServerProcess
 from tests.spark.conftest import fill
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from app.cli import main as cli
+from chunkmq.cli import main as cli
 from tests.server import ServerProcess
 from tests.spark.conftest import fill
 from tests.spark.test_archive import archive

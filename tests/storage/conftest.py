@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import FsyncMode, NewMessage, Store, StoreOptions
+from chunkmq.storage import FsyncMode, NewMessage, Store, StoreOptions
 
 # Tiny chunks and index files so that roll-overs happen within a few hundred records.
 SMALL = StoreOptions(

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from app.storage import FsyncMode, NewMessage, Store, StoreOptions
+from chunkmq.storage import FsyncMode, NewMessage, Store, StoreOptions
 
 OPTIONS = StoreOptions(
     chunk_size=16 * 1024,

@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from app.storage import Store
+from chunkmq.storage import Store
 from tests.storage.crash_writer import OPTIONS, QUEUES, expected_batch
 
 ROOT = Path(__file__).resolve().parents[2]

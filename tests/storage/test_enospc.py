@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import FsyncMode, NewMessage, StorageFull, Store, StoreOptions
+from chunkmq.storage import FsyncMode, NewMessage, StorageFull, Store, StoreOptions
 
 OPTIONS = StoreOptions(
     chunk_size=64 * 1024,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import Store, files
-from app.storage.files import private_dir, restrict_tree
+from chunkmq.storage import Store, files
+from chunkmq.storage.files import private_dir, restrict_tree
 
 from .conftest import SMALL, msgs
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.storage import NewMessage, Store, StoreOptions, files
-from app.storage.gc import GC_SUFFIX
+from chunkmq.storage import NewMessage, Store, StoreOptions, files
+from chunkmq.storage.gc import GC_SUFFIX
 from tests.storage.conftest import SMALL
 from tests.storage.crash_writer import OPTIONS, expected_gc_batch
 from tests.storage.test_crash import ROOT

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.storage.lock import LOCK_FILE, DirectoryLock, DirectoryLocked
+from chunkmq.storage.lock import LOCK_FILE, DirectoryLock, DirectoryLocked
 
 
 def test_a_second_owner_is_refused_and_named(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from app.storage import NewMessage, Store, StoreOptions, tag_hash
+from chunkmq.storage import NewMessage, Store, StoreOptions, tag_hash
 
 OPTIONS = StoreOptions(chunk_size=4096, index_chunk_entries=8, checkpoint_interval_ms=3_600_000,
                        max_message_bytes=600, max_batch_bytes=4096, tail_cache_bytes=1024)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import NewMessage, Store, StoreOptions
-from app.storage.model import Record
-from app.storage.reader import Damage, chunk_paths, read_chunk
+from chunkmq.storage import NewMessage, Store, StoreOptions
+from chunkmq.storage.model import Record
+from chunkmq.storage.reader import Damage, chunk_paths, read_chunk
 
 
 def _fingerprint(paths: list[Path]) -> list[tuple[str, int, int, str]]:

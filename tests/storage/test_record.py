@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.storage import MessageColumns, MessageTooLarge, NewMessage, tag_hash
-from app.storage.queue_index import unpack_entries
-from app.storage.record import (
+from chunkmq.storage import MessageColumns, MessageTooLarge, NewMessage, tag_hash
+from chunkmq.storage.queue_index import unpack_entries
+from chunkmq.storage.record import (
     COLUMNS_MIN,
     CRC_SIZE,
     FIELDS_AT,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import CorruptChunk, NewMessage, Store, StoredMessage, tag_hash
-from app.storage.chunk import HEADER_SIZE
-from app.storage.record import FIELDS_AT
+from chunkmq.storage import CorruptChunk, NewMessage, Store, StoredMessage, tag_hash
+from chunkmq.storage.chunk import HEADER_SIZE
+from chunkmq.storage.record import FIELDS_AT
 from tests.storage.conftest import SMALL, crash_image, msgs
 
 Opener = Callable[..., Store]

@@ -5,7 +5,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from app.storage import NewMessage, Store
+from chunkmq.storage import NewMessage, Store
 from tests.storage.conftest import SMALL, msgs
 
 Opener = Callable[..., Store]

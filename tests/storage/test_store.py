@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import app.storage as storage
-from app.storage import (
+import chunkmq.storage as storage
+from chunkmq.storage import (
     BatchTooLarge,
     FsyncMode,
     MessageTooLarge,
@@ -21,8 +21,8 @@ from app.storage import (
     reader,
     tag_hash,
 )
-from app.storage.chunk import HEADER_SIZE
-from app.storage.record import FIELDS_AT
+from chunkmq.storage.chunk import HEADER_SIZE
+from chunkmq.storage.record import FIELDS_AT
 from tests.storage.conftest import SMALL, msgs
 
 Opener = Callable[..., Store]

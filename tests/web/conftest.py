@@ -10,8 +10,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.config import Settings
-from app.main import create_app
+from chunkmq.config import Settings
+from chunkmq.main import create_app
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

@@ -11,10 +11,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.alerts.jobs import Alerts
-from app.config import Settings
-from app.main import create_app
-from app.meta.alerts import NewAlertEvent
+from chunkmq.alerts.jobs import Alerts
+from chunkmq.config import Settings
+from chunkmq.main import create_app
+from chunkmq.meta.alerts import NewAlertEvent
 from tests.mailbox import Mailbox
 from tests.web.conftest import Console, admin_password, login
 from tests.web.test_pages import assert_no_inline_code

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.broker.errors import InvalidInput
-from app.web.forms import confirmed, json_object, queue_settings, utc_ms
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.web.forms import confirmed, json_object, queue_settings, utc_ms
 
 
 def test_queue_settings_blank_means_no_limit() -> None:

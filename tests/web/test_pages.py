@@ -14,10 +14,10 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import insert
 
-from app.config import Settings
-from app.main import create_app
-from app.meta import MetaStore, upgrade
-from app.meta import models as m
+from chunkmq.config import Settings
+from chunkmq.main import create_app
+from chunkmq.meta import MetaStore, upgrade
+from chunkmq.meta import models as m
 from tests.web.conftest import Console, admin_password, login
 
 pytestmark = pytest.mark.anyio

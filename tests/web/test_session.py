@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.web import session as session_module
-from app.web.session import CsrfFailed, LoginLimiter, SessionStore, check_csrf
+from chunkmq.web import session as session_module
+from chunkmq.web.session import CsrfFailed, LoginLimiter, SessionStore, check_csrf
 
 
 @pytest.fixture

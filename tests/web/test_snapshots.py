@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.web import snapshots as snapshots_module
-from app.web.snapshots import Snapshots
+from chunkmq.web import snapshots as snapshots_module
+from chunkmq.web.snapshots import Snapshots
 
 
 def test_built_once_per_ttl_and_cleared_by_actions(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,9 +7,9 @@ import time
 import httpx
 import pytest
 
-from app.client import _batch
 from bench.adapters.chunkmq_http import ChunkmqHttpAdapter
 from bench.peers.server import Endpoint
+from chunkmq.client import _batch
 
 
 @pytest.mark.parametrize("bulk", [False, True])
