@@ -12,6 +12,8 @@ from tests.mailbox import Mailbox
 from tests.server import ServerProcess
 from tests.spark import SPARK_TEST_CONF
 
+pytest_plugins = ["tests.ran_all"]
+
 _names = itertools.count()
 
 # Chunks are preallocated at full size: with the default 256 MiB, the servers of a run (test servers,

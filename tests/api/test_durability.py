@@ -77,7 +77,12 @@ def test_kill_9_during_concurrent_publishing_loses_no_acknowledged_message(tmp_p
             threads = [threading.Thread(target=_publisher, args=(server.url, "q", w, acked, stop)) for w in range(4)]
             for t in threads:
                 t.start()
-            time.sleep(rng.uniform(0.3, 1.0))
+            # the kill lands at a random moment after the first acknowledgement (a loaded machine
+            # can take longer than the random delay to acknowledge anything)
+            deadline = time.monotonic() + 30
+            while not acked and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.7))
             server.kill()
             stop.set()
             for t in threads:
