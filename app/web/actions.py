@@ -137,7 +137,7 @@ async def declare_queue(request: Request) -> Response:
 
     async def work() -> str:
         nonlocal back
-        _, created = await broker_of(request).declare_queue(name, queue_settings(form))
+        _, created = await broker_of(request).declare_queue(name, queue_settings(form, new_name=name))
         back = queue_url(name)
         return f"queue {name!r} {'declared' if created else 'already exists with these settings'}"
 

@@ -275,6 +275,37 @@ async def test_counters_say_since_when_and_dead_letters_count_in_their_exchange(
     assert "since start" in (await console.get("/queues")).text.split("</thead>")[0]
 
 
+def post_forms(html: str) -> set[str]:
+    return set(re.findall(r'<form[^>]*method="post" action="([^"]+)"', html))
+
+
+async def test_read_only_users_see_no_action_they_cannot_take(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_exchange("ex", {"type": "fanout"})
+    await broker.declare_queue("work", {})
+    await broker.bind({"exchange": "ex", "queue": "work"})
+    await broker.pull("work", "g", 1, 0, "c")
+    await console.act("/access/users", {"name": "viewer", "password": "viewer-pw-123"})
+    pages = [*PAGES, "/exchanges/ex", "/queues/work", "/alerts"]
+    admin_forms = {url: post_forms((await console.get(url)).text) for url in pages}
+    assert {"/queues/work/purge", "/queues/work/publish", "/bindings/1/delete", "/access/users/viewer/delete",
+            "/access/tokens/1/delete"} <= set().union(*admin_forms.values())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as client:
+        assert (await login(client, "viewer", "viewer-pw-123")).status_code == 303
+        for url in pages:
+            page = await client.get(url)
+            assert page.status_code == 200, url
+            allowed = {"/logout", "/access/password"}
+            assert post_forms(page.text) <= allowed, (url, post_forms(page.text) - allowed)
+            # the pages they may not open are not offered either
+            assert 'href="/definitions"' not in page.text and 'href="/settings"' not in page.text
+        assert "/access/password" in post_forms((await client.get("/access")).text)
+        queue = (await client.get("/queues/work")).text
+        assert "<dt>max_messages</dt><dd class=\"mono\">none</dd>" in queue  # the settings, to read
+        for url in ("/definitions", "/settings"):
+            assert (await client.get(url)).status_code == 403
+
+
 async def test_stalled_uses_when_the_floor_last_moved(app: FastAPI, console: Console) -> None:
     broker = app.state.broker
     await broker.declare_queue("st", {})
