@@ -106,6 +106,12 @@ async def test_a_queue_form_names_every_bad_field(app: FastAPI, console: Console
     assert flash == ("invalid queue name &#39;bad name&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - :; "
                      "Max messages: must be a whole number, not &#39;many&#39;; Max bytes: must be 1 or more")
     assert "bad name" not in app.state.broker.queues
+    flash = await console.act("/exchanges", {"name": "bad/name", "type": "direct", "alternate_exchange": "no way"})
+    assert flash == ("invalid exchange name &#39;bad/name&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - :; "
+                     "Alternate exchange: invalid exchange name &#39;no way&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - :")
+    flash = await console.act("/access/tokens", {"name": "", "write": "(", "read": "[a"})
+    assert flash.startswith("a token needs a name; invalid write pattern &#39;(&#39;: ")
+    assert "; invalid read pattern &#39;[a&#39;: " in flash
 
 
 async def test_publish_through_an_exchange(app: FastAPI, console: Console) -> None:
