@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import orjson
@@ -300,7 +301,7 @@ async def create_token(request: Request) -> Response:
         if not name:
             problems.messages.append("a token needs a name")
         for action in ("configure", "write", "read"):
-            problems.check("", lambda action=action: pattern(action, form.get(action, "")))  # type: ignore[misc]
+            problems.check("", partial(pattern, action, form.get(action, "")))
         problems.raise_any()
         meta = broker_of(request).meta
         row, plain = await asyncio.to_thread(

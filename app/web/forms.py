@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -104,7 +105,7 @@ def queue_settings(form: dict[str, str], new_name: str | None = None) -> dict[st
         problems.check("", lambda: check_new_name(new_name, "queue name"))
     body: dict[str, Any] = {}
     for key, (label, high) in _INT_SETTINGS.items():
-        body[key] = problems.check(label, lambda key=key, high=high: whole_number(form, key, 1, high))  # type: ignore[misc]
+        body[key] = problems.check(label, partial(whole_number, form, key, 1, high))
     body.update({k: optional_str(form, k) for k in _STR_SETTINGS})
     if body["ack_timeout_ms"] is None:
         body.pop("ack_timeout_ms")  # blank: keep the default
