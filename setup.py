@@ -18,6 +18,6 @@ setup(
     package_data={
         "chunkmq.web": ["templates/*"],
         "chunkmq.migrations": ["script.py.mako"],
-        "chunkmq.static": ["*.css", "*.js", "vendor/**/*"],
+        "chunkmq.static": ["*.css", "*.js", "*.svg", "vendor/**/*"],
     },
 )

@@ -8,6 +8,19 @@ document.addEventListener("htmx:beforeRequest", function (event) {
   }
 });
 
+// The navigation folds behind the Menu button on narrow screens (console.css); without this script
+// the button stays hidden and every link stays listed.
+var menu = document.querySelector("header.top button.menu");
+if (menu) {
+  menu.hidden = false;
+  menu.parentElement.classList.add("js");
+  menu.addEventListener("click", function () {
+    var open = menu.getAttribute("aria-expanded") !== "true";
+    menu.setAttribute("aria-expanded", String(open));
+    menu.parentElement.classList.toggle("open", open);
+  });
+}
+
 // Charts: <div class="chart" data-src="...json" data-title="..."> is drawn with uPlot from
 // {"t": [epoch s...], "series": [{"label": "...", "values": [...]}]}.
 var COLORS = ["#2458d3", "#137a3a", "#b4690e", "#b42318", "#7a3ab4"];
@@ -30,7 +43,7 @@ function drawChart(el) {
         series.push({ label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5 });
         columns.push(s.values);
       });
-      var width = Math.max(300, el.clientWidth - 16);
+      var width = Math.max(200, el.clientWidth - 16);  // a chart on a phone is about 300 px wide
       var x = { time: true };
       if (data.t.length < 2) {  // one point: uPlot would otherwise span years around it
         var t0 = data.t.length ? data.t[0] : Date.now() / 1000;

@@ -51,7 +51,7 @@ def test_the_wheel_holds_only_the_chunkmq_package(tmp_path: Path) -> None:
     tops = {name.split("/")[0] for name in names}
     assert tops == {"chunkmq", "chunkmq-0.1.0.dist-info"}, tops
     for shipped in ("chunkmq/migrations/env.py", "chunkmq/migrations/versions/0001_initial.py",
-                    "chunkmq/static/console.css", "chunkmq/static/vendor/htmx/htmx.min.js",
+                    "chunkmq/static/console.css", "chunkmq/static/favicon.svg", "chunkmq/static/vendor/htmx/htmx.min.js",
                     "chunkmq/web/templates/base.html", "chunkmq/client/__init__.py"):
         assert shipped in names, shipped
 

@@ -154,6 +154,8 @@ class BrokerBase:
             return 0
         self.store.append(messages)
         routed = sum(1 for m in messages if m.queues)
+        exchange.messages_in += len(messages)  # dead letters pass through their exchange as publishes do
+        exchange.messages_unroutable += len(messages) - routed
         self.stats.dead_lettered += len(messages)
         queue.dead_lettered += len(messages)
         for m in messages:

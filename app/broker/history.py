@@ -10,9 +10,13 @@ Rates are counter differences between two samples. Two resolutions are kept:
 
 - fine: every sample; the newest CHUNKMQ_HISTORY_MEMORY_SECONDS (15 min) in a ring in memory, the
   newest CHUNKMQ_HISTORY_FINE_SECONDS (1 h) in the database;
-- coarse: one point per CHUNKMQ_HISTORY_COARSE_STEP_SECONDS (1 min) bucket, stamped with the bucket's
-  start: the mean of each value, except the newest ack floor / floor_moved_at and the most consumers;
-  kept CHUNKMQ_HISTORY_COARSE_SECONDS (7 days).
+- coarse: one point per CHUNKMQ_HISTORY_COARSE_STEP_SECONDS (1 min) bucket, stamped with the time of
+  its first sample: the mean of each value, except the newest ack floor / floor_moved_at and the most
+  consumers; kept CHUNKMQ_HISTORY_COARSE_SECONDS (7 days).
+
+Every aggregated point (coarse, or downsampled for a chart) carries the time of the first point it
+holds, never its bucket's start: a bucket that starts before the queue existed, or before a restart's
+first sample, would otherwise be drawn minutes before the data in it.
 
 Points are written behind (every CHUNKMQ_HISTORY_FLUSH_SECONDS, and on shutdown) with old ones pruned,
 so charts survive a restart. Series are keyed by queue id, which is never reused: the history of a
@@ -46,7 +50,7 @@ _MAX_PENDING = 500_000  # points kept for the database while it cannot be writte
 
 
 class QueuePoint(NamedTuple):
-    t: int  # epoch ms: when sampled, or the start of a downsampled bucket
+    t: int  # epoch ms: when sampled, or when the first sample of an aggregated bucket was
     messages: float
     bytes: float
     publish_rate: float  # messages/s stored into the queue
@@ -70,8 +74,9 @@ _NEWEST = frozenset({"ack_floor", "floor_moved_at"})
 _MOST = frozenset({"consumers"})
 
 
-def _aggregate(kind: type[P], t: int, points: Sequence[P]) -> P:
-    values: list[Any] = [t]
+def _aggregate(kind: type[P], points: Sequence[P]) -> P:
+    """One point for a bucket of `points` (oldest first), stamped with the first one's time."""
+    values: list[Any] = [points[0].t]
     for i, name in enumerate(kind._fields[1:], start=1):
         if name in _NEWEST:
             values.append(points[-1][i])
@@ -83,19 +88,19 @@ def _aggregate(kind: type[P], t: int, points: Sequence[P]) -> P:
 
 
 def downsample(points: Sequence[P], step_ms: int) -> list[P]:
-    """One point per `step_ms` bucket of `points` (oldest first), stamped with the bucket's start."""
+    """One point per `step_ms` bucket of `points` (oldest first), stamped with its first point's time."""
     out: list[P] = []
     bucket: list[P] = []
     start = -1
     for p in points:
         b = p.t - p.t % step_ms
         if b != start and bucket:
-            out.append(_aggregate(type(p), start, bucket))
+            out.append(_aggregate(type(p), bucket))
             bucket = []
         start = b
         bucket.append(p)
     if bucket:
-        out.append(_aggregate(type(bucket[0]), start, bucket))
+        out.append(_aggregate(type(bucket[0]), bucket))
     return out
 
 
@@ -209,7 +214,7 @@ class History:
         bucket = point.t - point.t % self.coarse_ms
         if bucket != series.bucket:
             if series.filling:
-                pending.append((queue_id, group, self.coarse_ms, _aggregate(type(point), series.bucket, series.filling)))
+                pending.append((queue_id, group, self.coarse_ms, _aggregate(type(point), series.filling)))
             series.bucket, series.filling = bucket, []
         series.filling.append(point)
 
@@ -241,11 +246,11 @@ class History:
         """On shutdown: write the coarse buckets being filled too, then everything pending."""
         for key, series in self._queues.items():
             if series.filling:
-                self._pending.append((key, None, self.coarse_ms, _aggregate(QueuePoint, series.bucket, series.filling)))
+                self._pending.append((key, None, self.coarse_ms, _aggregate(QueuePoint, series.filling)))
         for (queue_id, group), series in self._groups.items():
             if series.filling:
                 self._pending.append(
-                    (queue_id, group, self.coarse_ms, _aggregate(GroupPoint, series.bucket, series.filling))
+                    (queue_id, group, self.coarse_ms, _aggregate(GroupPoint, series.filling))
                 )
         await self.flush()
 
@@ -312,7 +317,7 @@ class History:
             points.update((p.t, p) for p in await asyncio.to_thread(load, resolution, since, now + 1))
             points.update((p.t, p) for q, g, s, p in self._pending if (q, g) == key and s == resolution and p.t >= since)
             if series is not None and series.filling and series.bucket + resolution > since:
-                partial = _aggregate(type(series.filling[0]), series.bucket, series.filling)
+                partial = _aggregate(type(series.filling[0]), series.filling)
                 points[partial.t] = partial
         out = [points[t] for t in sorted(points)]
         if wanted is not None and wanted > resolution:

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response
 
 from chunkmq.config import Settings
 from chunkmq.resources import STATIC
@@ -29,6 +29,11 @@ def install(app: FastAPI, settings: Settings) -> None:
     for router in (login.router, pages.router, actions.router, alerts.router):
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        """Browsers and tools ask for it whatever the page links: the console's icon, an SVG."""
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     @app.exception_handler(LoginRequired)
     async def login_required(request: Request, _: LoginRequired) -> Response:

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from chunkmq.auth.permissions import InvalidPattern, compile_pattern
 from chunkmq.broker.definitions import import_definitions
 from chunkmq.broker.errors import BrokerError, Forbidden, InvalidInput
-from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
+from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
 from chunkmq.broker.redrive import redrive
 from chunkmq.meta import MetaError
 from chunkmq.web.forms import (
+    Problems,
     confirmed,
     json_object,
     optional_int,
@@ -58,6 +61,14 @@ async def outcome(request: Request, session: Session, back: str, work: Callable[
     return redirect(back)
 
 
+def pattern(action: str, text: str) -> None:
+    """A token's permission pattern from its form: a bad one is an input error naming itself."""
+    try:
+        compile_pattern(action, text)
+    except InvalidPattern as e:
+        raise InvalidInput(str(e)) from None
+
+
 def queue_url(name: str) -> str:
     return f"/queues/{segment(name)}"
 
@@ -75,7 +86,14 @@ async def declare_exchange(request: Request) -> Response:
     name = form.get("name", "").strip()
 
     async def work() -> str:
-        body = {"type": form.get("type", "direct"), "alternate_exchange": optional_str(form, "alternate_exchange")}
+        alternate = optional_str(form, "alternate_exchange")
+        problems = Problems()  # both names checked, so one answer names both when both are bad
+        if name != DEFAULT_EXCHANGE_ALIAS:  # may be declared as it is (the broker decides)
+            problems.check("", lambda: check_new_name(name, "exchange name"))
+        if alternate is not None:
+            problems.check("Alternate exchange", lambda: check_name(alternate, "exchange name"))
+        problems.raise_any()
+        body = {"type": form.get("type", "direct"), "alternate_exchange": alternate}
         _, created = await broker_of(request).declare_exchange(name, body)
         return f"exchange {name!r} {'declared' if created else 'already exists with these properties'}"
 
@@ -137,7 +155,7 @@ async def declare_queue(request: Request) -> Response:
 
     async def work() -> str:
         nonlocal back
-        _, created = await broker_of(request).declare_queue(name, queue_settings(form))
+        _, created = await broker_of(request).declare_queue(name, queue_settings(form, new_name=name))
         back = queue_url(name)
         return f"queue {name!r} {'declared' if created else 'already exists with these settings'}"
 
@@ -279,8 +297,12 @@ async def create_token(request: Request) -> Response:
 
     async def work() -> str:
         name = form.get("name", "").strip()
+        problems = Problems()
         if not name:
-            raise InvalidInput("a token needs a name")
+            problems.messages.append("a token needs a name")
+        for action in ("configure", "write", "read"):
+            problems.check("", partial(pattern, action, form.get(action, "")))
+        problems.raise_any()
         meta = broker_of(request).meta
         row, plain = await asyncio.to_thread(
             meta.create_token, name, is_admin=form.get("admin") == "yes", configure=form.get("configure", ""),

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from starlette.responses import HTMLResponse, Response
 
 from chunkmq.alerts.jobs import Alerts
@@ -48,9 +49,37 @@ def spec_from(form: dict[str, str]) -> RuleSpec:
     try:
         return RuleSpec.model_validate(body)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise InvalidInput(f"{where}: {first.get('msg', 'invalid')}") from None
+        raise InvalidInput("; ".join(rule_problem(error) for error in e.errors())) from None
+
+
+# The rule form's labels, and what its checks mean in words (pydantic's own messages quote regexes).
+RULE_LABELS = {"kind": "Kind", "threshold": "Threshold", "queue": "Queues", "group": "Groups", "for_seconds": "For",
+               "renotify_seconds": "Re-notify every", "window_seconds": "Window", "recipients": "Recipients"}
+GLOB_HINT = "use 1-200 characters of A-Z a-z 0-9 . _ - : and the wildcards * ? [ ] !"
+
+
+def rule_problem(error: ErrorDetails) -> str:
+    """One bad field of the rule form as "<label>: <what is wrong>"."""
+    field = str(error["loc"][0]) if error["loc"] else ""
+    kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
+    if value == "" and kind in ("float_parsing", "string_pattern_mismatch", "literal_error"):
+        text = "required"
+    elif kind == "string_pattern_mismatch":
+        text = f"{value!r} is not an e-mail address" if field == "recipients" else f"{value!r}: {GLOB_HINT}"
+    elif kind == "float_parsing":
+        text = f"must be a number, not {value!r}"
+    elif kind in ("greater_than_equal", "greater_than", "less_than_equal"):
+        words = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most"}[kind]
+        bound = float(next(iter(ctx.values())))
+        shown = f"{int(bound):,}" if bound.is_integer() else f"{bound:g}"
+        text = f"must be {words} {shown}{' s' if field.endswith('_seconds') else ''}"
+    elif kind == "literal_error":
+        text = f"must be one of {', '.join(k.value for k in Kind)}"
+    elif kind in ("string_too_long", "too_long"):
+        text = f"at most {ctx['max_length']} {'characters' if kind == 'string_too_long' else 'addresses'}"
+    else:
+        text = error["msg"]
+    return f"{RULE_LABELS.get(field, field)}: {text}" if field else text
 
 
 def describe(rule: AlertRuleRow) -> str:

@@ -4,6 +4,7 @@ security headers every console response carries."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -101,6 +102,15 @@ NAV: list[tuple[str, str]] = [
     ("/definitions", "Definitions"),
 ]
 env.globals["nav"] = NAV
+# Pages only administrators may open (they answer 403 to others): the navigation hides them from others.
+ADMIN_PAGES = {"/definitions", "/settings"}
+env.globals["admin_pages"] = ADMIN_PAGES
+
+
+def since_start(request: Request) -> str:
+    """How long ago the broker started: its counters (messages in, delivered...) start at zero then."""
+    broker = getattr(request.app.state, "broker", None)
+    return f"since start, {human_seconds(time.time() - broker.stats.started)} ago" if broker is not None else ""
 
 
 def render(
@@ -115,6 +125,7 @@ def render(
         # A poll (htmx) must not eat the flash meant for the page the browser is about to load.
         flashes=session.take_flashes() if session and request.headers.get("hx-request") != "true" else [],
         refresh=request.app.state.settings.console_refresh_seconds,
+        since_start=since_start(request),
         **context,
     )
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)

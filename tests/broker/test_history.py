@@ -91,8 +91,9 @@ def test_floor_moved_at_moves_only_when_the_floor_moves(tmp_path: Path) -> None:
 def test_downsample_means_values_and_keeps_the_newest_floor() -> None:
     points = [GroupPoint(1000, 2, 1.0, 4.0, 1, 10, 900), GroupPoint(1500, 4, 3.0, 0.0, 3, 12, 1500),
               GroupPoint(2100, 9, 0.5, 1.0, 2, 12, 1500)]
+    # each bucket is stamped with its first point's time, never with a start before its data
     assert downsample(points, 1000) == [GroupPoint(1000, 3.0, 2.0, 2.0, 3, 12, 1500),
-                                        GroupPoint(2000, 9.0, 0.5, 1.0, 2, 12, 1500)]
+                                        GroupPoint(2100, 9.0, 0.5, 1.0, 2, 12, 1500)]
     assert downsample([], 1000) == []
 
 

@@ -72,7 +72,7 @@ async def test_queue_declare_settings_retire_publish_purge_delete(app: FastAPI, 
     assert response.headers["location"] == "/queues/jobs"
     queue = broker.queues["jobs"]
     assert queue.settings.max_messages == 100 and queue.settings.overflow.value == "reject_publish"
-    assert "positive integer" in await console.act("/queues/jobs/settings", {"max_messages": "-1"})
+    assert "Max messages: must be 1 or more" in await console.act("/queues/jobs/settings", {"max_messages": "-1"})
     assert "whole number" in await console.act("/queues/jobs/settings", {"max_messages": "lots"})
     assert "saved" in await console.act("/queues/jobs/settings", {"max_messages": "", "max_age_seconds": "60",
                                                                    "overflow": "drop_head"})
@@ -99,6 +99,19 @@ async def test_queue_declare_settings_retire_publish_purge_delete(app: FastAPI, 
     response = await console.post("/queues/jobs/delete", {"confirm": "yes", "force": "yes"})
     assert response.headers["location"] == "/queues"
     assert "jobs" not in broker.queues
+
+
+async def test_a_queue_form_names_every_bad_field(app: FastAPI, console: Console) -> None:
+    flash = await console.act("/queues", {"name": "bad name", "max_messages": "many", "max_bytes": "-5"})
+    assert flash == ("invalid queue name &#39;bad name&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - :; "
+                     "Max messages: must be a whole number, not &#39;many&#39;; Max bytes: must be 1 or more")
+    assert "bad name" not in app.state.broker.queues
+    flash = await console.act("/exchanges", {"name": "bad/name", "type": "direct", "alternate_exchange": "no way"})
+    assert flash == ("invalid exchange name &#39;bad/name&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - :; "
+                     "Alternate exchange: invalid exchange name &#39;no way&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - :")
+    flash = await console.act("/access/tokens", {"name": "", "write": "(", "read": "[a"})
+    assert flash.startswith("a token needs a name; invalid write pattern &#39;(&#39;: ")
+    assert "; invalid read pattern &#39;[a&#39;: " in flash
 
 
 async def test_publish_through_an_exchange(app: FastAPI, console: Console) -> None:

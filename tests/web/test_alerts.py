@@ -60,7 +60,7 @@ async def test_rules_are_added_disabled_and_deleted_through_forms(admin: Console
     page = await admin.get("/alerts")
     assert page.status_code == 200
     assert_no_inline_code(page.text)
-    assert '<a href="/alerts" class="current">Alerts</a>' in page.text and '<a href="/settings">Settings</a>' in page.text
+    assert '<a href="/alerts" class="current" aria-current="page">Alerts</a>' in page.text and '<a href="/settings">Settings</a>' in page.text
     assert [r.split(" ")[:2] for r in rows(page.text, "Rules")] == [["1", "lag_messages"], ["2", "stalled"]]
     form = {"kind": "lag_seconds", "threshold": "30", "queue": "orders.*", "group": "", "for_seconds": "60",
             "renotify_seconds": "0", "window_seconds": "", "recipients": "a@example.com, b@example.com",
@@ -68,8 +68,13 @@ async def test_rules_are_added_disabled_and_deleted_through_forms(admin: Console
     assert await admin.act("/alerts/rules", form) == "alert rule 3 created: oldest unacked message ≥ 30 s"
     row = rows((await admin.get("/alerts")).text, "Rules")[2]
     assert row.startswith("3 lag_seconds orders.* * oldest unacked message ≥ 30 s 1 min 0 s once a@example.com, b@example.com yes")
-    assert "threshold: Input should be a valid number" in await admin.act("/alerts/rules", {**form, "threshold": "lots"})
-    assert "recipients.0: String should match" in await admin.act("/alerts/rules", {**form, "recipients": "nobody"})
+    assert await admin.act("/alerts/rules", {**form, "threshold": "lots"}) == "Threshold: must be a number, not &#39;lots&#39;"
+    # every bad field is named, in words (no pattern quoted)
+    assert await admin.act("/alerts/rules", {**form, "queue": "a b", "recipients": "nobody, ok@example.com"}) == (
+        "Queues: &#39;a b&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - : and the wildcards * ? [ ] !; "
+        "Recipients: &#39;nobody&#39; is not an e-mail address")
+    assert await admin.act("/alerts/rules", {**form, "threshold": "", "for_seconds": "-1"}) == (
+        "Threshold: required; For: must be at least 0 s")
     assert await admin.act("/alerts/rules/3/enabled", {"enabled": ""}) == "alert rule 3 disabled"
     assert rows((await admin.get("/alerts")).text, "Rules")[2].endswith("no Enable delete Delete")
     assert await admin.act("/alerts/rules/3/delete") == "tick the confirmation box to do this"

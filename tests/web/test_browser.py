@@ -4,6 +4,7 @@ docs/screenshots/), else to the test's temporary directory."""
 
 from __future__ import annotations
 
+import base64
 import os
 import threading
 import time
@@ -21,6 +22,38 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 XSS = "<script>alert(1)</script>"
+WIDE = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+SMALL = {"width": 360, "height": 740}  # the narrowest screen the console is made for: checked, not shot
+# Text that must stay on one line (names, numbers, codes, badges, links of the navigation): the
+# texts among them that the browser broke onto two lines; and hex dumps that do not keep one line
+# per 16 bytes.
+BROKEN = """() => {
+  const oneLine = "td.name, td.num, td.mono, .badge, nav.main a, th, .tile .value";
+  const broken = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const parent = node.parentElement;
+    if (!node.textContent.trim() || !parent.closest(oneLine) || parent.closest(".help") || !parent.offsetParent) {
+      continue;
+    }
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const tops = [...range.getClientRects()].map(r => r.top);
+    if (tops.length && Math.max(...tops) - Math.min(...tops) > 8) {
+      broken.push(node.textContent.trim().slice(0, 40));
+    }
+  }
+  for (const pre of document.querySelectorAll("pre.body.binary")) {
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+    if (lines.size !== pre.textContent.split("\\n").length) {
+      broken.push("hex dump: " + lines.size + " lines");
+    }
+  }
+  return broken;
+}"""
 
 
 @pytest.fixture
@@ -73,12 +106,30 @@ def submit(page: Page, form: str, fields: dict[str, str], *, confirm: bool = Fal
     return flash(page)
 
 
+def shoot(page: Page, shots: Path, name: str) -> None:
+    """Screenshots of the current page on a phone (`<name>-phone.png`) and wide (`<name>.png`), after
+    checking that at these sizes and at 360 px the page does not scroll sideways and nothing that must
+    stay on one line broke. Ends at the wide size."""
+    for viewport, suffix in ((SMALL, None), (PHONE, "-phone"), (WIDE, "")):
+        page.set_viewport_size(viewport)
+        page.reload()
+        expect(page.locator("h1")).to_be_visible()
+        charts = page.locator(".chart[data-src]").count()
+        if charts:
+            expect(page.locator(".chart .uplot")).to_have_count(charts, timeout=5_000)  # drawn by uPlot
+        width = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert width[0] <= width[1], f"{name}: the page is {width[0]} px wide on a {width[1]} px screen"
+        assert page.evaluate(BROKEN) == [], f"{name} at {viewport['width']} px: broken onto two lines"
+        if suffix is not None:
+            page.screenshot(path=shots / f"{name}{suffix}.png", full_page=True)
+
+
 def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path, mailbox: Mailbox) -> None:
     data = server.data_dir
     password = (data / "admin-password").read_text().strip()
     api = httpx.Client(base_url=server.url, timeout=10,
                        headers={"Authorization": f"Bearer {(data / 'admin-token').read_text().strip()}"})
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport=WIDE)
     page = context.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -88,7 +139,7 @@ def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path
     # Log in (every page redirects to the login first).
     page.goto(server.url + "/queues")
     expect(page).to_have_url(f"{server.url}/login?next=%2Fqueues")
-    page.screenshot(path=shots / "login.png")
+    shoot(page, shots, "login")
     page.fill('[name="user"]', "admin")
     page.fill('[name="password"]', "wrong")
     page.click('button[type="submit"]')
@@ -135,7 +186,6 @@ def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path
     page.evaluate("window.notReloaded = true")
     lag = page.locator('tr[data-group="billing"] [data-metric="lag"]')
     expect(lag).to_have_text("41")
-    page.screenshot(path=shots / "queue.png", full_page=True)
 
     def consume() -> None:
         acked = None
@@ -166,10 +216,19 @@ def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path
              json={"offsets": [got[0]["offset"]]}).raise_for_status()
     page.goto(server.url + "/queues/dead")
     expect(page.locator('tr[data-offset="0"]')).to_contain_text("x-death-queue")
-    page.screenshot(path=shots / "queue-dead-letters.png", full_page=True)
+    shoot(page, shots, "queue-dead-letters")
     assert "moved 1 (1 to 'orders-eu')" in submit(page, 'form[action$="/redrive"]', {})
     expect(page.locator("table.messages")).to_contain_text("No messages here.")
     assert api.get("/api/v1/queues/orders-eu").json()["next_offset"] == 42
+
+    # A binary message: its hex dump keeps one line per 16 bytes, wide and on a phone.
+    api.put("/api/v1/queues/shipping-notifications", json={}).raise_for_status()
+    api.post("/api/v1/exchanges/amq.default/publish", json={"messages": [{
+        "routing_key": "shipping-notifications", "body_base64": base64.b64encode(bytes(range(256)) * 2).decode(),
+        "headers": {"content-type": "application/octet-stream"}}]}).raise_for_status()
+    page.goto(server.url + "/queues/shipping-notifications")
+    expect(page.locator("pre.body.binary")).to_contain_text("00000000  00 01 02 03")
+    shoot(page, shots, "queue-binary")
 
     # An alert rule from the Alerts page: the billing group's lag (41 since the seek) fires it, and
     # its mail reaches the SMTP server; the page shows the alert firing and the mail sent.
@@ -189,13 +248,30 @@ def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path
                        ("access", "/access"), ("definitions", "/definitions"), ("alerts", "/alerts"),
                        ("settings", "/settings")):
         page.goto(server.url + path)
-        expect(page.locator("h1")).to_be_visible()
-        if page.locator(".chart").count():
-            expect(page.locator(".chart .uplot").first).to_be_visible(timeout=5_000)  # drawn by uPlot
-        page.screenshot(path=shots / f"{name}.png", full_page=True)
+        shoot(page, shots, name)
     page.goto(server.url + "/queues/orders-eu?limit=10")
     expect(page.locator(".chart .uplot")).to_have_count(4, timeout=5_000)
-    page.screenshot(path=shots / "queue.png", full_page=True)
+    shoot(page, shots, "queue")
+
+    # On a phone the navigation folds behind the Menu button, and opens inside the dark header.
+    page.set_viewport_size(PHONE)
+    page.goto(server.url + "/")
+    header, menu, queues = page.locator("header.top"), page.locator("header.top button.menu"), page.locator('nav.main a[href="/queues"]')
+    expect(menu).to_be_visible()
+    expect(queues).to_be_hidden()
+    menu.click()
+    expect(queues).to_be_visible()
+    page.screenshot(path=shots / "menu-phone.png")
+    box, inside = header.bounding_box(), page.locator("header.top div.menu").bounding_box()
+    assert box and inside and inside["y"] + inside["height"] <= box["y"] + box["height"]  # on the dark background
+    assert inside["x"] + inside["width"] <= PHONE["width"]
+    with page.expect_navigation():
+        queues.click()
+    expect(page.locator("h1")).to_have_text("Queues")
+    page.set_viewport_size(WIDE)
+    page.goto(server.url + "/")
+    expect(menu).to_be_hidden()
+    expect(queues).to_be_visible()
 
     # Delete: refused without the confirmation box (the browser will not submit), done with it.
     page.goto(server.url + "/queues/dead")

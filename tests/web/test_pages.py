@@ -14,10 +14,12 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import insert
 
+from chunkmq.broker.base import now_ms
 from chunkmq.config import Settings
 from chunkmq.main import create_app
 from chunkmq.meta import MetaStore, upgrade
 from chunkmq.meta import models as m
+from chunkmq.web import charts
 from tests.web.conftest import Console, admin_password, login
 
 pytestmark = pytest.mark.anyio
@@ -49,6 +51,15 @@ async def test_static_assets_are_served(console: Console) -> None:
     for path in ("/static/console.js", "/static/console.css", "/static/vendor/htmx/htmx.min.js",
                  "/static/vendor/uplot/uPlot.iife.min.js", "/static/vendor/uplot/uPlot.min.css"):
         assert (await console.client.get(path)).status_code == 200, path
+
+
+async def test_the_favicon_is_served_and_linked(console: Console, anon: httpx.AsyncClient) -> None:
+    icon = await anon.get("/favicon.ico")  # browsers ask before any login
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert icon.content.startswith(b"<svg")
+    page = (await console.get("/")).text
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in page
+    assert (await anon.get("/static/favicon.svg")).content == icon.content
 
 
 async def test_overview_shows_the_read_model(app: FastAPI, console: Console) -> None:
@@ -223,6 +234,76 @@ async def test_charts_come_from_the_history(app: FastAPI, console: Console) -> N
     assert bad.status_code == 400 and "range must be one of 1h, 24h, 7d" in bad.text
     page = (await console.get("/queues/c?range=24h")).text
     assert 'data-src="/queues/c/charts.json?range=24h&amp;chart=lag"' in page
+
+
+async def test_a_week_chart_draws_no_point_before_the_queue_had_data(app: FastAPI, console: Console) -> None:
+    """The week chart averages 14-minute buckets: each is drawn at its first sample, not at a bucket
+    start minutes before the queue existed; another queue's points never mix in."""
+    broker = app.state.broker
+    step_ms = charts.RANGES["7d"] * 1000 // charts.MAX_POINTS
+    first = (now_ms() - 2 * step_ms) // step_ms * step_ms + 400_000  # mid-bucket, 20+ min ago
+    await broker.declare_queue("late", {})
+    await broker.declare_queue("other", {})
+    await broker.publish("", [{"body": "x", "routing_key": "late"}] * 200)
+    await broker.publish("", [{"body": "y", "routing_key": "other"}] * 5)
+    for t in range(first, first + 130_000, 5_000):  # into the third minute: two coarse points written
+        await broker.history.sample(now=t)
+    await broker.history.flush()
+    week = (await console.get("/queues/late/charts.json?range=7d&chart=depth")).json()
+    assert week["t"] == [first / 1000]  # one bucket, drawn at its first sample
+    assert week["series"][0]["values"] == [200.0]
+
+
+async def test_counters_say_since_when_and_dead_letters_count_in_their_exchange(
+    app: FastAPI, console: Console
+) -> None:
+    broker = app.state.broker
+    await broker.declare_exchange("dlx", {"type": "fanout"})
+    await broker.declare_queue("dead", {})
+    await broker.bind({"exchange": "dlx", "queue": "dead"})
+    await broker.declare_queue("work", {"dead_letter_exchange": "dlx", "max_deliveries": 1})
+    await broker.publish("", [{"body": f"job {i}", "routing_key": "work"} for i in range(8)])
+    pulled = orjson.loads(await broker.pull("work", "workers", 8, 0, "c"))["messages"]
+    broker.nack("work", "workers", {"offsets": [m["offset"] for m in pulled[:6]]})  # 6 dead letters
+    queue = (await console.get("/queues/work")).text
+    tile = queue.split('data-metric="messages_in">')[1].split("</div></div>")[0]
+    assert re.match(r"8</div><div class=\"sub\">since start, \d+(\.\d)? s ago;", tile), tile
+    exchange = (await console.get("/exchanges/dlx")).text
+    assert re.search(r'data-metric="messages_in">6</span> <span class="muted">since start, ', exchange)
+    listed = (await console.get("/exchanges")).text
+    assert re.search(r">dlx</a>.*?<td class=\"num\">6</td><td class=\"num\">0</td>", listed, re.S)
+    assert "since start" in (await console.get("/queues")).text.split("</thead>")[0]
+
+
+def post_forms(html: str) -> set[str]:
+    return set(re.findall(r'<form[^>]*method="post" action="([^"]+)"', html))
+
+
+async def test_read_only_users_see_no_action_they_cannot_take(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_exchange("ex", {"type": "fanout"})
+    await broker.declare_queue("work", {})
+    await broker.bind({"exchange": "ex", "queue": "work"})
+    await broker.pull("work", "g", 1, 0, "c")
+    await console.act("/access/users", {"name": "viewer", "password": "viewer-pw-123"})
+    pages = [*PAGES, "/exchanges/ex", "/queues/work", "/alerts"]
+    admin_forms = {url: post_forms((await console.get(url)).text) for url in pages}
+    assert {"/queues/work/purge", "/queues/work/publish", "/bindings/1/delete", "/access/users/viewer/delete",
+            "/access/tokens/1/delete"} <= set().union(*admin_forms.values())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as client:
+        assert (await login(client, "viewer", "viewer-pw-123")).status_code == 303
+        for url in pages:
+            page = await client.get(url)
+            assert page.status_code == 200, url
+            allowed = {"/logout", "/access/password"}
+            assert post_forms(page.text) <= allowed, (url, post_forms(page.text) - allowed)
+            # the pages they may not open are not offered either
+            assert 'href="/definitions"' not in page.text and 'href="/settings"' not in page.text
+        assert "/access/password" in post_forms((await client.get("/access")).text)
+        queue = (await client.get("/queues/work")).text
+        assert "<dt>max_messages</dt><dd class=\"mono\">none</dd>" in queue  # the settings, to read
+        for url in ("/definitions", "/settings"):
+            assert (await client.get(url)).status_code == 403
 
 
 async def test_stalled_uses_when_the_floor_last_moved(app: FastAPI, console: Console) -> None:
