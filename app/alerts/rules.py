@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chunkmq.alerts.trend import Watch
+from chunkmq.alerts.trend import UNREAD, Watch
 from chunkmq.broker.views import GroupView, Overview, QueueView
 from chunkmq.meta.alerts import AlertRuleRow
 from chunkmq.meta.models import ALERT_KINDS
@@ -105,9 +105,6 @@ def _of_queue(q: QueueView, value: float) -> Observation:
     return Observation(q.name, "", value, worst.lag, worst.lag_seconds, sum(len(g.consumers) for g in q.groups))
 
 
-UNREAD = ""  # the group name a queue without consumer groups is watched under
-
-
 def unread(q: QueueView, oldest_ms: int | None, now_ms: int) -> GroupView:
     """A queue without consumer groups as the one reader nobody is: everything in it is lag, as old as
     its oldest message (`oldest_ms`, the timestamp of its first offset), with no consumer."""
@@ -128,7 +125,7 @@ def _group_value(kind: Kind, g: GroupView, q: QueueView, floor_moved_at: FloorMo
         return g.lag_seconds
     if g.lag <= 0:  # stalled and no_consumers need messages waiting: an idle queue is fine
         return 0.0
-    # A queue without groups has no ack floor: it is stalled for as long as nobody has been reading it.
+    # A queue without groups has no ack floor: stalled, as no_consumers, since messages began to wait.
     stalled = kind is Kind.STALLED and g.name != UNREAD
     since = floor_moved_at(q.name, g.name) if stalled else watch.consumer_seen_at(q.name, g.name)
     return 0.0 if since is None else max(0.0, (now_ms - since) / 1000)

@@ -57,7 +57,7 @@ def test_a_queue_without_consumer_groups_filling_up_fires_the_default_rules(tmp_
             await run.publish("nobody", 3)
             await run.queue("empty")
             await run.tick(T0)
-            assert run.firing() == []  # the default stalled rule waits 300 s
+            assert run.firing() == []  # the default stalled rule: once messages waited 300 s
             await run.tick(T0 + 301 * S)
             assert run.firing() == [("stalled", "nobody", "")]
             [mail] = await mailbox.arrived(1)
@@ -66,7 +66,9 @@ def test_a_queue_without_consumer_groups_filling_up_fires_the_default_rules(tmp_
             assert "lag: 3 messages" in mail.part("plain")
             await run.rule(kind="lag_messages", queue="nobody", threshold=3)
             await run.rule(kind="no_consumers", queue="nobody", threshold=60)
+            await run.publish("empty", 1)  # empty until now: its clock starts now, not when it was declared
             await run.tick(T0 + 302 * S)
+            assert firing(run, "stalled") == {("nobody", ""): 302}
             assert firing(run, "lag_messages") == {("nobody", ""): 3}
             assert firing(run, "no_consumers") == {("nobody", ""): 302}
             # A consumer group comes: the queue's own alerts are over, the group's are its own.
