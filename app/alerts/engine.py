@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from chunkmq.alerts.mail import Notification
 from chunkmq.alerts.outbox import Outbox
-from chunkmq.alerts.rules import Kind, Observation, measure
+from chunkmq.alerts.rules import GROUP_KINDS, UNREAD, Kind, Observation, measure, unread
 from chunkmq.alerts.state import Alert, Notice, State
 from chunkmq.alerts.trend import HOUR_MS, Watch
 from chunkmq.broker import views
@@ -108,6 +108,7 @@ class AlertEngine:
                     transitions, notice = alert.step(obs.value, rule.threshold, int(rule.for_seconds * 1000),
                                                      int(rule.renotify_seconds * 1000), now)
                     events.extend(self._transition(rule, obs, old, new, now) for old, new in transitions)
+                    notice = self._mailable(notice, rule, alert, now)
                     if notice is not None:
                         notes.append(await self._notification(notice, rule, alert, obs, now))
                     seen[key] = alert
@@ -118,10 +119,12 @@ class AlertEngine:
                 rule = by_id.get(key[0])
                 if key in seen or rule is None or not rule.enabled or alert.state is not State.FIRING:
                     continue  # a rule deleted or disabled takes its alerts along, without mail
-                # What it watched is gone (queue or group deleted): it is over.
+                # What it watched is gone (queue or group deleted, or a queue got its first group): it is over.
                 obs = Observation(alert.queue, alert.group, 0.0)
+                read = alert.group == UNREAD and Kind(rule.kind) in GROUP_KINDS and alert.queue in self.broker.queues
+                why = "the queue has a consumer group now" if read else "the queue or group is gone"
                 for old, new in alert.resolve(now):
-                    events.append(self._transition(rule, obs, old, new, now, "the queue or group is gone"))
+                    events.append(self._transition(rule, obs, old, new, now, why))
                 notes.append(await self._notification(Notice.RESOLVED, rule, alert, obs, now))
             self.rules = by_id
             self.alerts = {k: a for k, a in seen.items() if a.state is not State.OK}
@@ -132,14 +135,32 @@ class AlertEngine:
                 self._pruned_at = now
                 await asyncio.to_thread(self.repo.prune_events, now - self.keep_ms)
 
+    def _mailable(self, notice: Notice | None, rule: AlertRuleRow, alert: Alert, now: int) -> Notice | None:
+        """The notice to mail about `alert` after its step. An alert that fired (or reminded) while
+        it could not be mailed (no SMTP host, no recipients) keeps no `notified_at_ms`, and is mailed
+        once, as firing, at the first evaluation that can: after SMTP is configured and the broker
+        restarted. Its mail then goes through the outbox with the others, as one digest."""
+        can = self.outbox.can_mail(rule)
+        if notice is None and alert.state is State.FIRING and alert.notified_at_ms is None and can:
+            alert.notified_at_ms = now
+            return Notice.FIRING
+        if notice is not None and notice is not Notice.RESOLVED and not can:
+            alert.notified_at_ms = None
+        return notice
+
     async def _queue_views(self) -> list[views.QueueView]:
         """The read model of every queue, built in slices: with thousands of queues the event loop
-        still serves publishes and pulls in between."""
+        still serves publishes and pulls in between. A queue without consumer groups gets the group
+        "" that has read nothing, so the group kinds see a queue filling up with nobody reading."""
         out: list[views.QueueView] = []
         now = now_ms()
         for i, queue in enumerate(list(self.broker.queues.values()), 1):
             if queue.name in self.broker.queues:  # not deleted while we yielded
-                out.append(views.queue_view(self.broker, queue, now))
+                view = views.queue_view(self.broker, queue, now)
+                if not view.groups:  # watched as the reader nobody is (rules.unread)
+                    oldest = self.broker.store.timestamp_of(queue.id, view.first_offset)
+                    view = replace(view, groups=(unread(view, oldest, now),))
+                out.append(view)
             if i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
         return out

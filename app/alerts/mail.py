@@ -13,9 +13,10 @@ from email.utils import make_msgid
 from urllib.parse import quote
 
 import aiosmtplib
+from aiosmtplib import SMTPStatus
 from jinja2 import Environment
 
-from chunkmq.alerts.rules import DESCRIPTIONS, UNITS, Kind, Observation
+from chunkmq.alerts.rules import DESCRIPTIONS, GROUP_KINDS, UNITS, Kind, Observation
 from chunkmq.alerts.state import Notice
 from chunkmq.config import Settings
 from chunkmq.meta.alerts import AlertRuleRow
@@ -118,6 +119,8 @@ def _item(n: Notification, links: Links) -> _Item:
     kind, o = Kind(n.rule.kind), n.observation
     unit = UNITS[kind]
     where = "/".join(p for p in (o.queue, o.group) if p) or "broker"
+    if kind in GROUP_KINDS and not o.group:  # rules.unread: a queue nobody reads
+        where += " (no consumer group)"
     title = f"{n.notice.value.upper()} {kind.value} {where}"
     # No parentheses: Python's header folding would then break the Subject right after "Subject:".
     headline = (f"{DESCRIPTIONS[kind]}: {_number(o.value)} {unit}, "
@@ -205,7 +208,8 @@ def compose(notifications: Sequence[Notification], settings: Settings, recipient
 
 
 async def send(message: EmailMessage, settings: Settings) -> str:
-    """Deliver `message`; returns the server's answer. MailError on any failure."""
+    """Deliver `message`; returns the server's answer with its code ("250 2.0.0 queued"). MailError
+    on any failure."""
     password = settings.smtp_password.get_secret_value()
     recipients = [a.strip() for a in str(message["To"]).split(",") if a.strip()]
     try:
@@ -225,6 +229,8 @@ async def send(message: EmailMessage, settings: Settings) -> str:
         raise MailError(f"{e.code} {e.message}") from e
     except (TimeoutError, aiosmtplib.SMTPException, OSError, ssl.SSLError) as e:
         raise MailError(f"{type(e).__name__}: {e}") from e
+    # aiosmtplib gives the text of the reply to DATA only: it raises on any code but 250.
+    answer = f"{int(SMTPStatus.completed)} {answer}"
     if errors:  # some recipients refused, the others accepted
         refused = "; ".join(f"{who}: {r.code} {r.message}" for who, r in errors.items())
         return f"{answer} (refused: {refused})"

@@ -110,6 +110,10 @@ class Outbox:
         self.failed = 0  # attempts that failed since start
         self.given_up = 0  # mails dropped after the last attempt
 
+    def can_mail(self, rule: AlertRuleRow) -> bool:
+        """Whether a notice of `rule` can be mailed: an SMTP host and recipients are set."""
+        return bool(self.settings.smtp_host and (rule.recipients or self.settings.smtp_recipients))
+
     def address(self, notifications: Sequence[Notification]) -> list[Letter]:
         """The notices that can be mailed, with their recipients (the engine queues these in the
         outbox table with the transitions); the others are logged and dropped."""

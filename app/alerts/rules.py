@@ -11,7 +11,9 @@
 | disk           | the broker   | percent of the disk budget in use; without a budget, percent of the    |
 |                |              | store's bytes plus the free disk space                                 |
 
-Queue-level kinds use the group "" and the broker-level kind the queue "" too.
+Queue-level kinds use the group "" and the broker-level kind the queue "" too. A queue without any
+consumer group is watched by the group kinds too, as group "" (when the rule's group glob matches the
+empty name, as `*` does): a reader that has read nothing, so every message in the queue waits.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chunkmq.alerts.trend import Watch
+from chunkmq.alerts.trend import UNREAD, Watch
 from chunkmq.broker.views import GroupView, Overview, QueueView
 from chunkmq.meta.alerts import AlertRuleRow
 from chunkmq.meta.models import ALERT_KINDS
@@ -103,6 +105,15 @@ def _of_queue(q: QueueView, value: float) -> Observation:
     return Observation(q.name, "", value, worst.lag, worst.lag_seconds, sum(len(g.consumers) for g in q.groups))
 
 
+def unread(q: QueueView, oldest_ms: int | None, now_ms: int) -> GroupView:
+    """A queue without consumer groups as the one reader nobody is: everything in it is lag, as old as
+    its oldest message (`oldest_ms`, the timestamp of its first offset), with no consumer."""
+    age = max(0, now_ms - oldest_ms) / 1000 if oldest_ms is not None and q.messages else 0.0
+    return GroupView(queue=q.name, name=UNREAD, ack_floor=q.first_offset, next_offset=q.first_offset,
+                     lag=q.messages, lag_seconds=age, in_flight=0, pending_redelivery=0, consumers=(),
+                     tag_filter=None, missed=0, behind_retention=False, acked=0)
+
+
 FloorMovedAt = Callable[[str, str], int | None]  # (queue, group) -> epoch ms (the broker's history)
 
 
@@ -114,7 +125,9 @@ def _group_value(kind: Kind, g: GroupView, q: QueueView, floor_moved_at: FloorMo
         return g.lag_seconds
     if g.lag <= 0:  # stalled and no_consumers need messages waiting: an idle queue is fine
         return 0.0
-    since = floor_moved_at(q.name, g.name) if kind is Kind.STALLED else watch.consumer_seen_at(q.name, g.name)
+    # A queue without groups has no ack floor: stalled, as no_consumers, since messages began to wait.
+    stalled = kind is Kind.STALLED and g.name != UNREAD
+    since = floor_moved_at(q.name, g.name) if stalled else watch.consumer_seen_at(q.name, g.name)
     return 0.0 if since is None else max(0.0, (now_ms - since) / 1000)
 
 

@@ -48,7 +48,7 @@ class Alert:
     breach_since_ms: int | None = None  # start of the breach that made it PENDING
     clear_since_ms: int | None = None  # FIRING: since when the value has been below the resolve line
     fired_at_ms: int | None = None
-    notified_at_ms: int | None = None  # the last mail about it (fire or reminder)
+    notified_at_ms: int | None = None  # the last mail about it (fire or reminder); None: not mailed yet
 
     @property
     def key(self) -> tuple[int, str, str]:

@@ -1,7 +1,8 @@
 """What neither the read model nor the broker's history (app/broker/history.py) keeps, sampled by the
 alert engine at each evaluation, in memory:
 
-- when a consumer of each group was last seen (`no_consumers`: the views forget idle consumers),
+- when a consumer of each group was last seen (`no_consumers`: the views forget idle consumers); for
+  a queue without groups (group UNREAD), since when messages have waited in it,
 - each queue's dead-letter counter over the last hour (`dead_letters` counts a window of it).
 
 The lag trend in mails and the ack floor movements for `stalled` come from the broker's history.
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 from chunkmq.broker.views import QueueView
 
 HOUR_MS = 3_600_000
+UNREAD = ""  # the group a queue without consumer groups is watched as (rules.unread)
 STEP_MS = 10_000  # at least one dead-letter sample per queue every 10 s
 
 
@@ -41,6 +43,8 @@ class Watch:
                 newest = max((c.last_seen for c in g.consumers), default=None)
                 if newest is not None:
                     self._consumer_seen[key] = newest
+                elif g.name == UNREAD and g.lag <= 0:  # nobody reads it, but nothing waits yet
+                    self._consumer_seen[key] = now_ms
                 else:  # never seen, or forgotten: count from the first time it had none
                     self._consumer_seen.setdefault(key, now_ms)
         for key in self._consumer_seen.keys() - groups:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import logging
 import math
 import os
@@ -28,6 +29,11 @@ log = logging.getLogger("chunkmq.spark")
 
 class DataLoss(RuntimeError):
     """Offsets the query needs are gone (retention, purge, a deleted queue) and failOnDataLoss is true."""
+
+
+class ReadFailed(RuntimeError):
+    """A read task could not get its messages from the broker (down, killed, unreachable, an error
+    answer): says which broker, queue and offsets."""
 
 
 @dataclass(frozen=True)
@@ -136,8 +142,15 @@ def read_range(opts: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch
                 offset = next_offset
     except ChunkmqError as e:
         if e.code != "queue_not_found":
-            raise
+            raise _failed(opts, part, offset, e) from e
         lost(f"queue {part.queue!r} no longer exists", opts.fail_on_data_loss)
+    except (OSError, http.client.HTTPException) as e:  # reset, refused, closed mid-answer, timed out
+        raise _failed(opts, part, offset, e) from e
+
+
+def _failed(opts: SourceOptions, part: QueueRange, offset: int, e: Exception) -> ReadFailed:
+    return ReadFailed(f"reading queue {part.queue!r} offsets {part.start}..{part.end - 1} from the broker at "
+                      f"{opts.url} failed at offset {offset}: {type(e).__name__}: {e}")
 
 
 class BatchReader(DataSourceReader):
@@ -163,6 +176,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self.target: dict[str, int] | None = None  # Trigger.AvailableNow's end
+        self.followed: dict[str, int] = {}  # where the `group` option's group was moved last
 
     def _queues(self) -> dict[str, dict[str, Any]]:
         with connect(self.opts.url, self.opts.token) as api:
@@ -180,6 +194,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(mx) if mx else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # type: ignore[override]
+        # Spark asks for the next batch once the previous one is committed to the sink and to its
+        # commit log, starting where that batch ended: that is the query's position now. It asks
+        # once more after the last batch (the query then finds nothing new and stops), so a
+        # finished query leaves its group with no lag.
+        self._follow(start)
         queues = self._queues()
         latest = {name: q["next_offset"] for name, q in queues.items()}
         if self.target is not None:
@@ -207,14 +226,22 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(self.opts, partition)
 
     def commit(self, end: dict[str, int]) -> None:
-        """Move the `group` option's consumer group to what the query has processed (the console then
+        """Spark's word that a batch ending at `end` is committed (said when it plans the next one)."""
+        self._follow(end)
+
+    def _follow(self, position: dict[str, int]) -> None:
+        """Move the `group` option's consumer group to what the query has committed (the console then
         shows the job's progress and lag alerts cover it). Spark's checkpoint stays the truth."""
         if not self.opts.group:
             return
+        moves = {q: o for q, o in position.items() if self.followed.get(q) != o}
+        if not moves:
+            return
         with connect(self.opts.url, self.opts.token) as api:
-            for queue, offset in end.items():
+            for queue, offset in moves.items():
                 try:
                     api.move_group(queue, self.opts.group, offset)
+                    self.followed[queue] = offset
                 except ChunkmqError as e:
                     log.warning("could not move group %r of queue %r to %d: %s", self.opts.group, queue, offset, e)
 

@@ -3,7 +3,9 @@
 Columns: `body` (string: published as text; binary: as bytes), optional `routing_key`, `headers`
 (map<string,string>), `tag`. Every message carries an idempotency key made of the write's identity
 and its place in it (query id, batch id, partition, row for a stream): a task or a micro-batch that
-Spark runs again publishes the same keys, and the broker's dedup window stores them once.
+Spark runs again publishes the same keys, and the broker's dedup window stores them once. A new
+write (a job run again after it failed) has a new identity: with `idempotencyKeyColumn` the key is a
+column of the data instead, so the same rows get the same keys in any run.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class SinkOptions:
     url: str
     token: str | None
     exchange: str
+    key_column: str | None = None  # idempotencyKeyColumn: each row's idempotency key
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> SinkOptions:
@@ -41,15 +44,19 @@ class SinkOptions:
         fields = {f.name: f.dataType for f in schema.fields}
         if "body" not in fields or not isinstance(fields["body"], StringType | BinaryType):
             raise OptionError("the chunkmq sink needs a column body of type string or binary")
-        unknown = sorted(set(fields) - _COLUMNS)
+        key = o.get("idempotencykeycolumn") or None
+        if key is not None and (key not in fields or not isinstance(fields[key], StringType)):
+            raise OptionError(f"idempotencyKeyColumn {key!r} must name a string column of the data")
+        unknown = sorted(set(fields) - _COLUMNS - {key})
         if unknown:
-            raise OptionError(f"the chunkmq sink takes the columns body, routing_key, headers, tag; not {unknown}")
+            raise OptionError(f"the chunkmq sink takes the columns body, routing_key, headers, tag "
+                              f"(and the idempotencyKeyColumn); not {unknown}")
         for name in ("routing_key", "tag"):
             if name in fields and not isinstance(fields[name], StringType):
                 raise OptionError(f"column {name} must be a string")
         if "headers" in fields and not isinstance(fields["headers"], MapType):
             raise OptionError("column headers must be a map<string,string>")
-        return cls(o.get("url", "http://127.0.0.1:8000"), o.get("token") or None, o["exchange"])
+        return cls(o.get("url", "http://127.0.0.1:8000"), o.get("token") or None, o["exchange"], key)
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,8 @@ class Published(WriterCommitMessage):
 
 
 def publish(opts: SinkOptions, batches: Iterator[pa.RecordBatch], key_prefix: str) -> Published:
-    """Publish record batches in requests of BATCH messages, row n keyed ``{key_prefix}:{n}``."""
+    """Publish record batches in requests of BATCH messages, row n keyed ``{key_prefix}:{n}`` (or by
+    its idempotencyKeyColumn)."""
     row = messages = duplicates = 0
     pending: list[dict[str, Any]] = []
     with connect(opts.url, opts.token) as api:
@@ -73,8 +81,8 @@ def publish(opts: SinkOptions, batches: Iterator[pa.RecordBatch], key_prefix: st
                 pending.clear()
 
         for batch in batches:
-            for message in _messages(batch):
-                message["idempotency_key"] = f"{key_prefix}:{row}"
+            for message in _messages(batch, opts.key_column):
+                message.setdefault("idempotency_key", f"{key_prefix}:{row}")
                 row += 1
                 pending.append(message)
                 if len(pending) >= BATCH:
@@ -83,21 +91,28 @@ def publish(opts: SinkOptions, batches: Iterator[pa.RecordBatch], key_prefix: st
     return Published(messages, duplicates)
 
 
-def _messages(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
-    """One publish object per row (column by column to Python, then zipped)."""
+def _messages(batch: pa.RecordBatch, key_column: str | None = None) -> Iterator[dict[str, Any]]:
+    """One publish object per row (column by column to Python, then zipped); the key column's value
+    is the message's idempotency_key."""
     names = batch.schema.names
     body = batch.column(names.index("body"))
     text = pa.types.is_string(body.type) or pa.types.is_large_string(body.type)
-    columns: dict[str, list[Any]] = {n: batch.column(n).to_pylist() for n in names if n != "body"}
+    # the key column may be a message column too (routing_key, say): then it is both
+    columns: dict[str, list[Any]] = {n: batch.column(n).to_pylist() for n in names if n in _COLUMNS - {"body"}}
     bodies = body.to_pylist()
+    keys = batch.column(key_column).to_pylist() if key_column else None
     for i, value in enumerate(bodies):
         if value is None:
             raise ValueError("the body column holds a null; every message needs a body")
+        if keys is not None and not keys[i]:
+            raise ValueError(f"the idempotencyKeyColumn {key_column!r} holds a null or empty key; every message needs one")
         m: dict[str, Any] = {"body": value} if text else {"body_base64": binascii.b2a_base64(value, newline=False).decode()}
         for name, values in columns.items():
             v = values[i]
             if v is not None:
                 m[name] = dict(v) if name == "headers" else v
+        if keys is not None:
+            m["idempotency_key"] = keys[i]
         yield m
 
 

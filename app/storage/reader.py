@@ -8,6 +8,7 @@ reported and skipped by looking for the next valid record, so what follows it is
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import zlib
@@ -51,6 +52,9 @@ class ChunkHead:
     version: int = 2  # record format of the chunk's records
 
 
+_BLOCK = 1 << 20  # bytes read at a time looking for the end of a live chunk's data
+
+
 def chunk_paths(store_dir: Path) -> list[Path]:
     """Every chunk file of a store directory (live, sealed and quarantined), in log order."""
     log = files.log_dir(store_dir)
@@ -79,7 +83,7 @@ def read_head(fd: int) -> ChunkHead:
     return ChunkHead(number, data_size, created, sealed, bool(flags & REWRITTEN), version)
 
 
-def _moved(region: bytes, data_bytes: int) -> dict[int, int]:
+def _moved(region: bytes | memoryview, data_bytes: int) -> dict[int, int]:
     """A rewritten chunk's moved table: data offset -> global position ({} if it is damaged)."""
     at = (data_bytes + 7) & ~7
     if at + MOVED_HEAD.size > len(region):
@@ -93,39 +97,76 @@ def _moved(region: bytes, data_bytes: int) -> dict[int, int]:
     return {local: position for position, local in pairs}
 
 
-def read_chunk(path: Path) -> Iterator[Record | Damage]:
-    """The records of one chunk file in order, with every damaged stretch between them."""
+def data_end(region: bytes | memoryview) -> int:
+    """One past the last non-zero byte of a data region (0 if all zeros), read backwards in blocks."""
+    end = len(region)
+    while end > 0:
+        block = bytes(region[max(0, end - _BLOCK) : end]).rstrip(b"\0")
+        if block:
+            return end - _BLOCK + len(block) if end > _BLOCK else len(block)
+        end -= _BLOCK
+    return 0
+
+
+def chunk_head(path: Path) -> ChunkHead:
+    """The header (and footer) of a chunk file; ValueError if they cannot be read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return read_head(fd)
+    finally:
+        os.close(fd)
+
+
+def read_chunk(path: Path, start: int = 0, end: int | None = None) -> Iterator[Record | Damage]:
+    """The records of one chunk file in order, with every damaged stretch between them: those that
+    start in ``[start, end)`` of the data region (the whole file by default).
+
+    The file is mapped read-only, so its pages are read as the records are decoded and the kernel
+    may drop them behind: a chunk is never copied into memory whole. A window that does not start
+    at 0 begins at the first valid record at or after ``start`` (as after damage), so windows
+    next to each other split a chunk between tasks without losing or repeating a record."""
     fd = os.open(path, os.O_RDONLY)
     try:
         head = read_head(fd)
-        region = os.pread(fd, head.data_size, HEADER_SIZE)
+        size = os.fstat(fd).st_size
+        # The mapping lives as long as this generator (an explicit close would fail while a slice
+        # of it is referenced); the descriptor is not needed for it.
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size > HEADER_SIZE else b""
     finally:
         os.close(fd)
+    region = memoryview(mapped)[HEADER_SIZE : HEADER_SIZE + head.data_size]
     base = head.number * head.data_size
     moved = _moved(region, head.sealed_bytes) if head.rewritten and head.sealed_bytes is not None else None
     # A record ends with its non-zero length, so a live chunk's data ends before its trailing zeros
     # (the preallocated rest): the search past damage stops there
     # (a format-1 suffix's high bytes may be zero: 3 of them are given back).
     if head.sealed_bytes is None:
-        limit = min(len(region), len(region.rstrip(b"\0")) + 3)
+        zeros_from = data_end(region)
+        limit = min(len(region), zeros_from + 3)
     else:
-        limit = min(head.sealed_bytes, len(region))
-    p, version = 0, head.version
-    while p + FRAME <= limit:
+        zeros_from = limit = min(head.sealed_bytes, len(region))
+    stop = limit if end is None else min(end, limit)
+    version = head.version
+    if start >= stop:
+        return
+    p = start if start == 0 else _next_valid(region, start, limit, version)
+    while p < stop and p + FRAME <= limit:
         for off, n, *_ in iter_records(region, p, limit, version):
+            if off >= stop:
+                return
             # a rewritten chunk's records keep their positions (-1: its moved table is damaged)
             yield decode(region, off, base + off if moved is None else moved.get(off, -1), version)
             p = off + n
-        if p + FRAME > limit:
+        if p >= stop or p + FRAME > limit:
             return
-        if head.sealed_bytes is None and region[p] == 0 and not region[p:limit].strip(b"\0"):
+        if head.sealed_bytes is None and p >= zeros_from:
             return  # nothing but zeros from here: the end of a live chunk's data
         q = _next_valid(region, p + 1, limit, version)
         yield Damage(base + p, q - p)
         p = q
 
 
-def _next_valid(region: bytes, start: int, limit: int, version: int) -> int:
+def _next_valid(region: bytes | memoryview, start: int, limit: int, version: int) -> int:
     """The next offset holding a valid record (or the limit): a slow byte-by-byte search, for damage only."""
     for q in range(start, limit):
         if record_length(region, q, limit, version):

@@ -82,6 +82,46 @@ def test_a_stopped_consumer_fires_one_mail_that_survives_a_restart_and_resuming_
         server.stop()
 
 
+def test_alerts_that_fired_without_smtp_are_mailed_once_smtp_is_configured_and_the_broker_restarts(
+    tmp_path: Path, mailbox: Mailbox
+) -> None:
+    server = alerting_server(tmp_path / "data", mailbox)
+    smtp = {k: server.env.pop(k) for k in ("CHUNKMQ_SMTP_HOST", "CHUNKMQ_SMTP_PORT", "CHUNKMQ_SMTP_TO")}
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            for rule in ok(api.get("/api/v1/alerts/rules")):
+                ok(api.delete(f"/api/v1/alerts/rules/{rule['id']}"), 204)
+            ok(api.post("/api/v1/alerts/rules", json={"kind": "lag_messages", "threshold": 5}), 201)
+            for q in ("a", "b", "c"):
+                ok(api.put(f"/api/v1/queues/{q}"), 201)
+                ok(api.put(f"/api/v1/queues/{q}/groups/g", json={"start": "earliest"}), 201)
+                ok(api.post(f"/api/v1/queues/{q}/publish", json={"messages": [{"body": "x"}] * 10}))
+            deadline = time.monotonic() + 15
+            while len(ok(api.get("/api/v1/alerts", params={"state": "firing"}))["alerts"]) < 3:
+                assert time.monotonic() < deadline, "the alerts did not fire"
+                time.sleep(0.1)
+            fired = {a["queue"]: a["fired_at"] for a in ok(api.get("/api/v1/alerts"))["alerts"]}
+
+            server.stop()
+            server.env.update(smtp)  # the operator configures SMTP and restarts
+            server.start()
+            [digest] = mailbox.wait_for(1, timeout=15)  # one mail for the three, not a storm
+            assert digest.subject == "[chunkmq] 3 alerts: 3 firing"
+            for q in ("a", "b", "c"):
+                assert f"FIRING lag_messages {q}/g" in digest.part("plain")
+            time.sleep(1.5)
+            server.restart()  # once per alert: neither later evaluations nor a restart mail it again
+            time.sleep(1.5)
+            assert len(mailbox.received) == 1
+            assert {a["queue"]: a["fired_at"] for a in ok(api.get("/api/v1/alerts"))["alerts"]} == fired
+            mails = ok(api.get("/api/v1/alerts/events", params={"state": "sent"}))
+            assert sorted((e["queue"], e["previous"]) for e in mails) == [("a", "firing"), ("b", "firing"), ("c", "firing")]
+            assert all(e["detail"].endswith("250 2.0.0 queued (digest of 3)") for e in mails)
+    finally:
+        server.stop()
+
+
 def test_rules_are_listed_created_replaced_and_deleted(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running(settings(tmp_path / "data", 25), clear_rules=False) as run:

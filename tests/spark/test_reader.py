@@ -9,7 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from chunkmq.spark.reader import TASK_ROWS, cores, plan
+from chunkmq.spark.http import ARROW_PAGE
+from chunkmq.spark.options import SourceOptions
+from chunkmq.spark.reader import TASK_ROWS, QueueRange, ReadFailed, cores, plan, read_range
 from tests.server import ServerProcess
 from tests.spark.conftest import fill
 
@@ -76,9 +78,10 @@ def test_stream_micro_batches_with_max_offsets_per_trigger(
     sizes = [len(b) for b in batches if b]
     assert sizes == [100, 100, 100, 50]
     assert sorted(o for b in batches for o in b) == list(range(350))
-    # commit() moved the group, so the console shows the job's position. Spark commits a batch's
-    # offsets to the source when it plans the next one: the last batch's are committed by the next run.
-    assert api.get(f"/api/v1/queues/{name}/groups/job").json()["next_offset"] == 300
+    # The group follows the query's committed position, the last batch's included: a finished
+    # query leaves no lag for the lag and stalled alerts to fire on.
+    group = api.get(f"/api/v1/queues/{name}/groups/job").json()
+    assert (group["next_offset"], group["lag"]) == (350, 0)
     # more data, the same checkpoint: only the new messages
     fill(api, name, 20, start=350)
     batches.clear()
@@ -88,7 +91,8 @@ def test_stream_micro_batches_with_max_offsets_per_trigger(
              .start())
     query.awaitTermination(120)
     assert [o for b in batches for o in b] == list(range(350, 370))
-    assert api.get(f"/api/v1/queues/{name}/groups/job").json()["next_offset"] == 350
+    group = api.get(f"/api/v1/queues/{name}/groups/job").json()
+    assert (group["next_offset"], group["lag"]) == (370, 0)
 
 
 @pytest.mark.parametrize("fail", [True, False])
@@ -109,6 +113,44 @@ def test_bad_options_are_clear_errors(spark: Any, broker: ServerProcess, name: s
         _read(spark, broker).collect()
     with pytest.raises(Exception, match="no queue named"):
         _read(spark, broker, subscribe=f"{name}-missing").collect()
+
+
+def test_a_broker_killed_mid_read_is_an_error_naming_broker_queue_and_offsets(tmp_path: Path, name: str) -> None:
+    """A read task's pages come from a thread; the broker dies between two of them."""
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as api:
+            fill(api, name, 6 * ARROW_PAGE, batch=5000)
+        opts = SourceOptions.parse({"url": server.url, "subscribe": name}, streaming=False)
+        batches = read_range(opts, QueueRange(name, 0, 6 * ARROW_PAGE))
+        first = next(batches)
+        server.kill()  # the prefetch thread is at most a few pages ahead
+        with pytest.raises(ReadFailed) as failed:
+            for _ in batches:
+                pass
+        assert str(failed.value).startswith(
+            f"reading queue '{name}' offsets 0..{6 * ARROW_PAGE - 1} from the broker at {server.url} failed at offset ")
+        assert first.num_rows > 0
+    finally:
+        server.kill()
+
+
+def test_a_broker_gone_after_planning_fails_the_job_naming_broker_queue_and_offsets(
+    spark: Any, tmp_path: Path, name: str
+) -> None:
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as api:
+            fill(api, name, 1000)
+        rdd = _read(spark, server, subscribe=name, minPartitions="1").rdd
+        assert rdd.getNumPartitions() == 1  # planned with the broker up
+        server.kill()
+        with pytest.raises(Exception) as failed:
+            rdd.count()
+        assert (f"ReadFailed: reading queue '{name}' offsets 0..999 from the broker at {server.url} failed at "
+                f"offset 0: ConnectionRefusedError") in str(failed.value)
+    finally:
+        server.kill()
 
 
 def test_plan_splits_across_the_cores_in_tasks_of_at_least_task_rows() -> None:

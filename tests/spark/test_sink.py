@@ -69,3 +69,31 @@ def test_sink_option_errors(spark: Any, broker: ServerProcess) -> None:
         df.write.format("chunkmq").option("url", broker.url).mode("append").save()
     with pytest.raises(Exception, match="body"):
         spark.createDataFrame([("x",)], "text string").write.format("chunkmq").option("exchange", "e").mode("append").save()
+
+
+def test_a_failed_job_run_again_stores_each_row_once_with_an_idempotency_key_column(
+    spark: Any, broker: ServerProcess, api: httpx.Client, name: str
+) -> None:
+    from pyspark.sql import functions as F
+
+    exchange = _exchange(api, name)
+
+    def run(fails: bool) -> None:
+        """The job: 2,000 orders; when it `fails`, row 1500 has no body and the task stops there,
+        after publishing the first 1,000 (the sink publishes in requests of 1,000)."""
+        body = F.when((F.col("id") == 1500) & F.lit(fails), F.lit(None)).otherwise(F.concat(F.lit("m"), "id"))
+        rows = spark.range(0, 2000, 1, 1).select(body.alias("body"), F.concat(F.lit("order-"), "id").alias("key"))
+        rows.write.format("chunkmq").option("url", broker.url).option("exchange", exchange) \
+            .option("idempotencyKeyColumn", "key").mode("append").save()
+
+    with pytest.raises(Exception, match="the body column holds a null"):
+        run(fails=True)
+    assert bodies(api, name) == [f"m{i}" for i in range(1000)]
+    run(fails=False)  # the whole job again: a new write, but the same keys
+    assert bodies(api, name) == [f"m{i}" for i in range(2000)]  # each row once
+    one = api.get(f"/api/v1/queues/{name}/messages", params={"offset": 0, "limit": 1}).json()["messages"][0]
+    assert one["headers"] == {}  # the key column is each message's key, not a part of it
+    df = spark.createDataFrame([("x", 1)], "body string, key int")
+    with pytest.raises(Exception, match="idempotencyKeyColumn 'key' must name a string column"):
+        df.write.format("chunkmq").option("url", broker.url).option("exchange", exchange) \
+            .option("idempotencyKeyColumn", "key").mode("append").save()

@@ -86,3 +86,21 @@ def test_a_rewritten_chunk_gives_the_records_their_positions(tmp_path: Path) -> 
     store.close()
     records = [r for p in chunk_paths(tmp_path / "store") for r in read_chunk(p)]
     assert {r.position: r.data for r in records if isinstance(r, Record) and r.placements[0][0] == 8} == kept
+
+
+def test_windows_split_a_chunk_without_losing_or_repeating_a_record(tmp_path: Path) -> None:
+    """Tasks of `chunkmq spark inspect` read windows of one chunk: together they give exactly what
+    one read of the whole file gives, records and damage, whatever the window size."""
+    root = _store(tmp_path, 3000)
+    paths = chunk_paths(root)
+    victim = [r for r in read_chunk(paths[0]) if isinstance(r, Record)][300]
+    with open(paths[0], "r+b") as f:  # one damaged record, as above
+        f.seek(64 + victim.position + 20)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    for path in paths:  # sealed chunks and the live one
+        whole = list(read_chunk(path))
+        for step in (97, 4096, 50_000):
+            assert [x for s in range(0, 64 * 1024, step) for x in read_chunk(path, s, s + step)] == whole
+    assert any(isinstance(x, Damage) for x in read_chunk(paths[0]))
