@@ -52,15 +52,14 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, WebSocket
 
-from chunkmq.api.auth import authenticate_ws
-from chunkmq.api.errors import api_error
+from chunkmq.api.errors import api_error, error_frame, refuse, send_frame
 from chunkmq.api.publish import binary_mandatory, publish_args
 from chunkmq.broker import codes
 from chunkmq.broker.broker import Broker, PublishOutcome
 from chunkmq.broker.errors import BrokerError, InvalidInput, NotFound
 from chunkmq.broker.fields import boolean, reject_unknown
 from chunkmq.broker.group import Group, monotonic_ms
-from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
+from chunkmq.broker.names import check_name, exchange_from_path
 from chunkmq.broker.queue import Queue
 
 log = logging.getLogger("chunkmq.api.streams")
@@ -80,29 +79,6 @@ _CLOSE = b""  # marker: the client asked to close
 
 class _Gone(Exception):
     """The peer went away while a frame was being sent."""
-
-
-def error_frame(exc: BrokerError, seq: Any = ...) -> bytes:
-    frame: dict[str, Any] = {"type": "error", "error": {"code": exc.code, "message": exc.message}}
-    if seq is not ...:
-        frame["seq"] = seq
-    return orjson.dumps(frame)
-
-
-async def _send_frame(websocket: WebSocket, frame: bytes, text: bool) -> None:
-    """One frame: binary, or with `text` a text frame (a JSON frame of a format=binary stream, whose
-    binary frames are batches)."""
-    if text:
-        await websocket.send_text(frame.decode())
-    else:
-        await websocket.send_bytes(frame)
-
-
-async def _refuse(websocket: WebSocket, exc: BrokerError, text: bool = False) -> None:
-    """The stream cannot open or go on: the error frame, then close with 4000 + HTTP status."""
-    with contextlib.suppress(Exception):  # the peer may be gone already
-        await _send_frame(websocket, error_frame(exc), text)
-        await websocket.close(4000 + exc.status, exc.code)
 
 
 async def _receive(websocket: WebSocket, limit: int, batches: bool = False) -> Any:
@@ -151,12 +127,10 @@ async def consume_stream(websocket: WebSocket, queue: str, group: str) -> None:
     binary = False
     try:
         binary = _binary_format(websocket)
-        who = await authenticate_ws(websocket)
-        who.check("read", check_name(queue, "queue name"))
         consumer = check_name(params.get("consumer") or f"ws-{secrets.token_hex(6)}", "consumer id")
         q, g = await broker.consumer_group(queue, group)
     except Exception as exc:
-        await _refuse(websocket, api_error(exc), text=binary)
+        await refuse(websocket, api_error(exc), text=binary)
         return
     if params.get("resume") in ("1", "true") and g.release_consumer(consumer, monotonic_ms()):
         q.notify()
@@ -203,7 +177,7 @@ class _ConsumeStream:
         """Send one frame: `data` is JSON, or with `batch` a binary batch of messages."""
         async with self.sending:
             try:  # awaiting the write is the back-pressure on slow peers
-                await _send_frame(self.ws, data, self.binary and not batch)
+                await send_frame(self.ws, data, self.binary and not batch)
             except (OSError, RuntimeError):
                 raise _Gone from None
 
@@ -220,7 +194,7 @@ class _ConsumeStream:
             log.warning("consume stream %s/%s (consumer %s) ended: %s %s",
                         self.queue.name, self.group.name, self.consumer, error.code, error.message)
             async with self.sending:
-                await _refuse(self.ws, error, text=self.binary)
+                await refuse(self.ws, error, text=self.binary)
 
     async def _deliver_loop(self) -> None:
         broker, queue, group, consumer = self.broker, self.queue, self.group, self.consumer
@@ -325,11 +299,9 @@ async def publish_stream(websocket: WebSocket, name: str) -> None:
         binary = _binary_format(websocket)
         mandatory = binary_mandatory(websocket.scope) if binary else False
         exchange = exchange_from_path(name)
-        who = await authenticate_ws(websocket)
-        who.check("write", exchange or DEFAULT_EXCHANGE_ALIAS)
         broker.exchange(exchange)
     except Exception as exc:
-        await _refuse(websocket, api_error(exc), text=binary)
+        await refuse(websocket, api_error(exc), text=binary)
         return
     await _PublishStream(websocket, broker, exchange, binary, mandatory).run()
 
@@ -420,4 +392,4 @@ class _PublishStream:
                         orjson.dumps(seq), outcome.results, outcome.durability.encode())
                 except Exception as exc:
                     frame = error_frame(api_error(exc), seq)  # logged there when it is a server error
-            await _send_frame(self.ws, frame, self.binary)
+            await send_frame(self.ws, frame, self.binary)
