@@ -174,8 +174,10 @@ async def test_tokens_and_users(app: FastAPI, console: Console) -> None:
     assert "revoked" in await console.act(f"/access/tokens/{token.id}/delete", {"confirm": "yes"})
     assert [t.name for t in meta.list_tokens()] == [bootstrap.name]
 
-    assert "created" in await console.act("/access/users", {"name": "ops", "password": "pw", "admin": "yes"})
-    assert "exists" in (await console.act("/access/users", {"name": "ops", "password": "pw"})).lower()
+    short = await console.act("/access/users", {"name": "ops", "password": "pw", "admin": "yes"})
+    assert "a password needs at least 12 characters (this one has 2)" in short
+    assert "created" in await console.act("/access/users", {"name": "ops", "password": "ops password 1", "admin": "yes"})
+    assert "exists" in (await console.act("/access/users", {"name": "ops", "password": "ops password 1"})).lower()
     assert "cannot delete the user you are logged in as" in await console.act(
         "/access/users/admin/delete", {"confirm": "yes"})
     assert "deleted" in await console.act("/access/users/ops/delete", {"confirm": "yes"})

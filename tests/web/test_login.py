@@ -84,11 +84,11 @@ async def test_logout_needs_csrf(console: Console) -> None:
 
 
 async def test_read_only_user_cannot_act(app: FastAPI, console: Console) -> None:
-    flash = await console.act("/access/users", {"name": "viewer", "password": "look only"})
+    flash = await console.act("/access/users", {"name": "viewer", "password": "look only, please"})
     assert "console user &#39;viewer&#39; created" in flash
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
-        assert (await login(client, "viewer", "look only")).status_code == 303
+        assert (await login(client, "viewer", "look only, please")).status_code == 303
         viewer = Console(client)
         page = await viewer.get("/queues")
         assert page.status_code == 200 and "(read-only)" in page.text
@@ -96,7 +96,7 @@ async def test_read_only_user_cannot_act(app: FastAPI, console: Console) -> None
         assert refused.status_code == 403
         assert "not an administrator" in refused.text
         assert "nope" not in app.state.broker.queues
-        flash = await viewer.act("/access/password", {"current": "look only", "new": "n3w", "repeat": "n3w"})
+        flash = await viewer.act("/access/password", {"current": "look only, please", "new": "n3w" * 4, "repeat": "n3w" * 4})
         assert "password changed" in flash
 
 
