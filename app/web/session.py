@@ -13,6 +13,7 @@ import secrets
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from starlette.responses import Response
@@ -138,6 +139,20 @@ def current_session(request: Request) -> Session:
 
 def check_csrf(expected: str, given: object) -> None:
     if not isinstance(given, str) or not hmac.compare_digest(expected.encode(), given.encode()):
+        raise CsrfFailed()
+
+
+def check_same_site(request: Request) -> None:
+    """A state-changing request must come from this console's own pages: a browser says where a
+    request came from in `Sec-Fetch-Site` (all current browsers) and `Origin` (on every POST). Either
+    naming another site refuses it, whatever its CSRF token; a client that sends neither (curl, an
+    old browser) still needs the token."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):  # none: typed or bookmarked by the user
+        raise CsrfFailed()
+    origin = request.headers.get("origin")
+    if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != request.headers.get(
+            "host", "").lower()):
         raise CsrfFailed()
 
 

@@ -31,6 +31,23 @@ async def test_every_action_refuses_a_missing_or_wrong_csrf_token(app: FastAPI, 
     assert "ex" in broker.routing.exchanges and "q" in broker.queues and "new" not in broker.queues
 
 
+@pytest.mark.parametrize("url", [*ACTIONS, "/login"])
+async def test_every_action_refuses_another_site_even_with_a_valid_csrf_token(
+        app: FastAPI, console: Console, url: str) -> None:
+    broker = app.state.broker
+    await console.get("/")
+    data = {"csrf": console.csrf, "name": "new", "type": "direct", "confirm": "yes", "force": "yes"}
+    for headers in ({"origin": "http://evil.example.com"}, {"origin": "null"}, {"sec-fetch-site": "cross-site"},
+                    {"sec-fetch-site": "same-site", "origin": "http://console"}):
+        response = await console.client.post(url, data=data, headers=headers)
+        assert response.status_code == 403, (url, headers, response.text)
+        assert "did not come from this console" in response.text
+    assert "new" not in broker.queues and "new" not in broker.routing.exchanges
+    same = await console.client.post("/exchanges", data=data, headers={
+        "origin": "http://console", "sec-fetch-site": "same-origin"})
+    assert same.status_code == 303 and "new" in broker.routing.exchanges
+
+
 @pytest.mark.parametrize("url", ACTIONS)
 async def test_every_action_needs_a_login(app: FastAPI, url: str) -> None:
     import httpx
