@@ -39,8 +39,9 @@ class Need:
     """What a route needs. `who`:
     - anyone: no token (probes, OPTIONS);
     - metrics: no token unless CHUNKMQ_METRICS_REQUIRE_TOKEN=true, then any valid token;
-    - token: any valid token: the broker-wide reads, the lists (which show only what the token may
-      see) and the routes whose object is found by an id and checked by the endpoint;
+    - token: any valid token: the broker-wide reads (overview, chunk files, alerts), the lists (which
+      show only what the token may see) and the routes whose object is found by an id and checked by
+      the endpoint;
     - admin: an administrator's token;
     - resource: `permission` on the `kind` named by the path parameter `param`. `see` is any of
       configure, write or read: what makes a list show the object."""
@@ -119,14 +120,14 @@ RULES: dict[str, Need] = {
     "GET /api/v1/bindings": TOKEN,
     "POST /api/v1/bindings": TOKEN,  # write on the body's queue, read on its exchange: checked by the endpoint
     "DELETE /api/v1/bindings/{binding_id}": TOKEN,  # the same, on the binding it finds
-    # Alert rules and events name queues of every team: an operator's view.
-    "GET /api/v1/alerts": ADMIN,
-    "GET /api/v1/alerts/rules": ADMIN,
+    # Alerts are broker-wide (docs/api.md, Alerts): any token reads them, admins change them.
+    "GET /api/v1/alerts": TOKEN,
+    "GET /api/v1/alerts/rules": TOKEN,
     "POST /api/v1/alerts/rules": ADMIN,
-    "GET /api/v1/alerts/rules/{rule_id}": ADMIN,
+    "GET /api/v1/alerts/rules/{rule_id}": TOKEN,
     "PUT /api/v1/alerts/rules/{rule_id}": ADMIN,
     "DELETE /api/v1/alerts/rules/{rule_id}": ADMIN,
-    "GET /api/v1/alerts/events": ADMIN,
+    "GET /api/v1/alerts/events": TOKEN,
     "POST /api/v1/alerts/test-email": ADMIN,
     "GET /api/v1/alerts/settings": ADMIN,
 }
