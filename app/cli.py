@@ -177,6 +177,10 @@ def _serve(args: argparse.Namespace) -> int:
         # 4% of the server's time on binary publishes with the log level at warning.
         access_log=settings.log_level.lower() in ("trace", "debug", "info"),
         timeout_graceful_shutdown=5,
+        # X-Forwarded-* only from the proxies CHUNKMQ_FORWARDED_ALLOW_IPS names (uvicorn's own default
+        # trusts 127.0.0.1, and anyone on the machine could then pick the address the login limit counts)
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips or None,
     )
     return 0
 
@@ -413,6 +417,19 @@ def _user_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _user_unlock(args: argparse.Namespace) -> int:
+    from chunkmq.web.session import request_unlock
+
+    settings = _settings_from(args)
+    with _token_store(args) as meta:
+        if args.name not in {u.name for u in meta.list_users()}:
+            print(f"chunkmq: no user {args.name!r}", file=sys.stderr)
+            return 1
+    request_unlock(settings.data_dir, args.name)
+    print(f"unlocked console user {args.name!r}: the server lets them log in at their next try", file=sys.stderr)
+    return 0
+
+
 def _add_user_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where = _where_parser()
     secret = argparse.ArgumentParser(add_help=False)
@@ -430,6 +447,9 @@ def _add_user_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     delete = actions.add_parser("delete", parents=[where], help="delete a console user")
     delete.add_argument("name")
     delete.set_defaults(func=_user_delete)
+    unlock = actions.add_parser("unlock", parents=[where], help="end a user's lock after failed logins")
+    unlock.add_argument("name")
+    unlock.set_defaults(func=_user_unlock)
 
 
 # --- chunkmq alerts ... (alert rules) ------------------------------------------------------------

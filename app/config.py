@@ -74,12 +74,16 @@ class Settings(BaseSettings):
     request_header_timeout_seconds: float = Field(10.0, gt=0)
     # Open connections (HTTP and WebSocket) past which a request is answered 503.
     max_connections: int = Field(4096, ge=1)
+    # The reverse proxies whose X-Forwarded-For / -Proto are believed (comma-separated addresses or
+    # networks, "*" for any); empty: none, the peer's own address counts (the console's login limit).
+    forwarded_allow_ips: str = ""
     log_level: str = "info"
     # Console (app/web): idle sessions end after this; failed logins per client address and per user
     # name are limited to `attempts` in a sliding window; the pages poll their numbers this often.
     console_session_idle_seconds: int = Field(8 * 3600, ge=60)
     console_login_attempts: int = Field(5, ge=1)
     console_login_window_seconds: int = Field(300, ge=1)
+    console_login_lock_seconds: int = Field(30, ge=1)  # a locked user may try again after this (web/session.py)
     console_refresh_seconds: float = Field(2.0, gt=0)
     console_page_size: int = Field(50, ge=1, le=1000)
     # A group with lag whose ack floor has not moved for this long is flagged stalled.

@@ -15,13 +15,12 @@ from starlette.types import Receive, Scope, Send
 
 from chunkmq import __version__, web
 from chunkmq.alerts.jobs import Alerts
-from chunkmq.api import allow, docs, errors, logs, publish, pull, schemas
+from chunkmq.api import allow, docs, errors, logs, publish, pull, router, schemas
 from chunkmq.api.auth import TokenAuth
 from chunkmq.api.guard import LocalChecks, LocalOnly
 from chunkmq.api.hot_routes import ROUTES as HOT_ROUTES
 from chunkmq.api.hot_routes import HotRoutes
 from chunkmq.api.operations import AlertCollector, BrokerCollector
-from chunkmq.api.router import routers
 from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from chunkmq.broker.broker import Broker
 from chunkmq.config import Settings
@@ -190,8 +189,7 @@ def create_app(settings: Settings | None = None) -> App:
     app.add_middleware(allow.HeadAsGet)
     app.hot_routes = HotRoutes(local_checks)
     app.router.routes.extend(HOT_ROUTES)  # the router has them too: OPTIONS, HEAD and 405 name them
-    for router in routers:
-        app.include_router(router)
+    router.install(app)  # every route behind its rule (app/api/access.py)
     web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first
     app.router.routes.append(allow.route)  # OPTIONS on any path, after every route that has the path
     schemas.install_openapi(app, {**publish.OPENAPI_PATHS, **pull.OPENAPI_PATHS}, secured=settings.auth == "on")

@@ -74,3 +74,40 @@ def test_a_second_server_on_a_directory_in_use_fails_fast_and_touches_nothing(tm
             assert ok(api.get("/api/v1/queues/q"))["messages"] == 1001
     finally:
         first.stop()
+
+
+def _login(server: ServerProcess, user: str, password: str, forwarded_for: str) -> httpx.Response:
+    with httpx.Client(base_url=server.url, timeout=30, headers={"x-forwarded-for": forwarded_for}) as browser:
+        page = browser.get("/login")
+        csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        return browser.post("/login", data={"user": user, "password": password, "csrf": csrf})
+
+
+def test_x_forwarded_for_counts_only_from_a_proxy_the_setting_names(tmp_path: Path) -> None:
+    limits = {"CHUNKMQ_CONSOLE_LOGIN_ATTEMPTS": "3", "CHUNKMQ_CONSOLE_LOGIN_LOCK_SECONDS": "600"}
+    direct = ServerProcess(tmp_path / "direct" / "data", **limits).start()
+    try:  # no proxy named: the header cannot pick the address the limit counts
+        for user in ("u1", "u2", "u3"):
+            assert _login(direct, user, "wrong password", "10.0.0.1").status_code == 401
+        refused = _login(direct, "u4", "wrong password", "10.0.0.2")
+        assert refused.status_code == 429 and "from this address" in refused.text
+    finally:
+        direct.stop()
+    proxied = ServerProcess(tmp_path / "proxied" / "data", CHUNKMQ_FORWARDED_ALLOW_IPS="127.0.0.1", **limits).start()
+    try:
+        password = (proxied.data_dir / "admin-password").read_text().strip()
+        for _ in range(3):  # a flood from one client behind the proxy locks that client, and admin briefly
+            assert _login(proxied, "admin", "wrong password", "10.0.0.1").status_code == 401
+        assert "from this address" in _login(proxied, "admin", password, "10.0.0.1").text
+        locked = _login(proxied, "admin", password, "10.0.0.2")
+        assert locked.status_code == 429 and "for this user" in locked.text
+        where = ("--data-dir", str(proxied.data_dir))
+        unlock = subprocess.run([sys.executable, "-m", "chunkmq.cli", "user", "unlock", "admin", *where],
+                                capture_output=True, text=True, timeout=60)
+        assert unlock.returncode == 0, unlock.stderr
+        assert _login(proxied, "admin", password, "10.0.0.2").status_code == 303
+        nobody = subprocess.run([sys.executable, "-m", "chunkmq.cli", "user", "unlock", "nobody", *where],
+                                capture_output=True, text=True, timeout=60)
+        assert nobody.returncode == 1 and "no user 'nobody'" in nobody.stderr
+    finally:
+        proxied.stop()

@@ -14,13 +14,15 @@ HEAD, sends the response's head with its Content-Length and no body.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from chunkmq.broker.errors import NotFound
+from chunkmq.broker.errors import InvalidInput, NotFound
+from chunkmq.broker.names import check_name
 
 OPTIONS = "OPTIONS"
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -63,6 +65,24 @@ class _OptionsRoute(Route):
 
 
 route = _OptionsRoute("/{path:path}", options, methods=[OPTIONS], include_in_schema=False)
+
+
+def bad_name(raw_path: str) -> InvalidInput | None:
+    """Why a path no route matches is 400 `invalid_name` rather than 404: a queue, exchange or group
+    name with `/` (or `%2F`) in it splits into more segments than a route has (`PUT
+    /api/v1/queues/<script>x</script>`)."""
+    parts = raw_path.split("/")[1:]  # api, v1, queues, {name}, groups, {group}
+    if parts[:2] != ["api", "v1"] or len(parts) < 4 or parts[2] not in ("queues", "exchanges"):
+        return None
+    named = [(parts[3], f"{parts[2][:-1]} name")]
+    if parts[2] == "queues" and len(parts) >= 6 and parts[4] == "groups":
+        named.append((parts[5], "group name"))
+    for value, kind in named:
+        try:
+            check_name(unquote(value), kind)
+        except InvalidInput as exc:
+            return exc
+    return None
 
 
 class HeadAsGet:

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from fastapi import Request, WebSocket
 
 from chunkmq.auth.permissions import Action, Permissions
 from chunkmq.auth.tokens import hash_token
@@ -25,9 +21,8 @@ class Principal:
     permissions: Permissions
     token_id: int | None = None  # None: anonymous (auth off)
 
-    def check(self, action: Action, resource: str) -> None:
-        if not self.permissions.allows(action, resource):
-            raise Forbidden(f"{self.name!r} may not {action} {resource!r}")
+    def may(self, action: Action, resource: str) -> bool:
+        return self.permissions.allows(action, resource)
 
     def sees(self, resource: str) -> bool:
         """Whether lists show `resource`: the token has some permission on it (admins see all)."""
@@ -36,7 +31,10 @@ class Principal:
 
     def check_admin(self) -> None:
         if not self.permissions.is_admin:
-            raise Forbidden(f"{self.name!r} is not an administrator")
+            raise Forbidden(f"the token {self.name!r} is not an administrator's")
+
+
+NOBODY = Principal("anyone", Permissions())  # the caller of a route that needs no token
 
 
 class TokenAuth:
@@ -88,19 +86,3 @@ def bearer(header: str | None) -> str | None:
     if header and header[:7].lower() == "bearer ":
         return header[7:].strip()
     return None
-
-
-async def authenticate(request: Request) -> Principal:
-    return await principal_of(request.app.state, request.headers)
-
-
-async def principal_of(state: Any, headers: Mapping[str, str]) -> Principal:
-    """The caller of a request with these headers (the plain ASGI routes have no Request)."""
-    auth: TokenAuth = state.auth
-    return await auth.principal(bearer(headers.get("authorization")))
-
-
-async def authenticate_ws(websocket: WebSocket) -> Principal:
-    auth: TokenAuth = websocket.app.state.auth
-    token = bearer(websocket.headers.get("authorization")) or websocket.query_params.get("token")
-    return await auth.principal(token)

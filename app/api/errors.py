@@ -9,7 +9,9 @@ go through `api_error`; tests/api/test_errors.py fails for any exception class w
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -18,8 +20,9 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
 
-from chunkmq.api.allow import allow_header
+from chunkmq.api.allow import allow_header, bad_name
 from chunkmq.api.deps import send_body
 from chunkmq.broker import codes
 from chunkmq.broker.errors import BrokerError
@@ -57,6 +60,11 @@ _HTTP_CODES = {
     405: codes.METHOD_NOT_ALLOWED, 413: codes.BODY_TOO_LARGE, 415: codes.UNSUPPORTED_MEDIA_TYPE,
     422: codes.INVALID_BODY, 503: codes.UNAVAILABLE,
 }
+
+
+class Refused(Exception):
+    """A WebSocket was refused before its endpoint ran (app/api/access.py): the error frame and the
+    close are sent already, nothing is left to answer."""
 
 
 def api_error(exc: BaseException) -> BrokerError:
@@ -103,6 +111,29 @@ async def overloaded(scope: Scope, receive: Receive, send: Send) -> None:
                      ((b"retry-after", b"1"), (b"connection", b"close")))
 
 
+def error_frame(exc: BrokerError, seq: Any = ...) -> bytes:
+    frame: dict[str, Any] = {"type": "error", "error": {"code": exc.code, "message": exc.message}}
+    if seq is not ...:
+        frame["seq"] = seq
+    return orjson.dumps(frame)
+
+
+async def send_frame(websocket: WebSocket, frame: bytes, text: bool) -> None:
+    """One frame: binary, or with `text` a text frame (a JSON frame of a format=binary stream, whose
+    binary frames are batches)."""
+    if text:
+        await websocket.send_text(frame.decode())
+    else:
+        await websocket.send_bytes(frame)
+
+
+async def refuse(websocket: WebSocket, exc: BrokerError, text: bool = False) -> None:
+    """The stream cannot open or go on: the error frame, then close with 4000 + HTTP status."""
+    with contextlib.suppress(Exception):  # the peer may be gone already
+        await send_frame(websocket, error_frame(exc), text)
+        await websocket.close(4000 + exc.status, exc.code)
+
+
 def render(exc: BaseException) -> Response:
     error = api_error(exc)
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
@@ -125,6 +156,10 @@ def install(app: FastAPI) -> None:
     for cls in (BrokerError, *ERROR_MAP):
         app.add_exception_handler(cls, mapped)
 
+    @app.exception_handler(Refused)
+    async def refused(_: WebSocket, exc: Refused) -> None:
+        return None
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> Response:
         return error_response(400, codes.INVALID_REQUEST, _describe(exc))
@@ -133,6 +168,10 @@ def install(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = _HTTP_CODES.get(exc.status_code, codes.INTERNAL_ERROR if exc.status_code >= 500 else codes.INVALID_BODY)
         headers = getattr(exc, "headers", None)
+        if exc.status_code == 404 and "route" not in request.scope:  # no route: a name that is not one?
+            bad = bad_name(request.scope.get("raw_path", b"").decode("latin-1") or request.url.path)
+            if bad is not None:
+                return render(bad)
         if exc.status_code == 405:  # Starlette's names one route's methods; a path may have several
             headers = {**(headers or {}), "Allow": allow_header(request)}
         return error_response(exc.status_code, code, str(exc.detail), headers)

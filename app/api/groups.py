@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from chunkmq.api import schemas
-from chunkmq.api.auth import Principal, authenticate
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
 from chunkmq.broker import codes
@@ -17,17 +16,15 @@ router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer group
 
 
 @router.get("", responses=schemas.answers(list[schemas.Group], codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
-async def list_groups(queue: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+async def list_groups(queue: str, request: Request) -> Response:
     broker = broker_of(request)
     q = broker.queue(check_name(queue, "queue name"))
-    if not who.sees(queue):  # a queue's groups are listed to those who may see the queue
-        return json([])
     return json([group_json(group_view(broker, q, g)) for g in list(q.groups.values())])
 
 
 @router.get("/{group}", responses=schemas.answers(
     schemas.Group, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND))
-async def get_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
+async def get_group(queue: str, group: str, request: Request) -> Response:
     broker = broker_of(request)
     q = broker.queue(check_name(queue, "queue name"))
     return json(group_json(group_view(broker, q, broker.group(q, group))))
@@ -36,8 +33,7 @@ async def get_group(queue: str, group: str, request: Request, who: Principal = D
 @router.put("/{group}", openapi_extra=schemas.body(schemas.GroupDeclare, required=False), responses=schemas.answers(
     schemas.Group, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.PRECONDITION_FAILED,
     codes.ALREADY_EXISTS, codes.BODY_TOO_LARGE, created=True))
-async def declare_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("read", check_name(queue, "queue name"))
+async def declare_group(queue: str, group: str, request: Request) -> Response:
     broker = broker_of(request)
     g, created = await broker.declare_group(queue, group, await json_object(request, required=False))
     return json(group_json(group_view(broker, broker.queue(queue), g)), 201 if created else 200)
@@ -46,8 +42,7 @@ async def declare_group(queue: str, group: str, request: Request, who: Principal
 @router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody), responses=schemas.answers(
     schemas.Acked, codes.INVALID_NAME, codes.INVALID_BODY, codes.INVALID_ACK, codes.QUEUE_NOT_FOUND,
     codes.GROUP_NOT_FOUND, codes.BODY_TOO_LARGE))
-async def ack(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("read", check_name(queue, "queue name"))
+async def ack(queue: str, group: str, request: Request) -> Response:
     broker = broker_of(request)
     result = broker.ack(queue, group, await json_object(request))
     await broker.acks_durable()
@@ -57,16 +52,14 @@ async def ack(queue: str, group: str, request: Request, who: Principal = Depends
 @router.post("/{group}/nack", openapi_extra=schemas.body(schemas.NackBody), responses=schemas.answers(
     schemas.Nacked, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND,
     codes.BODY_TOO_LARGE))
-async def nack(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("read", check_name(queue, "queue name"))
+async def nack(queue: str, group: str, request: Request) -> Response:
     return json(broker_of(request).nack(queue, group, await json_object(request)))
 
 
 @router.post("/{group}/seek", openapi_extra=schemas.body(schemas.SeekBody), responses=schemas.answers(
     schemas.Group, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND,
     codes.BODY_TOO_LARGE))
-async def seek(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("read", check_name(queue, "queue name"))
+async def seek(queue: str, group: str, request: Request) -> Response:
     broker = broker_of(request)
     g = broker.seek(queue, group, await json_object(request))
     return json(group_json(group_view(broker, broker.queue(queue), g)))
@@ -74,7 +67,6 @@ async def seek(queue: str, group: str, request: Request, who: Principal = Depend
 
 @router.delete("/{group}", status_code=204, responses=schemas.answers(
     None, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND, status=204, description="Deleted"))
-async def delete_group(queue: str, group: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("read", check_name(queue, "queue name"))
+async def delete_group(queue: str, group: str, request: Request) -> Response:
     await broker_of(request).delete_group(queue, group)
     return Response(status_code=204)

@@ -10,6 +10,8 @@ map. Both are applied here as the stack applies them, so a hot request is answer
 would be through the stack; any other method or path goes through the stack.
 
 The routes stay in the app's router too, so OPTIONS, HEAD and 405 `Allow` name them as any route.
+Their endpoints are wrapped in their rules (app/api/access.py, `Authorized`), so a hot request is
+authorised by the same table as every other, whichever way it comes.
 """
 
 from __future__ import annotations

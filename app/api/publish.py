@@ -18,14 +18,14 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from chunkmq.api import schemas
-from chunkmq.api.auth import principal_of
+from chunkmq.api.access import Authorized
 from chunkmq.api.body import media_type, parse_json, read_body
 from chunkmq.api.deps import send_body, send_json
 from chunkmq.broker import codes
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.broker.message import BATCH_MEDIA_TYPE
-from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
+from chunkmq.broker.names import exchange_from_path
 
 
 def publish_args(body: Any) -> tuple[Any, bool]:
@@ -61,14 +61,8 @@ class PublishEndpoint:
         state = scope["app"].state
         broker: Broker = state.broker
         headers = Headers(scope=scope)
-        who = await principal_of(state, headers)
-        name: str = scope["path_params"]["name"]
-        exchange = ""
-        if self.to_queue:
-            who.check("write", check_name(name, "queue name"))
-        else:
-            exchange = exchange_from_path(name)
-            who.check("write", exchange or DEFAULT_EXCHANGE_ALIAS)
+        name: str = scope["path_params"]["name"]  # checked with the permission (app/api/access.py)
+        exchange = "" if self.to_queue else exchange_from_path(name)
         raw = await read_body(receive, headers.get("content-length"), broker.settings.max_batch_bytes)
         binary = media_type(headers.get("content-type")) == BATCH_MEDIA_TYPE
         if binary:
@@ -85,8 +79,8 @@ class PublishEndpoint:
 
 
 routes = [
-    Route("/api/v1/exchanges/{name}/publish", PublishEndpoint(to_queue=False), methods=["POST"]),
-    Route("/api/v1/queues/{name}/publish", PublishEndpoint(to_queue=True), methods=["POST"]),
+    Route(path, Authorized("POST", path, PublishEndpoint(to_queue=to_queue)), methods=["POST"])
+    for path, to_queue in (("/api/v1/exchanges/{name}/publish", False), ("/api/v1/queues/{name}/publish", True))
 ]
 
 

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from chunkmq.api import schemas
-from chunkmq.api.auth import principal_of
+from chunkmq.api.access import Authorized
 from chunkmq.api.body import MAX_OBJECT_BYTES, object_of, read_body
 from chunkmq.api.deps import send_body, send_json
 from chunkmq.broker import codes
@@ -41,10 +41,8 @@ class PullEndpoint:
         state = scope["app"].state
         broker: Broker = state.broker
         headers = Headers(scope=scope)
-        who = await principal_of(state, headers)
-        queue: str = scope["path_params"]["queue"]
+        queue: str = scope["path_params"]["queue"]  # checked with the permission (app/api/access.py)
         group: str = scope["path_params"]["group"]
-        who.check("read", check_name(queue, "queue name"))
         raw = await read_body(receive, headers.get("content-length"), MAX_OBJECT_BYTES, codes.BODY_TOO_LARGE)
         body = object_of(raw, required=False)
         reject_unknown(body, ("max_messages", "wait_ms", "consumer", "ack"))
@@ -83,7 +81,7 @@ async def _send(send: Send, answer: bytes, binary: bool) -> None:
         await send_json(send, answer)
 
 
-route = Route(PATH, PullEndpoint(), methods=["POST"])
+route = Route(PATH, Authorized("POST", PATH, PullEndpoint()), methods=["POST"])
 
 OPENAPI_PATHS: dict[str, Any] = {
     PATH: {

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from chunkmq.api import schemas
-from chunkmq.api.auth import Principal, authenticate
+from chunkmq.api.access import AUTHORIZE
+from chunkmq.api.auth import Principal
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json, raw_json
 from chunkmq.broker import codes
@@ -20,13 +21,13 @@ router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 
 
 @router.get("", responses=schemas.answers(list[schemas.Queue]))
-async def list_queues(request: Request, who: Principal = Depends(authenticate)) -> Response:
+async def list_queues(request: Request, who: Principal = AUTHORIZE) -> Response:
     broker = broker_of(request)
     return json([queue_json(q) for q in queue_views(broker) if who.sees(q.name)])
 
 
 @router.get("/{name}", responses=schemas.answers(schemas.Queue, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
-async def get_queue(name: str, request: Request, _: Principal = Depends(authenticate)) -> Response:
+async def get_queue(name: str, request: Request) -> Response:
     broker = broker_of(request)
     return json(queue_json(queue_view(broker, broker.queue(check_name(name, "queue name")))))
 
@@ -34,8 +35,7 @@ async def get_queue(name: str, request: Request, _: Principal = Depends(authenti
 @router.put("/{name}", openapi_extra=schemas.body(schemas.QueueDeclare, required=False), responses=schemas.answers(
     schemas.Queue, codes.INVALID_NAME, codes.INVALID_BODY, codes.PRECONDITION_FAILED, codes.ALREADY_EXISTS,
     codes.BODY_TOO_LARGE, created=True))
-async def declare_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("configure", name)
+async def declare_queue(name: str, request: Request) -> Response:
     broker = broker_of(request)
     queue, created = await broker.declare_queue(name, await json_object(request, required=False))
     return json(queue_json(queue_view(broker, queue)), 201 if created else 200)
@@ -43,8 +43,7 @@ async def declare_queue(name: str, request: Request, who: Principal = Depends(au
 
 @router.patch("/{name}", openapi_extra=schemas.body(schemas.QueuePatch), responses=schemas.answers(
     schemas.Queue, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.BODY_TOO_LARGE))
-async def update_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("configure", name)
+async def update_queue(name: str, request: Request) -> Response:
     broker = broker_of(request)
     queue = await broker.update_queue(check_name(name, "queue name"), await json_object(request))
     return json(queue_json(queue_view(broker, queue)))
@@ -53,16 +52,14 @@ async def update_queue(name: str, request: Request, who: Principal = Depends(aut
 @router.delete("/{name}", status_code=204, responses=schemas.answers(
     None, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.PRECONDITION_FAILED, status=204, description="Deleted"))
 async def delete_queue(
-    name: str, request: Request, force: bool = False, who: Principal = Depends(authenticate)
+    name: str, request: Request, force: bool = False, who: Principal = AUTHORIZE
 ) -> Response:
-    who.check("configure", name)
     await broker_of(request).delete_queue(check_name(name, "queue name"), force)
     return Response(status_code=204)
 
 
 @router.post("/{name}/purge", responses=schemas.answers(schemas.Purged, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
-async def purge_queue(name: str, request: Request, who: Principal = Depends(authenticate)) -> Response:
-    who.check("configure", name)
+async def purge_queue(name: str, request: Request) -> Response:
     return json({"purged": broker_of(request).purge(check_name(name, "queue name"))})
 
 
@@ -77,10 +74,8 @@ async def browse(
     limit: int = Query(100, ge=1, le=10_000),
     encoding: str = Query("auto", pattern="^(auto|base64)$"),
     format: str = Query("json", pattern="^(json|arrow)$", description="arrow: an Apache Arrow IPC stream"),
-    who: Principal = Depends(authenticate),
 ) -> Response:
     """Read by offset without a group (browsing, Spark)."""
-    who.check("read", check_name(name, "queue name"))
     if offset is not None and timestamp is not None:  # both: from the later of the two
         offset, timestamp = max(offset, broker_of(request).offset_at(name, timestamp)), None
     if format == "arrow":

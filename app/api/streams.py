@@ -29,7 +29,8 @@ Publish: /api/v1/exchanges/{name}/stream[?format=binary[&mandatory=true]]
   Publishes are pipelined: each frame is stored in arrival order, as one atomic batch, and confirmed
   after the durability barrier; confirms and errors come back in the order of the frames.
 
-Errors. A bad frame gets an error frame and the stream goes on. These end the stream:
+Errors. A bad frame (JSON that is not an object, an unknown type or field, a bad seq: `_frame`) gets an
+error frame and the stream goes on. These end the stream:
     1000  the client's close frame was handled
     1007  a frame that is not JSON
     1009  a frame over the size limit (1 MiB on the consume stream, max_batch_bytes on publish)
@@ -52,15 +53,14 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, WebSocket
 
-from chunkmq.api.auth import authenticate_ws
-from chunkmq.api.errors import api_error
+from chunkmq.api.errors import api_error, error_frame, refuse, send_frame
 from chunkmq.api.publish import binary_mandatory, publish_args
 from chunkmq.broker import codes
 from chunkmq.broker.broker import Broker, PublishOutcome
 from chunkmq.broker.errors import BrokerError, InvalidInput, NotFound
-from chunkmq.broker.fields import boolean, reject_unknown
+from chunkmq.broker.fields import boolean, non_negative_int, reject_unknown
 from chunkmq.broker.group import Group, monotonic_ms
-from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, check_name, exchange_from_path
+from chunkmq.broker.names import check_name, exchange_from_path
 from chunkmq.broker.queue import Queue
 
 log = logging.getLogger("chunkmq.api.streams")
@@ -76,54 +76,41 @@ MAX_CREDIT = 1_000_000  # per credit frame
 MAX_PUBLISH_IN_FLIGHT = 1024  # publish frames awaiting their confirm; the reader stops beyond it
 _PONG = b'{"type":"pong"}'
 _CLOSE = b""  # marker: the client asked to close
+_OVER = object()  # marker: the stream is over (a frame of JSON null is a frame, not the end)
+
+# The frames a client may send, with their fields besides "type": one strict check for both streams,
+# as for the REST bodies (the broker checks the values of ack and nack as it does for their routes).
+CONSUME_FRAMES: dict[str, tuple[str, ...]] = {
+    "credit": ("n",), "ack": ("offsets", "up_to", "seq"), "nack": ("offsets", "delay_ms", "requeue"),
+    "close": ("requeue",), "ping": (),
+}
+PUBLISH_FRAMES: dict[str, tuple[str, ...]] = {"publish": ("seq", "messages", "mandatory"), "ping": ()}
 
 
 class _Gone(Exception):
     """The peer went away while a frame was being sent."""
 
 
-def error_frame(exc: BrokerError, seq: Any = ...) -> bytes:
-    frame: dict[str, Any] = {"type": "error", "error": {"code": exc.code, "message": exc.message}}
-    if seq is not ...:
-        frame["seq"] = seq
-    return orjson.dumps(frame)
-
-
-async def _send_frame(websocket: WebSocket, frame: bytes, text: bool) -> None:
-    """One frame: binary, or with `text` a text frame (a JSON frame of a format=binary stream, whose
-    binary frames are batches)."""
-    if text:
-        await websocket.send_text(frame.decode())
-    else:
-        await websocket.send_bytes(frame)
-
-
-async def _refuse(websocket: WebSocket, exc: BrokerError, text: bool = False) -> None:
-    """The stream cannot open or go on: the error frame, then close with 4000 + HTTP status."""
-    with contextlib.suppress(Exception):  # the peer may be gone already
-        await _send_frame(websocket, error_frame(exc), text)
-        await websocket.close(4000 + exc.status, exc.code)
-
-
 async def _receive(websocket: WebSocket, limit: int, batches: bool = False) -> Any:
-    """The next frame parsed, or None once the stream is over (closed by the peer, or by us for a
-    frame that is too large or not JSON). With `batches`, a binary frame is returned as its bytes."""
+    """The next frame parsed (any JSON value: `_frame` checks it), or _OVER once the stream is over
+    (closed by the peer, or by us for a frame that is too large or not JSON). With `batches`, a binary
+    frame is returned as its bytes."""
     message = await websocket.receive()
     if message["type"] == "websocket.disconnect":
-        return None
+        return _OVER
     data = message.get("bytes")
     if data is None:
         data = message.get("text") or ""
     if len(data) > limit:
         await websocket.close(CLOSE_TOO_LARGE, f"frames are limited to {limit} bytes")
-        return None
+        return _OVER
     if batches and isinstance(data, bytes):
         return data
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         await websocket.close(CLOSE_NOT_JSON, "a frame must be a JSON object")
-        return None
+        return _OVER
 
 
 def _binary_format(websocket: WebSocket) -> bool:
@@ -134,10 +121,27 @@ def _binary_format(websocket: WebSocket) -> bool:
     return value == "binary"
 
 
-def _frame_type(frame: Any) -> Any:
+def _frame(frame: Any, kinds: dict[str, tuple[str, ...]]) -> tuple[str, dict[str, Any]]:
+    """A client frame's type and its other fields, checked: a JSON object, a known type, no unknown
+    field, and a `seq`, where the type has one, that is a non-negative integer."""
     if type(frame) is not dict:
-        raise InvalidInput('a frame must be a JSON object with a "type"')
-    return frame.get("type")
+        raise InvalidInput(f'a frame must be a JSON object with a "type", not {type(frame).__name__}')
+    kind = frame.get("type")
+    if kind not in kinds:
+        raise InvalidInput(f"unknown frame type {kind!r}: expected {', '.join(kinds)}")
+    fields = {k: v for k, v in frame.items() if k != "type"}
+    reject_unknown(fields, kinds[kind], f"{kind} frame")
+    if "seq" in fields:
+        non_negative_int(fields, "seq")
+    return kind, fields
+
+
+def _flag(websocket: WebSocket, name: str) -> bool:
+    """A true/false query parameter (absent: false)."""
+    value = websocket.query_params.get(name, "false")
+    if value not in ("true", "false"):
+        raise InvalidInput(f"{name} must be true or false", code=codes.INVALID_REQUEST)
+    return value == "true"
 
 
 # ---------------------------------------------------------------------------------------- consume
@@ -151,14 +155,13 @@ async def consume_stream(websocket: WebSocket, queue: str, group: str) -> None:
     binary = False
     try:
         binary = _binary_format(websocket)
-        who = await authenticate_ws(websocket)
-        who.check("read", check_name(queue, "queue name"))
         consumer = check_name(params.get("consumer") or f"ws-{secrets.token_hex(6)}", "consumer id")
+        resume = _flag(websocket, "resume")
         q, g = await broker.consumer_group(queue, group)
     except Exception as exc:
-        await _refuse(websocket, api_error(exc), text=binary)
+        await refuse(websocket, api_error(exc), text=binary)
         return
-    if params.get("resume") in ("1", "true") and g.release_consumer(consumer, monotonic_ms()):
+    if resume and g.release_consumer(consumer, monotonic_ms()):
         q.notify()
     await _ConsumeStream(websocket, broker, q, g, consumer, binary).run()
 
@@ -203,7 +206,7 @@ class _ConsumeStream:
         """Send one frame: `data` is JSON, or with `batch` a binary batch of messages."""
         async with self.sending:
             try:  # awaiting the write is the back-pressure on slow peers
-                await _send_frame(self.ws, data, self.binary and not batch)
+                await send_frame(self.ws, data, self.binary and not batch)
             except (OSError, RuntimeError):
                 raise _Gone from None
 
@@ -220,7 +223,7 @@ class _ConsumeStream:
             log.warning("consume stream %s/%s (consumer %s) ended: %s %s",
                         self.queue.name, self.group.name, self.consumer, error.code, error.message)
             async with self.sending:
-                await _refuse(self.ws, error, text=self.binary)
+                await refuse(self.ws, error, text=self.binary)
 
     async def _deliver_loop(self) -> None:
         broker, queue, group, consumer = self.broker, self.queue, self.group, self.consumer
@@ -269,7 +272,7 @@ class _ConsumeStream:
                 frame = await _receive(self.ws, MAX_CONTROL_FRAME)
             except (OSError, RuntimeError):
                 return False
-            if frame is None:
+            if frame is _OVER:
                 return False
             try:
                 answer = self._handle(frame)
@@ -285,16 +288,14 @@ class _ConsumeStream:
 
     def _handle(self, frame: Any) -> bytes | None:
         """Apply one client frame; returns the frame to answer with, if any (_CLOSE: close the stream)."""
-        kind = _frame_type(frame)
-        fields = {k: v for k, v in frame.items() if k != "type"}
+        kind, fields = _frame(frame, CONSUME_FRAMES)
         if kind == "ack":
             seq = fields.pop("seq", None)
             self.broker.ack(self.queue.name, self.group.name, fields)
             if seq is not None:
                 self._confirm_ack(seq)
         elif kind == "credit":
-            reject_unknown(fields, ("n",), "credit frame")
-            n = frame.get("n")
+            n = fields.get("n")
             if type(n) is not int or not 1 <= n <= MAX_CREDIT:
                 raise InvalidInput(f"credit n must be an integer from 1 to {MAX_CREDIT}")
             self.credit += n
@@ -302,14 +303,10 @@ class _ConsumeStream:
         elif kind == "nack":
             self.broker.nack(self.queue.name, self.group.name, fields)
         elif kind == "close":
-            reject_unknown(fields, ("requeue",), "close frame")
             self.requeue = boolean(fields, "requeue", False)
             return _CLOSE
-        elif kind == "ping":
-            reject_unknown(fields, (), "ping frame")
+        else:  # ping
             return _PONG
-        else:
-            raise InvalidInput(f"unknown frame type {kind!r}: expected credit, ack, nack, close or ping")
         return None
 
 
@@ -325,11 +322,9 @@ async def publish_stream(websocket: WebSocket, name: str) -> None:
         binary = _binary_format(websocket)
         mandatory = binary_mandatory(websocket.scope) if binary else False
         exchange = exchange_from_path(name)
-        who = await authenticate_ws(websocket)
-        who.check("write", exchange or DEFAULT_EXCHANGE_ALIAS)
         broker.exchange(exchange)
     except Exception as exc:
-        await _refuse(websocket, api_error(exc), text=binary)
+        await refuse(websocket, api_error(exc), text=binary)
         return
     await _PublishStream(websocket, broker, exchange, binary, mandatory).run()
 
@@ -378,7 +373,7 @@ class _PublishStream:
                 frame = await _receive(self.ws, limit, self.binary)
             except (OSError, RuntimeError):
                 return
-            if frame is None:
+            if frame is _OVER:
                 return
             await self.answers.put(self._start(frame))
 
@@ -386,17 +381,14 @@ class _PublishStream:
         if isinstance(frame, bytes):  # a binary batch (format=binary), parsed by the broker
             self.batches += 1
             return self.batches, asyncio.ensure_future(self.broker.publish(self.exchange, frame, self.mandatory))
-        seq = frame.get("seq") if type(frame) is dict else None
+        seq = frame.get("seq") if type(frame) is dict else None  # echoed in the error frame, even a bad one
         try:
-            kind = _frame_type(frame)
+            kind, fields = _frame(frame, PUBLISH_FRAMES)
             if kind == "ping":
                 return seq, _PONG
-            if kind != "publish":
-                raise InvalidInput(f"unknown frame type {kind!r}: expected publish or ping")
-            if type(seq) is not int or seq < 0:
+            if "seq" not in fields:
                 raise InvalidInput("seq must be a non-negative integer")
-            body = {k: v for k, v in frame.items() if k != "type" and k != "seq"}
-            messages, mandatory = publish_args(body)
+            messages, mandatory = publish_args({k: v for k, v in fields.items() if k != "seq"})
         except Exception as exc:
             return seq, api_error(exc)
         # A task starts in creation order and runs the synchronous part of the publish (validate,
@@ -420,4 +412,4 @@ class _PublishStream:
                         orjson.dumps(seq), outcome.results, outcome.durability.encode())
                 except Exception as exc:
                     frame = error_frame(api_error(exc), seq)  # logged there when it is a server error
-            await _send_frame(self.ws, frame, self.binary)
+            await send_frame(self.ws, frame, self.binary)

@@ -13,6 +13,7 @@ import secrets
 
 _N, _R, _P = 2**14, 8, 1  # ~16 MiB and a few tens of ms per check: OWASP's scrypt minimum
 _SALT_BYTES = 16
+MIN_PASSWORD_LENGTH = 12  # NIST SP 800-63B asks for 8 at least; a console that runs a broker deserves more
 _KEY_BYTES = 32
 
 
@@ -20,6 +21,13 @@ def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
     return hashlib.scrypt(
         password.encode(), salt=salt, n=n, r=r, p=p, dklen=_KEY_BYTES, maxmem=128 * n * r * p + 1024 * 1024
     )
+
+
+def password_problem(password: str) -> str | None:
+    """Why `password` may not be a console user's password, or None when it may."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        return f"a password needs at least {MIN_PASSWORD_LENGTH} characters (this one has {len(password)})"
+    return None
 
 
 def hash_password(password: str) -> str:

@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from chunkmq.auth.passwords import burn_verify, hash_password, verify_password
+from chunkmq.auth.passwords import burn_verify, hash_password, password_problem, verify_password
 from chunkmq.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
 from chunkmq.auth.tokens import TOKEN_PREFIX, display_prefix, generate_token, hash_token
 from chunkmq.meta import models as m
@@ -105,6 +105,12 @@ def _check_choice(entity: str, key: object, field: str, value: str, choices: tup
         raise InvalidValue(
             f"{entity} {key!r}: {field} must be one of {', '.join(choices)}, not {value!r}", entity=entity, key=key
         )
+
+
+def _check_password(name: str, password: str) -> None:
+    problem = password_problem(password)
+    if problem is not None:
+        raise InvalidValue(f"user {name!r}: {problem}", entity="user", key=name)
 
 
 class MetaStore:
@@ -420,8 +426,7 @@ class MetaStore:
     # --- users ----------------------------------------------------------------------------------
 
     def create_user(self, name: str, password: str, is_admin: bool = False) -> UserRow:
-        if not password:
-            raise InvalidValue(f"user {name!r}: the password is empty", entity="user", key=name)
+        _check_password(name, password)
         with self._transaction("user", name) as s:
             row = m.User(name=name, password_hash=hash_password(password), is_admin=is_admin)
             s.add(row)
@@ -446,8 +451,7 @@ class MetaStore:
             return s.scalar(select(m.User.id).limit(1)) is not None
 
     def set_password(self, name: str, password: str) -> None:
-        if not password:
-            raise InvalidValue(f"user {name!r}: the password is empty", entity="user", key=name)
+        _check_password(name, password)
         with self._transaction("user", name) as s:
             changed = s.execute(
                 update(m.User).where(m.User.name == name).values(password_hash=hash_password(password))

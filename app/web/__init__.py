@@ -17,13 +17,14 @@ from chunkmq.resources import STATIC
 from chunkmq.web import actions, alerts, login, pages
 from chunkmq.web.render import redirect
 from chunkmq.web.route import error_page
-from chunkmq.web.session import CsrfFailed, LoginLimiter, LoginRequired, SessionStore
+from chunkmq.web.session import UNLOCKS_FILE, CsrfFailed, LoginLimiter, LoginRequired, SessionStore
 from chunkmq.web.snapshots import Snapshots
 
 
 def install(app: FastAPI, settings: Settings) -> None:
     app.state.web_sessions = SessionStore(settings.console_session_idle_seconds)
-    app.state.web_limiter = LoginLimiter(settings.console_login_attempts, settings.console_login_window_seconds)
+    app.state.web_limiter = LoginLimiter(settings.console_login_attempts, settings.console_login_window_seconds,
+                                         settings.console_login_lock_seconds, settings.data_dir / UNLOCKS_FILE)
     # At most one build of the shared views per half refresh period, whatever the number of tabs.
     app.state.web_snapshots = Snapshots(min(1.0, settings.console_refresh_seconds / 2))
     for router in (login.router, pages.router, actions.router, alerts.router):

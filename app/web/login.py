@@ -53,16 +53,21 @@ async def login(request: Request) -> Response:
     check_csrf(request.cookies.get(LOGIN_COOKIE, secrets.token_urlsafe(8)), form.get("csrf"))
     name, password = form.get("user", ""), form.get("password", "")
     limiter: LoginLimiter = request.app.state.web_limiter
+    # The peer's address; a proxy's X-Forwarded-For only when CHUNKMQ_FORWARDED_ALLOW_IPS names it (app/cli.py)
     client = request.client.host if request.client else "unknown"
-    keys = (f"addr:{client}", f"user:{name}")
-    wait = limiter.retry_after(keys)
+    wait = limiter.address_wait(client)
     if wait:
-        return _login_page(request, form.get("next"), 429, f"too many failed logins; try again in {wait} s")
+        return _login_page(request, form.get("next"), 429,
+                           f"too many failed logins from this address; try again in {wait} s")
+    wait = limiter.user_wait(name)
+    if wait:
+        return _login_page(request, form.get("next"), 429,
+                           f"too many failed logins for this user; try again in {wait} s")
     user = await asyncio.to_thread(request.app.state.broker.meta.check_password, name, password)
     if user is None:
-        limiter.failed(keys)
+        limiter.failed(client, name)
         return _login_page(request, form.get("next"), 401, "wrong user name or password")
-    limiter.succeeded(keys)
+    limiter.succeeded(name)
     session = sessions_of(request).create(user.name, user.is_admin)
     response = redirect(safe_next(form.get("next")))
     set_cookie(request, response, SESSION_COOKIE, session.id)

@@ -1,4 +1,5 @@
-"""The route class of every console route: errors become an HTML page with the API's message.
+"""The route class of every console route: errors become an HTML page with the API's message, and
+a request that changes something must come from this console (session.check_same_site).
 
 A broker or metadata error on a page (an unknown queue, a bad parameter) renders error.html with
 its status and message; anything unexpected is logged and shown as a plain sentence, never a trace.
@@ -18,7 +19,7 @@ from chunkmq.broker.errors import BrokerError
 from chunkmq.meta import MetaError
 from chunkmq.meta.errors import NotFound as MetaNotFound
 from chunkmq.web.render import render
-from chunkmq.web.session import SESSION_COOKIE, CsrfFailed, LoginRequired, sessions_of
+from chunkmq.web.session import SESSION_COOKIE, CsrfFailed, LoginRequired, check_same_site, sessions_of
 
 log = logging.getLogger("chunkmq.web")
 
@@ -34,6 +35,8 @@ class ConsoleRoute(APIRoute):
 
         async def console_handler(request: Request) -> Response:
             try:
+                if request.method not in ("GET", "HEAD"):
+                    check_same_site(request)  # before anything is read or changed
                 return await handler(request)
             except (LoginRequired, CsrfFailed):
                 raise  # handled app-wide (app/web/__init__.py)

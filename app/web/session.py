@@ -9,10 +9,14 @@ double-submit cookie instead.
 from __future__ import annotations
 
 import hmac
+import json
+import os
 import secrets
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from starlette.responses import Response
@@ -82,13 +86,41 @@ class SessionStore:
             del self._sessions[sid]
 
 
-class LoginLimiter:
-    """At most `attempts` failed logins per key (client address, user name) within `window` seconds."""
+UNLOCKS_FILE = "console-unlocks"  # in the data directory: `chunkmq user unlock` appends to it
 
-    def __init__(self, attempts: int, window: float) -> None:
+
+def request_unlock(data_dir: Path, user: str) -> None:
+    """Ask the running server to unlock `user` (`chunkmq user unlock`): one JSON line, read by the
+    server's LoginLimiter when that user next tries to log in. The last 100 lines are kept."""
+    path = data_dir / UNLOCKS_FILE
+    lines = path.read_text().splitlines()[-99:] if path.exists() else []
+    lines.append(json.dumps({"user": user, "at": time.time()}))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+
+
+class LoginLimiter:
+    """Failed console logins, limited per client address and per user name, so that a flood of wrong
+    passwords neither goes on nor locks the right user out for long:
+
+    - an address with `attempts` failures within `window` seconds is refused until the oldest of
+      them is `window` old, whatever the user and password: the flood stops there;
+    - a user with `attempts` failures within `window` (from any addresses) is locked for
+      `lock_seconds` after the latest failure; then the right password logs in (and clears the
+      failures), a wrong one locks again. Refused attempts count for nothing, so a flood from one
+      address delays the user by `lock_seconds` at most, from any other address;
+    - `chunkmq user unlock NAME` (request_unlock) ends a user's lock at once.
+    """
+
+    def __init__(self, attempts: int, window: float, lock_seconds: float, unlocks: Path | None = None) -> None:
         self.attempts = attempts
         self.window = window
+        self.lock_seconds = lock_seconds
+        self.unlocks = unlocks
         self._failures: dict[str, deque[float]] = {}
+        self._locked_at: dict[str, float] = {}  # user -> wall time of the failure that locked it
 
     def _recent(self, key: str, now: float) -> deque[float]:
         failures = self._failures.get(key)
@@ -100,28 +132,66 @@ class LoginLimiter:
             del self._failures[key]
         return failures
 
-    def retry_after(self, keys: tuple[str, ...]) -> int:
-        """Seconds until another attempt is allowed; 0 when it is allowed now."""
+    def address_wait(self, address: str) -> int:
+        """Seconds until `address` may try again; 0 when it may now."""
         now = time.monotonic()
-        waits = [
-            failures[0] + self.window - now
-            for key in keys
-            if len(failures := self._recent(key, now)) >= self.attempts
-        ]
-        return max(1, round(max(waits))) if waits else 0
+        failures = self._recent(f"addr:{address}", now)
+        if len(failures) < self.attempts:
+            return 0
+        return max(1, round(failures[0] + self.window - now))
 
-    def failed(self, keys: tuple[str, ...]) -> None:
+    def user_wait(self, user: str) -> int:
+        """Seconds until `user` may try again; 0 when it may now."""
+        now = time.monotonic()
+        failures = self._recent(f"user:{user}", now)
+        if len(failures) < self.attempts:
+            return 0
+        wait = failures[-1] + self.lock_seconds - now
+        if wait <= 0:
+            return 0
+        if self._unlock_requested(user):
+            self.unlock(user)
+            return 0
+        return max(1, round(wait))
+
+    def failed(self, address: str, user: str) -> None:
         now = time.monotonic()
         if len(self._failures) > 100_000:  # bounded memory under a spray of names
             self._failures.clear()
-        for key in keys:
+            self._locked_at.clear()
+        for key in (f"addr:{address}", f"user:{user}"):
             recent = self._recent(key, now)
             recent.append(now)
             self._failures[key] = recent
+        if len(self._failures[f"user:{user}"]) >= self.attempts:
+            self._locked_at[user] = time.time()
 
-    def succeeded(self, keys: tuple[str, ...]) -> None:
-        for key in keys:
-            self._failures.pop(key, None)
+    def succeeded(self, user: str) -> None:
+        """The user's failures are forgotten; the address's stay (one good account must not reset
+        the limit of an address that guesses at others)."""
+        self.unlock(user)
+
+    def unlock(self, user: str) -> None:
+        self._failures.pop(f"user:{user}", None)
+        self._locked_at.pop(user, None)
+
+    def _unlock_requested(self, user: str) -> bool:
+        """Whether `chunkmq user unlock` asked for `user` since it was locked."""
+        if self.unlocks is None or user not in self._locked_at:
+            return False
+        try:
+            lines = self.unlocks.read_text().splitlines()
+        except OSError:
+            return False
+        since = self._locked_at[user]
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                if entry["user"] == user and float(entry["at"]) >= since:
+                    return True
+            except (ValueError, KeyError, TypeError):
+                continue  # a damaged line is ignored
+        return False
 
 
 def sessions_of(request: Request) -> SessionStore:
@@ -138,6 +208,20 @@ def current_session(request: Request) -> Session:
 
 def check_csrf(expected: str, given: object) -> None:
     if not isinstance(given, str) or not hmac.compare_digest(expected.encode(), given.encode()):
+        raise CsrfFailed()
+
+
+def check_same_site(request: Request) -> None:
+    """A state-changing request must come from this console's own pages: a browser says where a
+    request came from in `Sec-Fetch-Site` (all current browsers) and `Origin` (on every POST). Either
+    naming another site refuses it, whatever its CSRF token; a client that sends neither (curl, an
+    old browser) still needs the token."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):  # none: typed or bookmarked by the user
+        raise CsrfFailed()
+    origin = request.headers.get("origin")
+    if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != request.headers.get(
+            "host", "").lower()):
         raise CsrfFailed()
 
 

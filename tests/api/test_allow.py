@@ -62,3 +62,13 @@ def test_head_is_a_get_without_its_body(server: ServerProcess) -> None:
     assert f"content-length: {len(get.content)}".encode() in head.lower()
     assert missing.startswith(b"404 ") and missing.endswith(b"\r\n\r\n")
     assert rest.startswith(b"200 ") and rest.endswith(get.content)
+
+
+def test_a_name_with_a_slash_is_invalid_name_not_an_unknown_path() -> None:
+    paths = ("/api/v1/queues/<script>alert(1)</script>", "/api/v1/queues/a%2Fb", "/api/v1/exchanges/x%2Fy",
+             "/api/v1/queues/q/groups/<b>g</b>")
+    for path, response in zip(paths, call(*[("PUT", p) for p in paths]), strict=True):
+        assert response.status_code == 400, (path, response.text)
+        assert response.json()["error"]["code"] == "invalid_name", path
+    unknown, = call(("PUT", "/api/v1/queues/q/unknown"))  # valid names, no such route: still 404
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "not_found")

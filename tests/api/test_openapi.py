@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+from playwright.sync_api import expect, sync_playwright
 
 from chunkmq.broker import codes
 from chunkmq.config import Settings
 from chunkmq.main import create_app
+from tests.server import ServerProcess
 
 
 def get_all(*paths: str) -> list[httpx.Response]:
@@ -89,3 +92,35 @@ def test_every_route_declares_its_answers_and_error_codes() -> None:
     publish = document("on")["paths"]["/api/v1/exchanges/{name}/publish"]["post"]["responses"]
     assert publish["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Published"}
     assert {"400", "404", "409", "413", "422", "429", "507"} <= publish.keys()
+
+
+def test_docs_pages_have_a_content_security_policy_and_redoc_asks_no_cdn() -> None:
+    docs, redoc, redoc_js = get_all("/docs", "/redoc", "/docs-assets/redoc.standalone.js")
+    for page in (docs, redoc):
+        policy = page.headers["content-security-policy"]
+        nonce = policy.split("'nonce-", 1)[1].split("'", 1)[0]
+        assert "default-src 'none'" in policy and "connect-src 'self'" in policy
+        assert page.text.count("<script") == page.text.count(f'nonce="{nonce}"') + page.text.count(" src=")
+    assert b"cdn.redoc.ly" not in redoc_js.content and len(redoc_js.content) > 100_000
+
+
+def test_docs_pages_render_in_a_browser_asking_nothing_of_other_sites(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off").start()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = browser.new_page()
+            requests: list[str] = []
+            violations: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+            page.goto(f"{server.url}/docs")
+            expect(page.locator(".swagger-ui .info .title")).to_contain_text("chunkmq", timeout=30_000)
+            page.goto(f"{server.url}/redoc")
+            expect(page.locator("h1").first).to_contain_text("chunkmq", timeout=30_000)
+            page.wait_for_timeout(500)
+            browser.close()
+        assert requests and all(u.startswith((server.url, "data:", "blob:")) for u in requests), requests
+        assert not violations, violations
+    finally:
+        server.stop()

@@ -254,6 +254,54 @@ def test_bad_frames_get_error_frames_and_the_stream_goes_on(srv: ServerProcess) 
     run(main())
 
 
+NOT_OBJECTS = (b"null", b"1", b'"x"', b"[1]", b"true")
+
+
+def test_a_frame_that_is_not_an_object_gets_invalid_body_on_both_streams(srv: ServerProcess) -> None:
+    fill(srv, "notobjects", 1)
+
+    async def main() -> None:
+        for url in (consume_url(srv, "notobjects"), publish_url(srv)):
+            async with open_ws(url) as ws:
+                for frame in NOT_OBJECTS:
+                    await ws.send(frame)
+                    answer = await recv(ws)
+                    assert answer["type"] == "error" and answer["error"]["code"] == "invalid_body", (url, frame)
+                    assert "JSON object" in answer["error"]["message"]
+                await send(ws, type="ping")
+                assert await recv(ws) == {"type": "pong"}, url  # the stream is still usable
+
+    run(main())
+
+
+def test_both_streams_check_their_frames_and_query_as_strictly_as_rest_bodies(srv: ServerProcess) -> None:
+    fill(srv, "strictframes", 1)
+
+    async def main() -> None:
+        async with open_ws(consume_url(srv, "strictframes")) as ws:
+            for frame in ({"type": "ack", "up_to": 0, "seq": "x"}, {"type": "ack", "up_to": 0, "seq": -1},
+                          {"type": "ping", "x": 1}, {"type": "ack", "up_to": 0, "extra": True}):
+                await send(ws, **frame)
+                answer = await recv(ws)
+                assert answer["type"] == "error" and answer["error"]["code"] == "invalid_body", (frame, answer)
+            await send(ws, type="ack", up_to=0, seq=7)
+            assert (await recv(ws))["seq"] == 7
+        async with open_ws(publish_url(srv)) as ws:
+            for frame in ({"type": "ping", "x": 1}, {"type": "publish", "seq": "x", "messages": [{"body": "x"}]}):
+                await send(ws, **frame)
+                answer = await recv(ws)
+                assert answer["type"] == "error" and answer["error"]["code"] == "invalid_body", (frame, answer)
+        for resume in ("maybe", "1", ""):
+            async with open_ws(consume_url(srv, "strictframes", resume=resume)) as ws:
+                frame = await recv(ws)
+                assert frame["error"]["code"] == "invalid_request" and "resume" in frame["error"]["message"]
+                assert await closed_with(ws) == 4400
+        async with open_ws(consume_url(srv, "strictframes", resume="true")) as ws:
+            await synced(ws)
+
+    run(main())
+
+
 def test_a_binary_stream_sends_batches_in_binary_frames_and_the_rest_as_text(srv: ServerProcess) -> None:
     fill(srv, "binstream", 30)
     with httpx.Client(base_url=srv.url) as api:  # a message with every optional field

@@ -83,8 +83,12 @@ def test_users_and_passwords(store: MetaStore) -> None:
 
 
 def test_user_errors(store: MetaStore) -> None:
-    store.create_user("alice", "pw")
+    store.create_user("alice", "a long password")
     with pytest.raises(AlreadyExists):
-        store.create_user("alice", "other")
+        store.create_user("alice", "another long one")
     with pytest.raises(InvalidValue):
         store.create_user("bob", "")
+    with pytest.raises(InvalidValue, match="at least 12 characters"):
+        store.create_user("bob", "eleven char")
+    with pytest.raises(InvalidValue, match="at least 12 characters"):
+        store.set_password("alice", "short")

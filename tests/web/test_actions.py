@@ -31,6 +31,23 @@ async def test_every_action_refuses_a_missing_or_wrong_csrf_token(app: FastAPI, 
     assert "ex" in broker.routing.exchanges and "q" in broker.queues and "new" not in broker.queues
 
 
+@pytest.mark.parametrize("url", [*ACTIONS, "/login"])
+async def test_every_action_refuses_another_site_even_with_a_valid_csrf_token(
+        app: FastAPI, console: Console, url: str) -> None:
+    broker = app.state.broker
+    await console.get("/")
+    data = {"csrf": console.csrf, "name": "new", "type": "direct", "confirm": "yes", "force": "yes"}
+    for headers in ({"origin": "http://evil.example.com"}, {"origin": "null"}, {"sec-fetch-site": "cross-site"},
+                    {"sec-fetch-site": "same-site", "origin": "http://console"}):
+        response = await console.client.post(url, data=data, headers=headers)
+        assert response.status_code == 403, (url, headers, response.text)
+        assert "did not come from this console" in response.text
+    assert "new" not in broker.queues and "new" not in broker.routing.exchanges
+    same = await console.client.post("/exchanges", data=data, headers={
+        "origin": "http://console", "sec-fetch-site": "same-origin"})
+    assert same.status_code == 303 and "new" in broker.routing.exchanges
+
+
 @pytest.mark.parametrize("url", ACTIONS)
 async def test_every_action_needs_a_login(app: FastAPI, url: str) -> None:
     import httpx
@@ -187,8 +204,10 @@ async def test_tokens_and_users(app: FastAPI, console: Console) -> None:
     assert "revoked" in await console.act(f"/access/tokens/{token.id}/delete", {"confirm": "yes"})
     assert [t.name for t in meta.list_tokens()] == [bootstrap.name]
 
-    assert "created" in await console.act("/access/users", {"name": "ops", "password": "pw", "admin": "yes"})
-    assert "exists" in (await console.act("/access/users", {"name": "ops", "password": "pw"})).lower()
+    short = await console.act("/access/users", {"name": "ops", "password": "pw", "admin": "yes"})
+    assert "a password needs at least 12 characters (this one has 2)" in short
+    assert "created" in await console.act("/access/users", {"name": "ops", "password": "ops password 1", "admin": "yes"})
+    assert "exists" in (await console.act("/access/users", {"name": "ops", "password": "ops password 1"})).lower()
     assert "cannot delete the user you are logged in as" in await console.act(
         "/access/users/admin/delete", {"confirm": "yes"})
     assert "deleted" in await console.act("/access/users/ops/delete", {"confirm": "yes"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -67,7 +69,21 @@ async def test_wrong_password_then_rate_limited(app: FastAPI, anon: httpx.AsyncC
         assert "wrong user name or password" in response.text
     blocked = await login(anon, "admin", admin_password(app))  # even the right password now waits
     assert blocked.status_code == 429
-    assert "too many failed logins" in blocked.text
+    assert "too many failed logins from this address" in blocked.text
+
+
+async def test_a_flood_from_one_address_does_not_lock_the_user_out_of_another(
+        app: FastAPI, anon: httpx.AsyncClient) -> None:
+    for _ in range(3):  # console_login_attempts=3, console_login_lock_seconds=1 in the fixture
+        assert (await login(anon, "admin", "wrong")).status_code == 401
+    transport = httpx.ASGITransport(app=app, client=("5.6.7.8", 4000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as elsewhere:
+        locked = await login(elsewhere, "admin", admin_password(app))
+        assert locked.status_code == 429 and "too many failed logins for this user" in locked.text
+        for _ in range(5):  # the flood goes on: refused at its address, it does not lock the user again
+            assert (await login(anon, "admin", "wrong")).status_code == 429
+        await asyncio.sleep(1.1)
+        assert (await login(elsewhere, "admin", admin_password(app))).status_code == 303
 
 
 async def test_logout_ends_the_session(console: Console) -> None:
@@ -84,11 +100,11 @@ async def test_logout_needs_csrf(console: Console) -> None:
 
 
 async def test_read_only_user_cannot_act(app: FastAPI, console: Console) -> None:
-    flash = await console.act("/access/users", {"name": "viewer", "password": "look only"})
+    flash = await console.act("/access/users", {"name": "viewer", "password": "look only, please"})
     assert "console user &#39;viewer&#39; created" in flash
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
-        assert (await login(client, "viewer", "look only")).status_code == 303
+        assert (await login(client, "viewer", "look only, please")).status_code == 303
         viewer = Console(client)
         page = await viewer.get("/queues")
         assert page.status_code == 200 and "(read-only)" in page.text
@@ -96,7 +112,7 @@ async def test_read_only_user_cannot_act(app: FastAPI, console: Console) -> None
         assert refused.status_code == 403
         assert "not an administrator" in refused.text
         assert "nope" not in app.state.broker.queues
-        flash = await viewer.act("/access/password", {"current": "look only", "new": "n3w", "repeat": "n3w"})
+        flash = await viewer.act("/access/password", {"current": "look only, please", "new": "n3w" * 4, "repeat": "n3w" * 4})
         assert "password changed" in flash
 
 

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import stat
+from pathlib import Path
+
 import pytest
 
 from chunkmq.web import session as session_module
-from chunkmq.web.session import CsrfFailed, LoginLimiter, SessionStore, check_csrf
+from chunkmq.web.session import (
+    UNLOCKS_FILE,
+    CsrfFailed,
+    LoginLimiter,
+    SessionStore,
+    check_csrf,
+    request_unlock,
+)
 
 
 @pytest.fixture
@@ -28,22 +38,48 @@ def test_sessions_end_when_idle_and_per_user(clock: list[float]) -> None:
     assert store.get(a.id) is None and store.get(None) is None and store.get("forged") is None
 
 
-def test_limiter_blocks_per_key_for_the_window(clock: list[float]) -> None:
-    limiter = LoginLimiter(attempts=3, window=300)
-    keys = ("addr:1.2.3.4", "user:admin")
-    for _ in range(3):
-        assert limiter.retry_after(keys) == 0
-        limiter.failed(keys)
-    assert limiter.retry_after(keys) == 300
-    assert limiter.retry_after(("addr:5.6.7.8", "user:admin")) == 300  # the user name is limited too
-    assert limiter.retry_after(("addr:5.6.7.8", "user:other")) == 0
+def test_an_address_that_fails_too_often_is_refused_for_the_window(clock: list[float]) -> None:
+    limiter = LoginLimiter(attempts=3, window=300, lock_seconds=30)
+    for user in ("a", "b", "c"):  # three names: no user reaches the limit
+        assert limiter.address_wait("1.2.3.4") == 0
+        limiter.failed("1.2.3.4", user)
+    assert limiter.address_wait("1.2.3.4") == 300
+    assert limiter.address_wait("5.6.7.8") == 0 and limiter.user_wait("a") == 0
     clock[0] += 200
-    assert limiter.retry_after(keys) == 100
+    assert limiter.address_wait("1.2.3.4") == 100
     clock[0] += 101
-    assert limiter.retry_after(keys) == 0
-    limiter.failed(keys)
-    limiter.succeeded(keys)
-    assert limiter._failures == {}
+    assert limiter.address_wait("1.2.3.4") == 0
+
+
+def test_a_user_is_locked_briefly_and_the_right_password_then_logs_in(clock: list[float]) -> None:
+    limiter = LoginLimiter(attempts=3, window=300, lock_seconds=30)
+    for _ in range(3):  # a flood from one address: the address is refused after three
+        limiter.failed("6.6.6.6", "admin")
+    assert limiter.address_wait("6.6.6.6") == 300
+    assert limiter.user_wait("admin") == 30  # from any address, for a short while only
+    clock[0] += 31
+    assert limiter.user_wait("admin") == 0  # the flood's address is still refused: nothing re-locks it
+    limiter.succeeded("admin")
+    assert limiter.user_wait("admin") == 0 and limiter.address_wait("6.6.6.6") == 269
+    for address in ("1.1.1.1", "2.2.2.2", "3.3.3.3"):  # a spread-out guess: each failure locks it again
+        limiter.failed(address, "admin")
+    assert limiter.user_wait("admin") == 30
+    clock[0] += 31
+    limiter.failed("4.4.4.4", "admin")
+    assert limiter.user_wait("admin") == 30
+
+
+def test_chunkmq_user_unlock_ends_a_lock(clock: list[float], tmp_path: Path) -> None:
+    limiter = LoginLimiter(attempts=2, window=300, lock_seconds=600, unlocks=tmp_path / UNLOCKS_FILE)
+    request_unlock(tmp_path, "admin")  # before the lock: it does not count
+    for _ in range(2):
+        limiter.failed("6.6.6.6", "admin")
+        limiter.failed("6.6.6.6", "bob")
+    assert limiter.user_wait("admin") == 600
+    request_unlock(tmp_path, "admin")
+    assert limiter.user_wait("admin") == 0
+    assert limiter.user_wait("bob") == 600  # only the user named
+    assert stat.S_IMODE((tmp_path / UNLOCKS_FILE).stat().st_mode) == 0o600
 
 
 def test_csrf_check() -> None:
