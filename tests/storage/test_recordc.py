@@ -136,6 +136,14 @@ def test_crc32_is_zlibs(data: bytes, value: int) -> None:
     assert _recordc.crc32(data) == zlib.crc32(data)
 
 
+def test_crc32_is_zlibs_at_every_length_around_the_folding_steps() -> None:
+    """Below 64 bytes a table does it all; from 64 on, 16-byte blocks are folded and the rest tabled."""
+    rng = random.Random(5)
+    for n in range(1100):
+        data = rng.randbytes(n)
+        assert _recordc.crc32(data, n * 7919) == zlib.crc32(data, n * 7919), n
+
+
 # ------------------------------------------------------------------------------------------- reads
 def _page(batch: MessageColumns) -> tuple[bytes, np.ndarray, np.ndarray]:
     """A batch's records as a read finds them: the buffer, each record's start and length."""
