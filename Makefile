@@ -5,18 +5,19 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 
-.PHONY: run test lint bench bench-smoke screenshots vendor clean java
+.PHONY: run test lint bench bench-smoke screenshots vendor clean java asan
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 # The runtime alone (`make run`: a quick first start); tests and benchmarks add the extras.
-$(RUNTIME): pyproject.toml | $(BIN)/python
+# setup.py also builds the record codec's compiled twin (app/storage/_recordc.c) when it can.
+$(RUNTIME): pyproject.toml setup.py app/storage/_recordc.c | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $(RUNTIME)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml setup.py app/storage/_recordc.c | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,bench,spark]'
 	touch $(STAMP) $(RUNTIME)
 
@@ -36,6 +37,17 @@ $(CHROMIUM):
 test: $(STAMP) java | $(CHROMIUM)
 	$(BIN)/ruff check app tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The record codec's compiled twin rebuilt with AddressSanitizer, the record format tests run on it
+# (libasan preloaded into Python; Python's own allocations through malloc, so that ASan sees them),
+# then the normal build put back.
+ASAN_FLAGS := -fsanitize=address -fno-omit-frame-pointer -g
+asan: $(STAMP)
+	CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address" $(BIN)/python setup.py -q build_ext --inplace --force
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider -n 0 tests/storage/test_recordc.py tests/storage/test_record.py \
+	  -k "not pythonmalloc_debug"; status=$$?; \
+	$(BIN)/python setup.py -q build_ext --inplace --force && exit $$status
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests bench

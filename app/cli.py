@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -159,6 +160,9 @@ def _serve(args: argparse.Namespace) -> int:
     except DirectoryLocked as exc:
         print(f"chunkmq: {exc}", file=sys.stderr)
         return 1
+    from chunkmq.storage.record import IMPLEMENTATION
+
+    logging.getLogger("chunkmq").info("record codec: %s", IMPLEMENTATION)
     uvicorn.run(
         app,
         host=settings.host,

@@ -111,3 +111,20 @@ def test_x_forwarded_for_counts_only_from_a_proxy_the_setting_names(tmp_path: Pa
         assert nobody.returncode == 1 and "no user 'nobody'" in nobody.stderr
     finally:
         proxied.stop()
+
+
+def test_serve_logs_which_record_codec_it_runs_and_serves_on_either(tmp_path: Path) -> None:
+    """One line at start says compiled or pure Python; CHUNKMQ_PURE_PYTHON=1 serves on the Python codec."""
+    for name, pure, says in (("c", "0", "record codec: compiled"),
+                             ("p", "1", "record codec: pure Python (CHUNKMQ_PURE_PYTHON is set)")):
+        server = ServerProcess(tmp_path / name / "data", CHUNKMQ_AUTH="off", CHUNKMQ_LOG_LEVEL="info",
+                               CHUNKMQ_PURE_PYTHON=pure).start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=30) as api:
+                queue(api, "q")
+                publish(api, "amq.default", {"body": "one", "routing_key": "q", "tag": "t"})
+                publish(api, "amq.default", *({"body": f"m{i}", "routing_key": "q"} for i in range(300)))
+                assert bodies(api, "q") == ["one", *(f"m{i}" for i in range(300))]
+        finally:
+            server.stop()
+        assert server.log().count("record codec:") == 1 and says in server.log(), server.log()

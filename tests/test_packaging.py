@@ -54,6 +54,23 @@ def test_the_wheel_holds_only_the_chunkmq_package(tmp_path: Path) -> None:
                     "chunkmq/static/console.css", "chunkmq/static/favicon.svg", "chunkmq/static/vendor/htmx/htmx.min.js",
                     "chunkmq/web/templates/base.html", "chunkmq/client/__init__.py"):
         assert shipped in names, shipped
+    assert any(name.startswith("chunkmq/storage/_recordc.") and name.endswith(".so") for name in names)
+
+
+def test_without_a_c_compiler_the_build_goes_on_and_the_record_codec_runs_in_python(tmp_path: Path) -> None:
+    built = subprocess.run([sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib"),
+                            "--build-temp", str(tmp_path / "tmp"), "--force"], cwd=ROOT,
+                           env={**os.environ, "CC": "false"}, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    assert 'building extension "chunkmq.storage._recordc" failed' in built.stderr
+    assert not list(tmp_path.rglob("*.so"))
+    # where the module is missing, the store runs (and says it runs) the Python codec
+    script = ("import sys; sys.modules['chunkmq.storage._recordc'] = None\n"
+              "from chunkmq.storage import MessageColumns, record\n"
+              "print(record.IMPLEMENTATION, len(record.encode_batch(MessageColumns([b'x'], [(1,)]), 0, 0, {1: 0}, 9, {})[0]))")
+    ran = subprocess.run([sys.executable, "-c", script], env={**os.environ, "CHUNKMQ_PURE_PYTHON": ""},
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert ran.stdout.split() == ["pure", "Python", "(the", "compiled", "extension", "is", "not", "built)", "18"]
 
 
 def test_an_installed_wheel_serves_and_its_client_works_beside_a_projects_own_app_package(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -47,6 +48,22 @@ from . import record_v1
 from .errors import MessageTooLarge
 from .model import AppendedBatch, MessageColumns, NewMessage, Record
 from .queue_index import ENTRY_SIZE, pack_entries
+
+
+def _compiled() -> tuple[Any, str]:
+    """The compiled twin of this module's hot loops (_recordc.c: encode_batch and columns), or None
+    where it is not built or CHUNKMQ_PURE_PYTHON is set; and which codec runs, in words (`chunkmq
+    serve` logs it). The Python functions below stay the reference, and the fallback."""
+    if os.environ.get("CHUNKMQ_PURE_PYTHON", "") not in ("", "0"):
+        return None, "pure Python (CHUNKMQ_PURE_PYTHON is set)"
+    try:
+        from . import _recordc
+    except ImportError:
+        return None, "pure Python (the compiled extension is not built)"
+    return _recordc, "compiled"
+
+
+_recordc, IMPLEMENTATION = _compiled()
 
 VERSION = 2
 LONG = 0xFF  # a prefix byte saying the length follows as u32 (and a suffix's last byte, mirrored)
@@ -150,8 +167,30 @@ def encode_batch(batch: MessageColumns | Sequence[NewMessage], timestamp: int, p
     """
     if not isinstance(batch, MessageColumns):
         batch = MessageColumns.of(batch)
+    if _recordc is not None:
+        encoded = encode_compiled(batch, timestamp, position, next_offsets, max_message_bytes)
+        if encoded is not None:
+            return encoded
     encode = encode_columns if len(batch.data) >= COLUMNS_MIN else encode_records
     return encode(batch, timestamp, position, next_offsets, max_message_bytes, tag_hash_of)
+
+
+def encode_compiled(batch: MessageColumns, timestamp: int, position: int, next_offsets: dict[int, int],
+                    max_message_bytes: int) -> Encoded | None:
+    """encode_batch by the compiled twin: what encode_records returns and raises, or None (nothing
+    done) for a batch it leaves to Python: columns of other types than bytes and int, numbers beyond
+    the format's fields. A tag's hash is computed, not looked up (it is one short CRC in C)."""
+    got = _recordc.encode(batch.data, batch.queues, batch.tags, batch.idempotency_keys, batch.flags,
+                          timestamp, position, next_offsets, max_message_bytes)
+    if got is None:
+        return None
+    if isinstance(got, int):  # the index of the first record over a limit
+        _check_message(batch.data[got], batch.queues[got], batch.tags[got] if batch.tags else b"",
+                       batch.idempotency_keys[got] if batch.idempotency_keys else b"",
+                       batch.flags[got] if batch.flags else 0, max_message_bytes)
+        raise AssertionError(f"record {got} is within the limits the compiled encoder says it breaks")
+    buf, positions, queues, offsets, counts, entries = got
+    return buf, AppendedBatch(timestamp, positions, queues, offsets, counts), entries
 
 
 def encode_records(batch: MessageColumns, timestamp: int, position: int, next_offsets: dict[int, int],
@@ -689,17 +728,32 @@ def decode(buf: bytes | memoryview, off: int, position: int, version: int = VERS
 
 def columns(buf: bytes, starts: Any, lengths: Any, verify: Any) -> tuple[Any, ...]:
     """The fields of the format-2 records at ``starts`` of ``buf`` (whose index entries say
-    ``lengths``), parsed with numpy for all rows at once: (timestamps, flags, tag_start, tag_len,
-    data_start, data_len, valid). A row is valid when its prefix and suffix agree with its length,
-    its fields fit and (where the bool array ``verify`` says so) its CRC matches; the CRCs are the one
-    loop per row."""
+    ``lengths``), for all rows at once: (timestamps, flags, tag_start, tag_len, data_start, data_len,
+    valid) as numpy arrays. A row is valid when its prefix and suffix agree with its length, its
+    fields fit and (where the bool array ``verify`` says so) its CRC matches; an invalid row's fields
+    are zeros. By the compiled twin where it runs, else columns_python."""
+    import numpy as np
+
+    if _recordc is None:
+        return columns_python(buf, starts, lengths, verify)
+    n = len(starts)
+    out = np.empty((6, n), np.int64)
+    ok = np.empty(n, bool)
+    _recordc.columns(buf, np.ascontiguousarray(starts.astype(np.int64, copy=False)),
+                     np.ascontiguousarray(lengths.astype(np.int64, copy=False)),
+                     np.ascontiguousarray(np.broadcast_to(verify, n), bool), out, ok)
+    return (*out, ok)
+
+
+def columns_python(buf: bytes, starts: Any, lengths: Any, verify: Any) -> tuple[Any, ...]:
+    """columns, parsed with numpy: the CRCs are the one loop per row (or per run of rows)."""
     import numpy as np
 
     size = len(buf)
     b = np.frombuffer(buf + bytes(32), np.uint8)  # the padding keeps every probe of a bad record in range
     s = starts.astype(np.int64)
     n = lengths.astype(np.int64)
-    ok = (s >= 0) & (n >= FRAME + HEADER_SIZE) & (s + n <= size)
+    ok = (s >= 0) & (n >= FRAME + HEADER_SIZE) & (n <= size - s)  # not s + n: it may wrap
     s = np.where(ok, s, 0)
     n = np.where(ok, n, FRAME + HEADER_SIZE)
 
@@ -751,7 +805,11 @@ def columns(buf: bytes, starts: Any, lengths: Any, verify: Any) -> tuple[Any, ..
         crcs = np.fromiter(map(crc32, map(buf.__getitem__, map(slice, p[rows].tolist(), end[rows].tolist()))),
                            np.int64, len(rows))
         ok[rows] &= crcs == u32(p[rows] - CRC_SIZE)
-    return ts, flags, tag_start, tl, data_start, end - data_start, ok
+    data_len = end - data_start
+    if not ok.all():  # an invalid row's fields were read from wherever its bad lengths pointed
+        for column in (ts, flags, tag_start, tl, data_start, data_len):
+            column[~ok] = 0
+    return ts, flags, tag_start, tl, data_start, data_len, ok
 
 
 MIN_RUN = 32  # shorter runs are checked record by record

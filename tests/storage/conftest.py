@@ -42,3 +42,14 @@ def open_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
     yield _open
     for s in opened:
         s.close()
+
+
+@pytest.fixture(scope="module", params=["compiled", "python"])
+def codec(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A test of the record codec runs twice: on record.py's compiled twin (whatever
+    CHUNKMQ_PURE_PYTHON says), then on its pure-Python path."""
+    from chunkmq.storage import _recordc, record
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(record, "_recordc", _recordc if request.param == "compiled" else None)
+        yield request.param

@@ -42,7 +42,7 @@ def _encode(batch: list[NewMessage], position: int = 0) -> tuple[bytes, list]:
     return buf, appended
 
 
-def test_round_trip_all_fields() -> None:
+def test_round_trip_all_fields(codec: str) -> None:
     batch = [
         NewMessage(b"one", [1], tag=b"t", idempotency_key=b"k1", flags=3),
         NewMessage(b"", [1, 2]),
@@ -65,14 +65,14 @@ def test_round_trip_all_fields() -> None:
     assert records[2].placements == [] and records[2].data == b"x" * 1000
 
 
-def test_end_of_batch_only_on_last_record() -> None:
+def test_end_of_batch_only_on_last_record(codec: str) -> None:
     buf, _ = _encode([NewMessage(b"a", [1]), NewMessage(b"b", [1])])
     assert not buf[LAYOUT_AT] & L_END
     second = record_length(buf, 0, len(buf))
     assert buf[second + LAYOUT_AT] & L_END
 
 
-def test_every_single_bit_flip_is_detected() -> None:
+def test_every_single_bit_flip_is_detected(codec: str) -> None:
     buf, _ = _encode([NewMessage(b"payload", [1], tag=b"tag")])
     for bit in range(len(buf) * 8):
         bad = bytearray(buf)
@@ -80,14 +80,14 @@ def test_every_single_bit_flip_is_detected() -> None:
         assert record_length(bytes(bad), 0, len(bad)) == 0, bit
 
 
-def test_truncated_and_zero_records_are_invalid() -> None:
+def test_truncated_and_zero_records_are_invalid(codec: str) -> None:
     buf, _ = _encode([NewMessage(b"payload", [1])])
     for cut in range(len(buf)):
         assert record_length(buf[:cut], 0, cut) == 0
     assert record_length(bytes(64), 0, 64) == 0
 
 
-def test_limits() -> None:
+def test_limits(codec: str) -> None:
     with pytest.raises(MessageTooLarge):
         encode_batch([NewMessage(b"x" * 11, [1])], 0, 0, {1: 0}, 10, {})
     with pytest.raises(MessageTooLarge):
@@ -105,7 +105,7 @@ def test_tag_hash() -> None:
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(max_size=300), tag=st.binary(max_size=40), key=st.binary(max_size=40),
        queues=st.lists(st.integers(1, 2), max_size=4))
-def test_record_size_is_the_encoded_size(data: bytes, tag: bytes, key: bytes, queues: list[int]) -> None:
+def test_record_size_is_the_encoded_size(codec: str, data: bytes, tag: bytes, key: bytes, queues: list[int]) -> None:
     """record_size, which publish limits are checked with, bounds what the encoder writes; the index
     entry (and so the queue's byte count) records the exact size."""
     buf, _, entries = encode_batch([NewMessage(data, queues, tag, key)], 0, 0, {1: 0, 2: 70000}, 1 << 20, {})
@@ -172,7 +172,7 @@ def test_encode_columns_raises_for_an_unknown_queue_as_encode_records_does() -> 
             encode(batch, 0, 0, {1: 0, 2: 0}, 1 << 20, {})
 
 
-def test_encode_batch_of_a_large_batch_writes_what_encode_records_writes() -> None:
+def test_encode_batch_of_a_large_batch_writes_what_encode_records_writes(codec: str) -> None:
     big = [NewMessage(b"x" * 100, [1])] * COLUMNS_MIN
     assert encode_batch(big, 5, 0, {1: 0}, 1 << 20, {}) == encode_records(MessageColumns.of(big), 5, 0, {1: 0}, 1 << 20, {})
 
@@ -184,14 +184,14 @@ def test_layout_constants_follow_each_other() -> None:
 
 @pytest.mark.parametrize(("queue", "offset", "size"), [(1, 0, 117), (1, 65535, 117), (300, 65536, 119),
                                                        (70000, 1 << 24, 122), (1, 1 << 32, 123)])
-def test_a_100_byte_record_takes_its_data_plus_17_to_23_bytes(queue: int, offset: int, size: int) -> None:
+def test_a_100_byte_record_takes_its_data_plus_17_to_23_bytes(codec: str, queue: int, offset: int, size: int) -> None:
     """Format 2 writes the placement in the fewest bytes that hold it (format 1: 144 bytes for all)."""
     buf, _, _ = encode_batch([NewMessage(b"x" * 100, [queue])], 1, 0, {queue: offset}, 1 << 20, {})
     assert len(buf) == size
     assert placements_at(buf, 0) == [(queue, offset)]
 
 
-def test_long_records_and_reading_backwards() -> None:
+def test_long_records_and_reading_backwards(codec: str) -> None:
     """Payloads of 255 bytes and more take the 5-byte prefix and suffix; the suffix reads backwards."""
     batch = [NewMessage(b"a" * 200, [1]), NewMessage(b"b" * 247, [1]), NewMessage(b"c" * 5000, [2], tag=b"t"),
              NewMessage(b"d", [1])]
@@ -207,7 +207,7 @@ def test_long_records_and_reading_backwards() -> None:
     assert declared_length(bytes(16), 0, 16) == 0
 
 
-def test_iter_records_stops_at_the_first_invalid_record() -> None:
+def test_iter_records_stops_at_the_first_invalid_record(codec: str) -> None:
     buf, appended = _encode([NewMessage(b"a", [1]), NewMessage(b"bb", [1]), NewMessage(b"ccc", [2])])
     heads = list(iter_records(buf, 0, len(buf)))
     assert [h[0] for h in heads] == [a.position for a in appended]
@@ -235,7 +235,7 @@ def _valid(buf: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[int]:
     return np.flatnonzero(~ok).tolist()
 
 
-def test_columns_check_runs_of_records_with_one_crc_and_find_the_bad_ones() -> None:
+def test_columns_check_runs_of_records_with_one_crc_and_find_the_bad_ones(codec: str) -> None:
     buf, starts, lengths = _page([b"%099d" % i for i in range(200)])
     assert len(set(lengths.tolist())) == 1  # one run of same-sized records
     b = np.frombuffer(buf, np.uint8)
@@ -259,7 +259,7 @@ def test_columns_check_runs_of_records_with_one_crc_and_find_the_bad_ones() -> N
     assert _valid(bytes(bad), starts, lengths) == list(range(200))
 
 
-def test_columns_check_mixed_lengths_gaps_and_short_runs() -> None:
+def test_columns_check_mixed_lengths_gaps_and_short_runs(codec: str) -> None:
     bodies = [b"a" * 100] * (MIN_RUN + 5) + [b"bb"] * 3 + [b"c" * 300] * 2 + [b"d" * 50] * (MIN_RUN + 1)
     buf, starts, lengths = _page(bodies)
     assert _valid(buf, starts, lengths) == []
@@ -272,7 +272,7 @@ def test_columns_check_mixed_lengths_gaps_and_short_runs() -> None:
     assert _valid(bytes(bad), starts, lengths) == [3, MIN_RUN + 6, MIN_RUN + 8, len(bodies) - 1]
 
 
-def test_columns_read_tags_keys_placements_and_long_records_as_fields_at_does() -> None:
+def test_columns_read_tags_keys_placements_and_long_records_as_fields_at_does(codec: str) -> None:
     """The fields that a page of plain small records lacks (each skipped when no row has it)."""
     messages = [NewMessage(b"x" * 10, [1]), NewMessage(b"y" * 300, [1, 2], tag=b"t1"),
                 NewMessage(b"z", [1], idempotency_key=b"k"), NewMessage(b"w" * 20, [2, 1], b"tag", b"key", 3)]
