@@ -288,8 +288,8 @@ def ack(queue: str, group: str, offsets: Iterable[int] | None, up_to: int | None
     return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/ack", AckResult.from_json, body)
 
 
-def nack(queue: str, group: str, offsets: Iterable[int], delay_ms: int) -> Call[NackResult]:
-    body = {"offsets": list(offsets), "delay_ms": delay_ms}
+def nack(queue: str, group: str, offsets: Iterable[int], delay_ms: int, requeue: bool) -> Call[NackResult]:
+    body = {"offsets": list(offsets), "delay_ms": delay_ms, "requeue": requeue}
     return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/nack", NackResult.from_json, body)
 
 

@@ -116,10 +116,11 @@ class AsyncConsumer:
         """Cumulative ack of every offset below `offset`, for groups with this one consumer only."""
         await self._send({"type": "ack", "up_to": offset})
 
-    async def nack(self, messages: Iterable[Message | int], delay_ms: int = 0) -> None:
-        """Hand messages back for redelivery after delay_ms."""
+    async def nack(self, messages: Iterable[Message | int], delay_ms: int = 0, *, requeue: bool = True) -> None:
+        """Hand messages back for redelivery after delay_ms (dead-lettered past the queue's
+        max_deliveries); `requeue=False` rejects them at once (to the dead-letter exchange, or dropped)."""
         offsets = [m if isinstance(m, int) else m.offset for m in messages]
-        await self._send({"type": "nack", "offsets": offsets, "delay_ms": delay_ms})
+        await self._send({"type": "nack", "offsets": offsets, "delay_ms": delay_ms, "requeue": requeue})
 
     async def close(self, requeue: bool = True) -> None:
         """Send pending acks, ask the server to hand unprocessed messages back (requeue), and close."""
@@ -277,9 +278,9 @@ class Consumer:
         """Cumulative ack of every offset below `offset`, for groups with this one consumer only."""
         self._call(self._async.ack_up_to(offset))
 
-    def nack(self, messages: Iterable[Message | int], delay_ms: int = 0) -> None:
-        """Hand messages back for redelivery after delay_ms."""
-        self._call(self._async.nack(messages, delay_ms))
+    def nack(self, messages: Iterable[Message | int], delay_ms: int = 0, *, requeue: bool = True) -> None:
+        """Hand messages back: see AsyncConsumer.nack."""
+        self._call(self._async.nack(messages, delay_ms, requeue=requeue))
 
     def close(self, requeue: bool = True) -> None:
         """Send pending acks, hand unprocessed messages back (requeue), close the stream and its thread."""

@@ -288,11 +288,14 @@ class AckResult:
 
 @dataclass(slots=True)
 class NackResult:
+    """`exhausted`: messages past the queue's max_deliveries (or rejected with requeue=False), which
+    went to its dead-letter exchange, or without one were dropped."""
+
     ack_floor: int
     nacked: int
     not_in_flight: list[int]
-    dead_lettered: int
+    exhausted: int
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> NackResult:
-        return cls(d["ack_floor"], d.get("nacked", 0), d.get("not_in_flight", []), d.get("dead_lettered", 0))
+        return cls(d["ack_floor"], d.get("nacked", 0), d.get("not_in_flight", []), d.get("exhausted", 0))

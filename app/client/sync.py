@@ -175,8 +175,11 @@ class Client:
             up_to: int | None = None) -> AckResult:
         return self._run(calls.ack(queue, group, offsets, up_to))
 
-    def nack(self, queue: str, group: str, offsets: Iterable[int], delay_ms: int = 0) -> NackResult:
-        return self._run(calls.nack(queue, group, offsets, delay_ms))
+    def nack(self, queue: str, group: str, offsets: Iterable[int], delay_ms: int = 0, *,
+             requeue: bool = True) -> NackResult:
+        """Hand messages back: redelivered after delay_ms, or dead-lettered past the queue's
+        max_deliveries. `requeue=False` rejects them at once (to the dead-letter exchange, or dropped)."""
+        return self._run(calls.nack(queue, group, offsets, delay_ms, requeue))
 
     def seek(self, queue: str, group: str, *, to: str | None = None, offset: int | None = None,
              timestamp: int | None = None) -> GroupInfo:

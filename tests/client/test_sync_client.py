@@ -71,9 +71,11 @@ def test_every_call(shared_server: ServerProcess, name: str) -> None:
         assert mq.ack(name, "g", [0]).ack_floor == 1
         assert mq.ack(name, "g", up_to=2).ack_floor == 2
         nacked = mq.nack(name, "g", [2])
-        assert (nacked.nacked, nacked.dead_lettered) == (1, 0)
+        assert (nacked.nacked, nacked.exhausted) == (1, 0)
         again = mq.pull(name, "g", max_messages=1, wait_ms=1000)
         assert [(m.offset, m.delivery_count) for m in again] == [(2, 2)]
+        rejected = mq.nack(name, "g", [2], requeue=False)  # no dead-letter exchange: dropped
+        assert (rejected.nacked, rejected.exhausted, mq.group(name, "g").ack_floor) == (1, 1, 3)
         assert mq.seek(name, "g", to="latest").next_offset == 5
         assert mq.seek(name, "g", offset=1).ack_floor == 1
         assert mq.seek(name, "g", timestamp=before).ack_floor == 0
