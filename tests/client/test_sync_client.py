@@ -266,3 +266,24 @@ def test_consume_iterates_with_credit_refill_auto_acks_and_hands_back_on_an_exce
             manual.ack([redelivered])
         info = mq.group(name, "g")
         assert (info.ack_floor, info.in_flight) == (303, 0)
+
+
+def test_consume_resumes_after_a_server_restart_and_stops_on_a_refusal(server: ServerProcess, name: str) -> None:
+    total = 1000
+    with Client(server.url) as mq:
+        mq.declare_queue(name)
+        mq.publish("", [str(i) for i in range(total)], routing_key=name)
+        seen: set[str] = set()
+        with mq.consume(name, "g", credit=100) as stream:
+            for message in stream:
+                seen.add(message.body)  # type: ignore[arg-type]
+                if len(seen) == total // 2 and not stream.reconnects:
+                    server.restart()
+                if len(seen) == total:
+                    break
+            assert stream.reconnects >= 1
+        assert seen == {str(i) for i in range(total)}  # at least once: none lost
+        assert mq.group(name, "g").lag == 0
+        # a refusal is not retried: the typed error, at once
+        with pytest.raises(NotFound), mq.consume(f"{name}-none", "g", retry_for=5) as stream:
+            next(stream)
