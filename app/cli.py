@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported when a command runs: with the client alone installed, main() says what is missing
     from chunkmq.config import Settings
@@ -595,10 +595,17 @@ def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     delete.set_defaults(func=_alerts_delete)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line too (argparse prints the whole usage first), pointing to --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from chunkmq.config import FsyncSetting
 
-    parser = argparse.ArgumentParser(prog="chunkmq", description=__doc__)
+    parser = _Parser(prog="chunkmq", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the broker", description="Run the broker. Every other setting is "

@@ -20,7 +20,7 @@ from tests.server import ServerProcess, broker_data
 def _one_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
-    assert lines[0].startswith("chunkmq: ") and "Traceback" not in err
+    assert lines[0].startswith("chunkmq") and "Traceback" not in err
     return lines[0]
 
 
@@ -84,6 +84,14 @@ def test_a_missing_file_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert _one_line(result.stderr) == "chunkmq: cannot read nofile.json: No such file or directory"
+
+
+@pytest.mark.parametrize("argv", [[], ["serve", "--port", "eighty"], ["token", "create"], ["nonsense"]])
+def test_a_usage_error_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert _one_line(capsys.readouterr().err).endswith("--help)")
 
 
 def test_an_unexpected_error_is_still_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
