@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -287,3 +290,35 @@ def test_consume_resumes_after_a_server_restart_and_stops_on_a_refusal(server: S
         # a refusal is not retried: the typed error, at once
         with pytest.raises(NotFound), mq.consume(f"{name}-none", "g", retry_for=5) as stream:
             next(stream)
+
+
+CTRL_C_WORKER = """
+import sys, time
+from chunkmq import Client
+
+with Client(sys.argv[1]) as mq, mq.consume(sys.argv[2], "g", credit=10) as stream:
+    for message in stream:
+        print(message.body, flush=True)
+        if message.body == "slow":
+            time.sleep(60)  # Ctrl-C comes while the loop body works on it
+"""
+
+
+def test_ctrl_c_in_a_sync_worker_hands_its_messages_back_at_once(shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name, ack_timeout_ms=600_000)  # not redelivered by the timeout within the test
+        for bodies, expect_floor in ((["done"], 1), (["slow", "unseen"], 1)):
+            mq.publish("", bodies, routing_key=name)
+            worker = subprocess.Popen([sys.executable, "-c", CTRL_C_WORKER, shared_server.url, name],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert worker.stdout is not None
+            assert worker.stdout.readline().strip() == bodies[0]
+            time.sleep(0.5)  # waiting for the next message (first round) or in the loop body (second)
+            worker.send_signal(signal.SIGINT)
+            _, err = worker.communicate(timeout=30)
+            assert "KeyboardInterrupt" in err
+            info = mq.group(name, "g")
+            assert (info.ack_floor, info.in_flight) == (expect_floor, 0), err
+        # "slow" failed and "unseen" was never looked at: both ready again, without the ack timeout
+        again = mq.pull(name, "g", 10)
+        assert [(m.body, m.delivery_count) for m in again] == [("slow", 2), ("unseen", 2)]
