@@ -89,6 +89,8 @@ class AsyncConsumer:
         return self
 
     async def __anext__(self) -> Message:
+        if self._ws is None and not self._closed:
+            raise RuntimeError("the consumer is not open: iterate it inside its `with` (or `async with`) block")
         if self._current is not None:
             self._acks.append(self._current.offset)
             self._current = None

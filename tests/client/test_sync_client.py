@@ -287,6 +287,8 @@ def test_consume_resumes_after_a_server_restart_and_stops_on_a_refusal(server: S
             assert stream.reconnects >= 1
         assert seen == {str(i) for i in range(total)}  # at least once: none lost
         assert mq.group(name, "g").lag == 0
+        with pytest.raises(RuntimeError, match="with"):  # not opened: a clear error, not a hang or an assert
+            next(mq.consume(name, "g"))
         # a refusal is not retried: the typed error, at once
         with pytest.raises(NotFound), mq.consume(f"{name}-none", "g", retry_for=5) as stream:
             next(stream)
