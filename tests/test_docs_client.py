@@ -55,6 +55,16 @@ def test_the_guides_error_tree_is_the_clients() -> None:
     assert issubclass(chunkmq.ConnectionFailed, chunkmq.ChunkmqError)
 
 
-def test_the_readme_points_to_the_guide() -> None:
+def test_the_readme_points_to_the_guide_and_its_example_runs(tmp_path: Path) -> None:
     readme = (ROOT / "README.md").read_text()
     assert "](docs/client.md)" in readme
+    (example,) = [code for lang, code in (
+        (m.group(1), m.group(2)) for m in BLOCK.finditer(readme)) if lang == "python"]
+    server = ServerProcess(tmp_path / "data").start()  # the example reads data/admin-token, as after make run
+    try:
+        result = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8000", server.url)],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["0", "{'order':", "17}"]
+    finally:
+        server.stop()
