@@ -628,9 +628,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-SERVER_MISSING = "chunkmq: this command needs the broker's dependencies: pip install 'chunkmq[server]'"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Every error is one line on stderr and a non-zero exit status."""
     try:
@@ -639,7 +636,10 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] == "chunkmq":
             raise
-        print(SERVER_MISSING, file=sys.stderr)  # `pip install chunkmq` is the client alone
+        # `pip install chunkmq` is the client alone: say which extra brings what is missing
+        extra = "spark" if (e.name or "").partition(".")[0] in ("pyspark", "pandas") else "server"
+        print(f"chunkmq: this command needs the {extra} extra (no module named {e.name!r}): "
+              f"pip install 'chunkmq[{extra}]'", file=sys.stderr)
         return 2
     except CliError as e:
         print(f"chunkmq: {e}", file=sys.stderr)
