@@ -10,12 +10,19 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from chunkmq.config import FsyncSetting, Settings
+if TYPE_CHECKING:  # imported when a command runs: with the client alone installed, main() says what is missing
+    from chunkmq.config import Settings
+
+
+class CliError(Exception):
+    """A command cannot go on: main() prints the message on one line and exits 1."""
 
 
 def _settings_from(args: argparse.Namespace) -> Settings:
+    from chunkmq.config import Settings
+
     overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
     return Settings(**overrides)
 
@@ -199,10 +206,24 @@ if TYPE_CHECKING:  # imported lazily at run time: `chunkmq serve` need not load 
 
 
 def _token_store(args: argparse.Namespace) -> MetaStore:
-    """Settings from the flags, migrations applied, and a store on the metadata database."""
+    """A store on the metadata database of the broker whose data directory `serve` would use (the
+    same flags and CHUNKMQ_* variables), migrations applied. A directory or database no broker has
+    started on is refused: a token or user written there would be one no server knows."""
+    from sqlalchemy.engine import make_url
+
     from chunkmq.meta import MetaStore, upgrade
+    from chunkmq.meta.migrate import current_revision
 
     settings = _settings_from(args)
+    url = make_url(settings.meta_url)
+    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).is_file():
+        if settings.database_url:
+            raise CliError(f"no broker database at {url.database}: check --database-url or CHUNKMQ_DATABASE_URL")
+        raise CliError(f"no broker data in {settings.data_dir.resolve()}: give the broker's --data-dir "
+                       "(or set CHUNKMQ_DATA_DIR), or start `chunkmq serve` there first")
+    if current_revision(settings.meta_url) is None:
+        raise CliError(f"{url.render_as_string(hide_password=True)} holds no broker metadata: "
+                       "start `chunkmq serve` on it first")
     upgrade(settings.meta_url)
     return MetaStore(settings.meta_url)
 
@@ -225,23 +246,12 @@ def _token_create(args: argparse.Namespace) -> int:
 
 
 def _token_list(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     with _token_store(args) as meta:
         tokens = meta.list_tokens()
-    table = Table("id", "name", "prefix", "admin", "configure", "write", "read", "created", "last used")
-    for t in tokens:
-        cells = (
-            str(t.id), t.name, t.prefix + "...", "yes" if t.is_admin else "", t.configure, t.write, t.read,
-            f"{t.created_at:%Y-%m-%d %H:%M}", f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "",
-        )
-        table.add_row(*map(Text, cells))  # Text, not markup: "[a-z]+" is a pattern, not a style
-    console = Console()
-    if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
-        console = Console(width=250)
-    console.print(table)
+    _print_table(("id", "name", "prefix", "admin", "configure", "write", "read", "created", "last used"), [
+        (str(t.id), t.name, t.prefix + "...", "yes" if t.is_admin else "", t.configure, t.write, t.read,
+         f"{t.created_at:%Y-%m-%d %H:%M}", f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "")
+        for t in tokens])
     return 0
 
 
@@ -258,11 +268,15 @@ def _token_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+DATA_DIR_HELP = "the broker's data directory (default $CHUNKMQ_DATA_DIR, else ./data)"
+
+
 def _where_parser() -> argparse.ArgumentParser:
     """--data-dir and --database-url: where the metadata database of a command that works on it is."""
     where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--data-dir", dest="data_dir")
-    where.add_argument("--database-url", dest="database_url", help="SQLAlchemy URL (default <data-dir>/meta.db)")
+    where.add_argument("--data-dir", dest="data_dir", help=DATA_DIR_HELP)
+    where.add_argument("--database-url", dest="database_url",
+                       help="SQLAlchemy URL of the metadata (default $CHUNKMQ_DATABASE_URL, else <data-dir>/meta.db)")
     return where
 
 
@@ -272,7 +286,7 @@ def _add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     token = sub.add_parser("token", help="manage API tokens")
     actions = token.add_subparsers(dest="action", required=True)
     create = actions.add_parser("create", parents=[where], help="create a token and print it (once)")
-    create.add_argument("--name", required=True)
+    create.add_argument("--name", required=True, help="what the token is for (shown in lists and the console)")
     create.add_argument("--admin", action="store_true", help="allowed everything")
     for action in ("configure", "write", "read"):
         create.add_argument(f"--{action}", default="", metavar="RE", help=f"regex of names to {action} (default: none)")
@@ -289,7 +303,7 @@ def _add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _api(args: argparse.Namespace) -> httpx.Client:
     import httpx
 
-    from chunkmq.config import ClientSettings
+    from chunkmq.config import ClientSettings, Settings
 
     client = ClientSettings()
     url = args.url or client.url
@@ -337,7 +351,10 @@ def _definitions_import(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    try:
+        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as e:
+        raise CliError(f"cannot read {args.file}: {e.strerror}") from None
     result = _call(args, "POST", "/api/v1/definitions", raw)
     table = Table("section", "created", "unchanged")
     for section, created in result["created"].items():
@@ -352,7 +369,8 @@ def _add_definitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
     server = argparse.ArgumentParser(add_help=False)
     server.add_argument("--url", help="the server (default $CHUNKMQ_URL or http://127.0.0.1:8000)")
     server.add_argument("--token", help="an admin token (default $CHUNKMQ_TOKEN, else <data-dir>/admin-token)")
-    server.add_argument("--data-dir", dest="data_dir")
+    server.add_argument("--data-dir", dest="data_dir", help="where to find <data-dir>/admin-token (default "
+                        "$CHUNKMQ_DATA_DIR, else ./data)")
 
     definitions = sub.add_parser("definitions", help="export or import exchanges, queues, bindings, groups, permissions")
     actions = definitions.add_subparsers(dest="action", required=True)
@@ -408,6 +426,30 @@ def _user_passwd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _user_list(args: argparse.Namespace) -> int:
+    with _token_store(args) as meta:
+        users = meta.list_users()
+    _print_table(("id", "name", "role", "created"),
+                 [(str(u.id), u.name, "admin" if u.is_admin else "read-only", f"{u.created_at:%Y-%m-%d %H:%M}")
+                  for u in users])
+    return 0
+
+
+def _print_table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """A table on stdout; piped, as wide as it needs (not squeezed into 80 columns)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*map(Text, row))  # Text, not markup: a name may hold [brackets]
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=250)
+    console.print(table)
+
+
 def _user_delete(args: argparse.Namespace) -> int:
     from chunkmq.meta import NotFound
 
@@ -448,6 +490,7 @@ def _add_user_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     passwd = actions.add_parser("passwd", parents=[where, secret], help="set a user's password")
     passwd.add_argument("name")
     passwd.set_defaults(func=_user_passwd)
+    actions.add_parser("list", parents=[where], help="list console users").set_defaults(func=_user_list)
     delete = actions.add_parser("delete", parents=[where], help="delete a console user")
     delete.add_argument("name")
     delete.set_defaults(func=_user_delete)
@@ -576,15 +619,27 @@ def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     delete.set_defaults(func=_alerts_delete)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line too (argparse prints the whole usage first), pointing to --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="chunkmq", description=__doc__)
+    from chunkmq.config import FsyncSetting
+
+    parser = _Parser(prog="chunkmq", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the broker")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.add_argument("--data-dir", dest="data_dir")
-    serve.add_argument("--fsync", choices=[m.value for m in FsyncSetting])
+    serve = sub.add_parser("serve", help="run the broker", description="Run the broker. Every other setting is "
+                           "a CHUNKMQ_* environment variable (README.md, Configuration).")
+    serve.add_argument("--host", help="the address to listen on (default $CHUNKMQ_HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="the port to listen on (default $CHUNKMQ_PORT, else 8000)")
+    serve.add_argument("--data-dir", dest="data_dir", help=f"{DATA_DIR_HELP}; created on the first start")
+    serve.add_argument("--fsync", choices=[m.value for m in FsyncSetting],
+                       help="always: answer a publish after its fsync; interval: fsync every "
+                            "$CHUNKMQ_FSYNC_INTERVAL_MS; never: leave it to the OS (default $CHUNKMQ_FSYNC, else interval)")
     serve.set_defaults(func=_serve)
 
     _add_token_parser(sub)
@@ -598,8 +653,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    """Every error is one line on stderr and a non-zero exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] == "chunkmq":
+            raise
+        # `pip install chunkmq` is the client alone: say which extra brings what is missing
+        extra = "spark" if (e.name or "").partition(".")[0] in ("pyspark", "pandas") else "server"
+        print(f"chunkmq: this command needs the {extra} extra (no module named {e.name!r}): "
+              f"pip install 'chunkmq[{extra}]'", file=sys.stderr)
+        return 2
+    except CliError as e:
+        print(f"chunkmq: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # a bug or an environment problem: still one line, with what it was
+        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"chunkmq: {type(e).__name__}: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

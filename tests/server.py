@@ -112,3 +112,12 @@ class ServerProcess:
     def restart(self) -> ServerProcess:
         self.stop()
         return self.start()
+
+
+def broker_data(data_dir: Path) -> Path:
+    """A data directory as a broker's first start leaves its metadata (the database, migrated), for
+    the commands that refuse a directory no broker has used (`chunkmq token create`, ...)."""
+    from chunkmq.meta import upgrade
+
+    upgrade(f"sqlite:///{data_dir.resolve() / 'meta.db'}")
+    return data_dir

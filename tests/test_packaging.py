@@ -11,8 +11,9 @@ import zipfile
 from pathlib import Path
 
 import httpx
+from packaging.requirements import Requirement
 
-from tests.server import free_port
+from tests.server import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +26,12 @@ with Client("{url}") as client:
     messages = client.pull("orders", "billing", max_messages=10)
     print(",".join(m.body for m in messages))
 """
+
+
+# What a client user gets from `pip install chunkmq`; the broker's dependencies are `chunkmq[server]`.
+CLIENT_DEPENDENCIES = {"httpx", "websockets", "orjson"}
+SERVER_ONLY = {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "jinja2", "pyarrow", "numpy",
+               "pydantic", "pydantic-settings", "uvloop", "httptools", "rich", "isal"}
 
 
 def _build_wheel(out: Path) -> Path:
@@ -111,3 +118,79 @@ def test_an_installed_wheel_serves_and_its_client_works_beside_a_projects_own_ap
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _requirements(wheel: Path) -> list[Requirement]:
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read("chunkmq-0.1.0.dist-info/METADATA").decode()
+    return [Requirement(line.split(":", 1)[1].strip()) for line in metadata.splitlines()
+            if line.startswith("Requires-Dist:")]
+
+
+def test_the_wheel_requires_only_the_clients_dependencies_and_the_broker_is_the_server_extra(tmp_path: Path) -> None:
+    requirements = _requirements(_build_wheel(tmp_path))
+    plain = {r.name.lower() for r in requirements if r.marker is None}
+    assert plain == CLIENT_DEPENDENCIES
+    server = {r.name.lower().replace("_", "-") for r in requirements
+              if r.marker is not None and r.marker.evaluate({"extra": "server"})}
+    assert server >= SERVER_ONLY - {"starlette"}, SERVER_ONLY - server  # starlette comes with fastapi
+    # the subclassed uvicorn is held to the minor version the tests ran
+    (uvicorn,) = (r for r in requirements if r.name == "uvicorn")
+    assert not uvicorn.specifier.contains("0.55.0") and uvicorn.specifier.contains("0.54.0")
+
+
+def test_pip_install_chunkmq_gives_a_working_client_and_no_server_dependency(tmp_path: Path) -> None:
+    """A real `pip install` of the wheel into an empty venv (versions from constraints.txt), then the
+    client against a real server: nothing of the broker's stack is installed, and none is needed."""
+    wheel = _build_wheel(tmp_path / "wheel")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q",
+                                "--constraint", str(ROOT / "constraints.txt"), str(wheel)],
+                               capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr
+    listed = subprocess.run([sys.executable, "-m", "pip", "--python", python, "list", "--format=freeze"],
+                            capture_output=True, text=True, timeout=120, check=True).stdout
+    names = {line.split("==")[0].lower().replace("_", "-") for line in listed.splitlines() if "==" in line}
+    assert CLIENT_DEPENDENCIES | {"chunkmq"} <= names
+    assert not names & SERVER_ONLY, names & SERVER_ONLY
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off").start()
+    try:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+        out = subprocess.run([python, "-c", CLIENT_SCRIPT.format(url=server.url)], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "one,two"
+        # the command line says what is missing, in one line, instead of a traceback
+        serve = subprocess.run([str(venv / "bin" / "chunkmq"), "serve"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert serve.returncode == 2
+        (line,) = serve.stderr.strip().splitlines()
+        assert line.startswith("chunkmq: this command needs the server extra (no module named ")
+        assert line.endswith(": pip install 'chunkmq[server]'")
+    finally:
+        server.stop()
+
+
+def test_constraints_pin_every_dependency_within_the_projects_ranges() -> None:
+    """constraints.txt (`make lock`) holds one exact version of every dependency of every extra,
+    inside the range pyproject.toml allows: an install from it is the tested one."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pinned: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[name.lower().replace("_", "-")] = version.strip()
+    declared = [Requirement(r) for r in project["dependencies"]]
+    declared += [Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+    for requirement in declared:
+        name = requirement.name.lower().replace("_", "-")
+        if name == "chunkmq":
+            continue
+        assert name in pinned, f"{name} is not in constraints.txt: run make lock"
+        assert requirement.specifier.contains(pinned[name]), f"{name}=={pinned[name]} is outside {requirement}"
+    make = (ROOT / "Makefile").read_text()
+    assert "--constraint constraints.txt" in make and "\nlock:" in make

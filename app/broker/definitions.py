@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from chunkmq import __version__
 from chunkmq.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
 from chunkmq.broker.broker import parse_binding, parse_exchange
@@ -147,8 +149,9 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
         elif (existing.type, existing.alternate_exchange) == (kind, alternate):
             plan.unchanged["exchanges"] += 1
         else:
-            plan.conflicts.append(f"{where}: exchange {name!r} exists with type {existing.type.value!r} and "
-                                  f"alternate exchange {existing.alternate_exchange!r}")
+            plan.conflicts.append(f"{where}: exchange {name!r} exists with other settings: " + _differences(
+                {"type": existing.type.value, "alternate_exchange": existing.alternate_exchange},
+                {"type": kind.value, "alternate_exchange": alternate}))
 
     for where, e in _entries(body, "queues"):
         name = e.get("name")
@@ -170,7 +173,7 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
             plan.unchanged["queues"] += 1
         else:
             plan.conflicts.append(f"{where}: queue {name!r} exists with other settings: "
-                                  f"{existing_queue.settings.as_dict()}")
+                                  + _differences(existing_queue.settings.as_dict(), settings.as_dict()))
 
     def queue_known(name: str) -> bool:
         return name in broker.queues or name in plan.queues
@@ -212,8 +215,9 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
         elif existing_group.tag_filter == tag_filter:
             plan.unchanged["groups"] += 1
         else:
-            plan.conflicts.append(f"{where}: group {name!r} on queue {queue!r} exists with tag filter "
-                                  f"{existing_group.tag_filter!r}")
+            plan.conflicts.append(f"{where}: group {name!r} on queue {queue!r} exists with other settings: "
+                                  + _differences({"tag_filter": _listed(existing_group.tag_filter)},
+                                                 {"tag_filter": _listed(tag_filter)}))
 
     by_name: dict[str, list[dict[str, Any]]] = {}
     for t in tokens:
@@ -279,3 +283,14 @@ async def import_definitions(broker: Broker, body: Mapping[str, Any]) -> dict[st
     created = {"exchanges": len(plan.exchanges), "queues": len(plan.queues), "bindings": len(plan.bindings),
                "groups": len(plan.groups), "permissions": len(plan.tokens)}
     return {"created": created, "unchanged": plan.unchanged, "tokens": created_tokens}
+
+
+def _listed(tag_filter: tuple[str, ...] | None) -> list[str] | None:
+    return list(tag_filter) if tag_filter is not None else None
+
+
+def _differences(existing: Mapping[str, Any], given: Mapping[str, Any]) -> str:
+    """The settings that differ, as JSON (as the file writes them): what exists, then what the file has."""
+    keys = [k for k in existing if existing[k] != given.get(k)]
+    return (f"{orjson.dumps({k: existing[k] for k in keys}).decode()} "
+            f"(the file has {orjson.dumps({k: given.get(k) for k in keys}).decode()})")

@@ -1,12 +1,12 @@
 """The chunkmq Python client (also importable as `chunkmq`).
 
-`Client` (sync, httpx) and `AsyncClient` (asyncio, httpx + websockets) cover every REST call;
-`AsyncClient.consume` and `AsyncClient.producer` use the WebSocket streams. Errors are the typed
-exceptions of `chunkmq.client.errors`, each carrying the API error code.
+`Client` (blocking) and `AsyncClient` (asyncio) cover every REST call; `consume` (both) and
+`AsyncClient.producer` use the WebSocket streams. Errors are the typed exceptions of
+`chunkmq.client.errors`, each carrying the API error code. The guide is docs/client.md.
 """
 
 from chunkmq.client.aio import AsyncClient
-from chunkmq.client.consumer import AsyncConsumer
+from chunkmq.client.consumer import AsyncConsumer, Consumer
 from chunkmq.client.errors import (
     ApiError,
     ChunkmqError,
@@ -19,6 +19,7 @@ from chunkmq.client.errors import (
     StorageFull,
     TooLarge,
     Unauthorized,
+    Unavailable,
     Unroutable,
 )
 from chunkmq.client.models import (
@@ -49,6 +50,7 @@ __all__ = [
     "ChunkmqError",
     "Client",
     "ConnectionFailed",
+    "Consumer",
     "ExchangeInfo",
     "Forbidden",
     "GroupInfo",
@@ -68,5 +70,6 @@ __all__ = [
     "StorageFull",
     "TooLarge",
     "Unauthorized",
+    "Unavailable",
     "Unroutable",
 ]

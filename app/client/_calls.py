@@ -18,6 +18,7 @@ import orjson
 from chunkmq.client import _batch
 from chunkmq.client.errors import from_body
 from chunkmq.client.models import (
+    _NO_JSON,
     AckResult,
     BindingInfo,
     ExchangeInfo,
@@ -29,10 +30,14 @@ from chunkmq.client.models import (
     Published,
     PulledBatch,
     QueueInfo,
+    json_text,
 )
 
 T = TypeVar("T")
-MessageLike = str | bytes | OutgoingMessage | Mapping[str, Any]
+MessageLike = str | bytes | OutgoingMessage
+NO_JSON = _NO_JSON
+_NOT_A_MESSAGE = ("a {} is not a message: publish it as a JSON body with json=..., or describe a message "
+                  "with OutgoingMessage(body or json=..., headers=..., tag=..., ...)")
 _JSON_HEADERS = {"content-type": "application/json"}
 _BATCH_HEADERS = {"content-type": _batch.MEDIA_TYPE}
 
@@ -88,14 +93,28 @@ def exchange_path(name: str) -> str:
     return name or "amq.default"
 
 
+def to_publish(messages: MessageLike | Iterable[MessageLike] | None, json: Any) -> MessageLike | Iterable[MessageLike]:
+    """What a publish call sends: its messages, or one message whose body is `json` as JSON text."""
+    if json is NO_JSON:
+        if messages is None:
+            raise TypeError("give the messages to publish, or json=value")
+        return messages
+    if messages is not None:
+        raise TypeError("give messages or json=value, not both")
+    return json_text(json)
+
+
 def encode_messages(
     messages: MessageLike | Iterable[MessageLike], routing_key: str = ""
 ) -> list[dict[str, Any]]:
-    """Messages in the API's shape: str -> text body, bytes -> base64 body, mappings as they are.
-    One str, bytes, OutgoingMessage or mapping is one message (a str is not six one-letter
-    messages); a list or tuple is a batch; anything else is a TypeError."""
-    if isinstance(messages, str | bytes | bytearray | memoryview | OutgoingMessage | Mapping):
+    """Messages in the API's shape: str -> text body, bytes -> base64 body, OutgoingMessage -> its
+    fields. One str, bytes or OutgoingMessage is one message (a str is not six one-letter
+    messages); a list or tuple is a batch. A dict is neither (is it a JSON body or a message's
+    fields?): a TypeError that says how to publish either."""
+    if isinstance(messages, str | bytes | bytearray | memoryview | OutgoingMessage):
         messages = [messages]
+    elif isinstance(messages, Mapping):
+        raise TypeError(_NOT_A_MESSAGE.format(type(messages).__name__))
     elif not isinstance(messages, list | tuple):
         raise TypeError(f"cannot publish a {type(messages).__name__}: give one message or a list of them")
     out: list[dict[str, Any]] = []
@@ -107,11 +126,9 @@ def encode_messages(
         elif isinstance(m, OutgoingMessage):
             out.append(m.to_json(routing_key))
         elif isinstance(m, Mapping):
-            d = dict(m)
-            d.setdefault("routing_key", routing_key)
-            out.append(d)
+            raise TypeError(_NOT_A_MESSAGE.format(type(m).__name__))
         else:
-            raise TypeError(f"cannot publish a {type(m).__name__}: give str, bytes, OutgoingMessage or a mapping")
+            raise TypeError(f"cannot publish a {type(m).__name__}: give str, bytes or OutgoingMessage")
     return out
 
 
@@ -271,8 +288,8 @@ def ack(queue: str, group: str, offsets: Iterable[int] | None, up_to: int | None
     return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/ack", AckResult.from_json, body)
 
 
-def nack(queue: str, group: str, offsets: Iterable[int], delay_ms: int) -> Call[NackResult]:
-    body = {"offsets": list(offsets), "delay_ms": delay_ms}
+def nack(queue: str, group: str, offsets: Iterable[int], delay_ms: int, requeue: bool) -> Call[NackResult]:
+    body = {"offsets": list(offsets), "delay_ms": delay_ms, "requeue": requeue}
     return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/nack", NackResult.from_json, body)
 
 

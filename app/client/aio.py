@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 
 from chunkmq.client import _calls as calls
-from chunkmq.client._calls import Call, MessageLike
+from chunkmq.client._calls import NO_JSON, Call, MessageLike
 from chunkmq.client.consumer import AsyncConsumer
 from chunkmq.client.errors import ConnectionFailed
 from chunkmq.client.models import (
@@ -129,16 +129,22 @@ class AsyncClient:
         await self._run(calls.unbind(binding_id))
 
     # publish
-    async def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike], *, routing_key: str = "",
-                mandatory: bool = False, binary: bool = False) -> Published:
-        """One atomic batch through an exchange ("" is the default exchange). `binary=True` sends it
-        as a binary batch (str and bytes bodies with routing keys, no JSON or base64: the fast way
-        to publish large batches); headers, tags and idempotency keys need JSON, the default."""
-        return await self._run(calls.publish(exchange, messages, routing_key, mandatory, binary))
+    async def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
+                      json: Any = NO_JSON, routing_key: str = "", mandatory: bool = False,
+                      binary: bool = False) -> Published:
+        """One atomic batch through an exchange ("" is the default exchange): a str (text body),
+        bytes (binary body), an OutgoingMessage (headers, tag, idempotency key, own routing key), or a
+        list of them. `json=value` publishes one message whose body is the value as JSON text (a dict
+        is never taken as a message). `mandatory=True`: Unroutable, and nothing stored, if a message
+        reaches no queue. `binary=True` sends a binary batch (str and bytes bodies with routing keys,
+        no JSON or base64: the fast way to publish large batches); headers, tags and idempotency keys
+        need the default JSON body."""
+        return await self._run(calls.publish(exchange, calls.to_publish(messages, json), routing_key, mandatory, binary))
 
-    async def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike], *, mandatory: bool = False,
-                         binary: bool = False) -> Published:
-        return await self._run(calls.publish_to_queue(queue, messages, mandatory, binary))
+    async def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
+                               json: Any = NO_JSON, mandatory: bool = False, binary: bool = False) -> Published:
+        """As publish, straight into one queue (no exchange, no routing key)."""
+        return await self._run(calls.publish_to_queue(queue, calls.to_publish(messages, json), mandatory, binary))
 
     # consumer groups
     async def groups(self, queue: str) -> list[GroupInfo]:
@@ -170,8 +176,11 @@ class AsyncClient:
             up_to: int | None = None) -> AckResult:
         return await self._run(calls.ack(queue, group, offsets, up_to))
 
-    async def nack(self, queue: str, group: str, offsets: Iterable[int], delay_ms: int = 0) -> NackResult:
-        return await self._run(calls.nack(queue, group, offsets, delay_ms))
+    async def nack(self, queue: str, group: str, offsets: Iterable[int], delay_ms: int = 0, *,
+             requeue: bool = True) -> NackResult:
+        """Hand messages back: redelivered after delay_ms, or dead-lettered past the queue's
+        max_deliveries. `requeue=False` rejects them at once (to the dead-letter exchange, or dropped)."""
+        return await self._run(calls.nack(queue, group, offsets, delay_ms, requeue))
 
     async def seek(self, queue: str, group: str, *, to: str | None = None, offset: int | None = None,
              timestamp: int | None = None) -> GroupInfo:

@@ -27,10 +27,11 @@ import os
 import re
 import secrets
 import socket
+import threading
 import time
 from collections import deque
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
 
 import orjson
 from websockets.asyncio.client import ClientConnection
@@ -41,6 +42,7 @@ from chunkmq.client._ws import Backoff, Lost, closed_error, frame_error, open_st
 from chunkmq.client.models import Message
 
 ACK_EVERY_S = 0.1
+T = TypeVar("T")
 
 
 def default_consumer_id() -> str:
@@ -87,6 +89,8 @@ class AsyncConsumer:
         return self
 
     async def __anext__(self) -> Message:
+        if self._ws is None and not self._closed:
+            raise RuntimeError("the consumer is not open: iterate it inside its `with` (or `async with`) block")
         if self._current is not None:
             self._acks.append(self._current.offset)
             self._current = None
@@ -114,10 +118,11 @@ class AsyncConsumer:
         """Cumulative ack of every offset below `offset`, for groups with this one consumer only."""
         await self._send({"type": "ack", "up_to": offset})
 
-    async def nack(self, messages: Iterable[Message | int], delay_ms: int = 0) -> None:
-        """Hand messages back for redelivery after delay_ms."""
+    async def nack(self, messages: Iterable[Message | int], delay_ms: int = 0, *, requeue: bool = True) -> None:
+        """Hand messages back for redelivery after delay_ms (dead-lettered past the queue's
+        max_deliveries); `requeue=False` rejects them at once (to the dead-letter exchange, or dropped)."""
         offsets = [m if isinstance(m, int) else m.offset for m in messages]
-        await self._send({"type": "nack", "offsets": offsets, "delay_ms": delay_ms})
+        await self._send({"type": "nack", "offsets": offsets, "delay_ms": delay_ms, "requeue": requeue})
 
     async def close(self, requeue: bool = True) -> None:
         """Send pending acks, ask the server to hand unprocessed messages back (requeue), and close."""
@@ -200,3 +205,98 @@ class AsyncConsumer:
             with contextlib.suppress(Exception):
                 await self._ws.close()
         await self._connect()
+
+
+class Consumer:
+    """The blocking twin of AsyncConsumer (`Client.consume`): the same consumer, with the same credit,
+    acks and reconnects, runs on an event loop in a thread of its own; iterating waits for it.
+
+        with client.consume("orders", "billing") as stream:
+            for message in stream:
+                handle(message)  # acked once the loop asks for the next one (auto_ack)
+
+    Use it from one thread at a time. A `break` out of the loop acks the message it was on; an
+    exception in the loop body (Ctrl-C included) hands that message back, as in the async consumer.
+    """
+
+    def __init__(self, url: str, token: str | None, queue: str, group: str, *, consumer: str | None = None,
+                 credit: int = 1000, auto_ack: bool = True, retry_for: float = 60.0) -> None:
+        self._async = AsyncConsumer(url, token, queue, group, consumer=consumer, credit=credit, auto_ack=auto_ack,
+                                    retry_for=retry_for)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def consumer(self) -> str:
+        return self._async.consumer
+
+    @property
+    def reconnects(self) -> int:
+        return self._async.reconnects
+
+    def _call(self, work: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name=f"chunkmq-consumer-{self.consumer}",
+                                            daemon=True)
+            self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(work, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # interrupted (Ctrl-C) while waiting: stop the wait in the loop too
+            with contextlib.suppress(BaseException):
+                future.result(timeout=5)
+            raise
+
+    def __enter__(self) -> Consumer:
+        try:
+            self._call(self._async.__aenter__())
+        except BaseException:
+            self._stop_loop()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        try:
+            self._call(self._async.__aexit__(exc_type, exc, tb))
+        finally:
+            self._stop_loop()
+
+    def __iter__(self) -> Consumer:
+        return self
+
+    def __next__(self) -> Message:
+        try:
+            return self._call(self._async.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def ack(self, messages: Iterable[Message | int]) -> None:
+        """Acknowledge messages (or offsets): see AsyncConsumer.ack."""
+        self._call(self._async.ack(messages))
+
+    def ack_up_to(self, offset: int) -> None:
+        """Cumulative ack of every offset below `offset`, for groups with this one consumer only."""
+        self._call(self._async.ack_up_to(offset))
+
+    def nack(self, messages: Iterable[Message | int], delay_ms: int = 0, *, requeue: bool = True) -> None:
+        """Hand messages back: see AsyncConsumer.nack."""
+        self._call(self._async.nack(messages, delay_ms, requeue=requeue))
+
+    def close(self, requeue: bool = True) -> None:
+        """Send pending acks, hand unprocessed messages back (requeue), close the stream and its thread."""
+        try:
+            if self._loop is not None:
+                self._call(self._async.close(requeue))
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        self._loop = self._thread = None
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

@@ -10,8 +10,12 @@
     │   ├── TooLarge             413 message_too_large, batch_too_large
     │   ├── Unroutable           422 unroutable
     │   ├── QueueFull            429 queue_full
+    │   ├── Unavailable          503 unavailable, overloaded
     │   └── StorageFull          507 storage_full
     └── ConnectionFailed         no answer: refused, reset, timed out, or a stream lost past its retry budget
+
+`retryable` is True for QueueFull, Unavailable, StorageFull and ConnectionFailed: the same request
+may succeed later, unchanged. The others need another request (or another token).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from chunkmq.broker import codes
 
 class ChunkmqError(Exception):
     """Base class of every error this library raises."""
+
+    retryable: bool = False  # the same request may succeed later (after a backoff)
 
 
 class ApiError(ChunkmqError):
@@ -87,22 +93,33 @@ class QueueFull(ApiError):
     """Raised when a queue with overflow reject_publish has no room (429)."""
 
     status = 429
+    retryable = True
+
+
+class Unavailable(ApiError):
+    """Raised when the server is shutting down, busy, or past its connection limit (503)."""
+
+    status = 503
+    retryable = True
 
 
 class StorageFull(ApiError):
     """Raised when the server's disk is full (507)."""
 
     status = 507
+    retryable = True
 
 
 class ConnectionFailed(ChunkmqError):
     """Raised when the server cannot be reached, or a stream could not reconnect in time."""
 
+    retryable = True
+
 
 _BY_STATUS: dict[int, type[ApiError]] = {
     cls.status: cls
     for cls in (InvalidRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed, TooLarge, Unroutable,
-                QueueFull, StorageFull)
+                QueueFull, Unavailable, StorageFull)
 }
 _BY_CODE: dict[str, int] = codes.STATUS  # the server's own table: a stream error frame has no status
 

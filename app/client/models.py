@@ -11,17 +11,30 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+_NO_JSON: Any = object()  # OutgoingMessage(json=None) is the JSON value null
+
 
 @dataclass(slots=True)
 class OutgoingMessage:
-    """A message to publish. A `str` body is sent as text, `bytes` as base64 (and comes back as bytes).
+    """A message to publish with more than a body: its own routing key, headers, a tag, an
+    idempotency key. A `str` body is sent as text, `bytes` as base64 (and comes back as bytes);
+    `json=value` instead of a body sends the value as JSON text (read it back with Message.json()).
     Without a routing key it takes the one given to the publish call."""
 
-    body: str | bytes
+    body: str | bytes = ""
     routing_key: str | None = None
     headers: dict[str, str] | None = None
     tag: str | None = None
     idempotency_key: str | None = None
+    json: Any = field(default=_NO_JSON, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.json is not _NO_JSON:
+            if self.body != "":
+                raise ValueError("give a body or json, not both")
+            self.body = json_text(self.json)
 
     def to_json(self, routing_key: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {"routing_key": self.routing_key if self.routing_key is not None else routing_key}
@@ -36,6 +49,14 @@ class OutgoingMessage:
         if self.idempotency_key is not None:
             out["idempotency_key"] = self.idempotency_key
         return out
+
+
+def json_text(value: Any) -> str:
+    """A JSON body: compact UTF-8 text; a value JSON cannot hold is a TypeError, raised before anything is sent."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:
+        raise TypeError(f"cannot publish as JSON: {exc}") from None
 
 
 @dataclass(slots=True)
@@ -57,6 +78,10 @@ class Message:
     @property
     def data(self) -> bytes:
         return self.body.encode() if isinstance(self.body, str) else self.body
+
+    def json(self) -> Any:
+        """The body parsed as JSON (what `publish(..., json=value)` sent); ValueError if it is not JSON."""
+        return orjson.loads(self.body)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Message:
@@ -263,11 +288,14 @@ class AckResult:
 
 @dataclass(slots=True)
 class NackResult:
+    """`exhausted`: messages past the queue's max_deliveries (or rejected with requeue=False), which
+    went to its dead-letter exchange, or without one were dropped."""
+
     ack_floor: int
     nacked: int
     not_in_flight: list[int]
-    dead_lettered: int
+    exhausted: int
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> NackResult:
-        return cls(d["ack_floor"], d.get("nacked", 0), d.get("not_in_flight", []), d.get("dead_lettered", 0))
+        return cls(d["ack_floor"], d.get("nacked", 0), d.get("not_in_flight", []), d.get("exhausted", 0))

@@ -32,7 +32,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from chunkmq.client._calls import MessageLike, encode_messages, exchange_path
+from chunkmq.client._calls import NO_JSON, MessageLike, encode_messages, exchange_path, to_publish
 from chunkmq.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
 from chunkmq.client.errors import ChunkmqError, ConnectionFailed
 from chunkmq.client.models import Published, PublishResult
@@ -96,16 +96,22 @@ class AsyncProducer:
 
     # ------------------------------------------------------------------ publishing
 
-    async def publish(self, body: str | bytes, *, routing_key: str = "", headers: Mapping[str, str] | None = None,
-                      tag: str | None = None, idempotency_key: str | None = None) -> PublishResult:
-        """Publish one message (batched with others) and wait for its confirm."""
-        return await (await self.send(body, routing_key=routing_key, headers=headers, tag=tag,
+    async def publish(self, body: str | bytes | None = None, *, json: Any = NO_JSON, routing_key: str = "",
+                      headers: Mapping[str, str] | None = None, tag: str | None = None,
+                      idempotency_key: str | None = None) -> PublishResult:
+        """Publish one message (batched with others) and wait for its confirm. The body is a str
+        (text), bytes (binary), or `json=value` (the value as JSON text)."""
+        return await (await self.send(body, json=json, routing_key=routing_key, headers=headers, tag=tag,
                                       idempotency_key=idempotency_key))
 
-    async def send(self, body: str | bytes, *, routing_key: str = "", headers: Mapping[str, str] | None = None,
-                   tag: str | None = None, idempotency_key: str | None = None) -> asyncio.Future[PublishResult]:
+    async def send(self, body: str | bytes | None = None, *, json: Any = NO_JSON, routing_key: str = "",
+                   headers: Mapping[str, str] | None = None, tag: str | None = None,
+                   idempotency_key: str | None = None) -> asyncio.Future[PublishResult]:
         """Queue one message; returns the future of its confirm. Waits only while too much is unconfirmed."""
-        message = encode_messages([body], routing_key)[0]
+        one = to_publish(body, json)
+        if not isinstance(one, str | bytes | bytearray | memoryview):
+            raise TypeError(f"a producer publishes one str or bytes body (or json=value), not a {type(one).__name__}")
+        message = encode_messages([one], routing_key)[0]
         if headers:
             message["headers"] = dict(headers)
         if tag is not None:

@@ -3,19 +3,20 @@
     with Client("http://127.0.0.1:8000", token="...") as mq:
         mq.declare_queue("orders")
         mq.publish("", ["hello"], routing_key="orders")
-        for m in mq.pull("orders", "billing"):
-            ...
+        with mq.consume("orders", "billing") as stream:  # WebSocket stream, acked as you go
+            for message in stream:
+                ...
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from chunkmq.client import _calls as calls
-from chunkmq.client._calls import Call, MessageLike
+from chunkmq.client._calls import NO_JSON, Call, MessageLike
 from chunkmq.client.errors import ConnectionFailed
 from chunkmq.client.models import (
     AckResult,
@@ -29,6 +30,9 @@ from chunkmq.client.models import (
     PulledBatch,
     QueueInfo,
 )
+
+if TYPE_CHECKING:
+    from chunkmq.client.consumer import Consumer
 
 T = TypeVar("T")
 
@@ -62,6 +66,16 @@ class Client:
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"{call.method} {call.path}: {exc!r}") from exc
         return call.finish(response)
+
+    # streams
+    def consume(self, queue: str, group: str, *, consumer: str | None = None, credit: int = 1000,
+                auto_ack: bool = True, retry_for: float = 60.0) -> Consumer:
+        """A consumer on the group's WebSocket stream; use with `with`, iterate with `for`. The same
+        consumer as AsyncClient.consume (credit refill, batched acks, reconnects), run on a thread."""
+        from chunkmq.client.consumer import Consumer  # the stream modules import this one
+
+        return Consumer(self.url, self.token, queue, group, consumer=consumer, credit=credit, auto_ack=auto_ack,
+                        retry_for=retry_for)
 
     # exchanges
     def exchanges(self) -> list[ExchangeInfo]:
@@ -114,16 +128,22 @@ class Client:
         self._run(calls.unbind(binding_id))
 
     # publish
-    def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike], *, routing_key: str = "",
-                mandatory: bool = False, binary: bool = False) -> Published:
-        """One atomic batch through an exchange ("" is the default exchange). `binary=True` sends it
-        as a binary batch (str and bytes bodies with routing keys, no JSON or base64: the fast way
-        to publish large batches); headers, tags and idempotency keys need JSON, the default."""
-        return self._run(calls.publish(exchange, messages, routing_key, mandatory, binary))
+    def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
+                json: Any = NO_JSON, routing_key: str = "", mandatory: bool = False,
+                binary: bool = False) -> Published:
+        """One atomic batch through an exchange ("" is the default exchange): a str (text body),
+        bytes (binary body), an OutgoingMessage (headers, tag, idempotency key, own routing key), or a
+        list of them. `json=value` publishes one message whose body is the value as JSON text (a dict
+        is never taken as a message). `mandatory=True`: Unroutable, and nothing stored, if a message
+        reaches no queue. `binary=True` sends a binary batch (str and bytes bodies with routing keys,
+        no JSON or base64: the fast way to publish large batches); headers, tags and idempotency keys
+        need the default JSON body."""
+        return self._run(calls.publish(exchange, calls.to_publish(messages, json), routing_key, mandatory, binary))
 
-    def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike], *, mandatory: bool = False,
-                         binary: bool = False) -> Published:
-        return self._run(calls.publish_to_queue(queue, messages, mandatory, binary))
+    def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
+                         json: Any = NO_JSON, mandatory: bool = False, binary: bool = False) -> Published:
+        """As publish, straight into one queue (no exchange, no routing key)."""
+        return self._run(calls.publish_to_queue(queue, calls.to_publish(messages, json), mandatory, binary))
 
     # consumer groups
     def groups(self, queue: str) -> list[GroupInfo]:
@@ -155,8 +175,11 @@ class Client:
             up_to: int | None = None) -> AckResult:
         return self._run(calls.ack(queue, group, offsets, up_to))
 
-    def nack(self, queue: str, group: str, offsets: Iterable[int], delay_ms: int = 0) -> NackResult:
-        return self._run(calls.nack(queue, group, offsets, delay_ms))
+    def nack(self, queue: str, group: str, offsets: Iterable[int], delay_ms: int = 0, *,
+             requeue: bool = True) -> NackResult:
+        """Hand messages back: redelivered after delay_ms, or dead-lettered past the queue's
+        max_deliveries. `requeue=False` rejects them at once (to the dead-letter exchange, or dropped)."""
+        return self._run(calls.nack(queue, group, offsets, delay_ms, requeue))
 
     def seek(self, queue: str, group: str, *, to: str | None = None, offset: int | None = None,
              timestamp: int | None = None) -> GroupInfo:

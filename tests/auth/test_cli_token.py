@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from chunkmq.meta import MetaStore
+from tests.server import broker_data
 
 
 def _chunkmq(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -17,7 +18,7 @@ def _chunkmq(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_create_list_delete(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
+    data_dir = broker_data(tmp_path / "data")
     created = _chunkmq(
         "create", "--name", "ci", "--write", r"orders\..*", "--read", "[a-z]+", "--data-dir", str(data_dir),
         cwd=tmp_path,
@@ -53,13 +54,13 @@ def test_create_list_delete(tmp_path: Path) -> None:
 
 
 def test_invalid_pattern_is_a_clear_error(tmp_path: Path) -> None:
-    result = _chunkmq("create", "--name", "bad", "--read", "(", "--data-dir", str(tmp_path), cwd=tmp_path)
+    result = _chunkmq("create", "--name", "bad", "--read", "(", "--data-dir", str(broker_data(tmp_path)), cwd=tmp_path)
     assert result.returncode == 2
     assert "invalid read pattern '('" in result.stderr and result.stdout == ""
 
 
 def test_data_dir_from_the_environment(tmp_path: Path) -> None:
-    env = {**os.environ, "CHUNKMQ_DATA_DIR": str(tmp_path / "env-data")}
+    env = {**os.environ, "CHUNKMQ_DATA_DIR": str(broker_data(tmp_path / "env-data"))}
     result = subprocess.run(
         [sys.executable, "-m", "chunkmq.cli", "token", "create", "--name", "ci"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,

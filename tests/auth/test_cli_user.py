@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from chunkmq.meta import MetaStore
+from tests.server import broker_data
 
 
 def _chunkmq(*args: str, stdin: str = "", cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -17,7 +18,7 @@ def _chunkmq(*args: str, stdin: str = "", cwd: Path) -> subprocess.CompletedProc
 
 
 def test_create_passwd_delete(tmp_path: Path) -> None:
-    where = ("--data-dir", str(tmp_path / "data"))
+    where = ("--data-dir", str(broker_data(tmp_path / "data")))
     created = _chunkmq("create", "alice", "--password-stdin", *where, stdin="s3cret passphrase\n", cwd=tmp_path)
     assert created.returncode == 0, created.stderr
     viewer = _chunkmq("create", "bob", "--read-only", "--password-stdin", *where, stdin="bob's password 1\n", cwd=tmp_path)

@@ -17,3 +17,10 @@ def test_every_server_code_maps_to_its_status_and_class() -> None:
 def test_client_classes_cover_the_client_error_statuses() -> None:
     client_statuses = {s for s in codes.STATUS.values() if 400 <= s < 500 and s not in (405, 415)}
     assert client_statuses <= errors._BY_STATUS.keys() | {400}, client_statuses - errors._BY_STATUS.keys()
+
+
+def test_the_errors_a_caller_may_retry_unchanged_say_so() -> None:
+    retryable = {code for code in codes.STATUS if errors.api_error(code, "m").retryable}
+    assert retryable == {codes.QUEUE_FULL, codes.UNAVAILABLE, codes.OVERLOADED, codes.STORAGE_FULL}
+    assert errors.ConnectionFailed("gone").retryable
+    assert not errors.ChunkmqError("x").retryable

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -45,7 +48,7 @@ def test_every_call(shared_server: ServerProcess, name: str) -> None:
             "text",
             b"\x00\x01binary",
             OutgoingMessage("full", headers={"k": "v"}, tag="t1", idempotency_key=f"{name}-k"),
-            {"body": "as a dict", "routing_key": "orders.us"},
+            OutgoingMessage("own key", routing_key="orders.us"),
         ], routing_key="orders.eu")
         assert published.durability == "interval"
         assert [r.routed[0].offset for r in published.results] == [0, 1, 2, 3]
@@ -55,7 +58,7 @@ def test_every_call(shared_server: ServerProcess, name: str) -> None:
         assert direct.results[0].routed[0].queue == name
 
         page = mq.browse(name, offset=0, limit=10)
-        assert [m.body for m in page.messages] == ["text", b"\x00\x01binary", "full", "as a dict", "straight in"]
+        assert [m.body for m in page.messages] == ["text", b"\x00\x01binary", "full", "own key", "straight in"]
         assert page.next_offset == 5
         full = page.messages[2]
         assert (full.headers, full.tag, full.routing_key, full.exchange) == ({"k": "v"}, "t1", "orders.eu", f"{name}-x")
@@ -71,9 +74,11 @@ def test_every_call(shared_server: ServerProcess, name: str) -> None:
         assert mq.ack(name, "g", [0]).ack_floor == 1
         assert mq.ack(name, "g", up_to=2).ack_floor == 2
         nacked = mq.nack(name, "g", [2])
-        assert (nacked.nacked, nacked.dead_lettered) == (1, 0)
+        assert (nacked.nacked, nacked.exhausted) == (1, 0)
         again = mq.pull(name, "g", max_messages=1, wait_ms=1000)
         assert [(m.offset, m.delivery_count) for m in again] == [(2, 2)]
+        rejected = mq.nack(name, "g", [2], requeue=False)  # no dead-letter exchange: dropped
+        assert (rejected.nacked, rejected.exhausted, mq.group(name, "g").ack_floor) == (1, 1, 3)
         assert mq.seek(name, "g", to="latest").next_offset == 5
         assert mq.seek(name, "g", offset=1).ack_floor == 1
         assert mq.seek(name, "g", timestamp=before).ack_floor == 0
@@ -200,3 +205,122 @@ def test_pull_batch_gives_the_messages_of_a_binary_pull_as_columns(shared_server
         assert mq.group(name, "g").ack_floor == 2
         empty = mq.pull_batch(name, "g", 10, ack_up_to=rest.next_offset)
         assert len(empty) == 0 and empty.next_offset is None and empty.messages() == []
+
+
+def test_json_bodies_and_message_specs_are_never_confused(shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name)
+        # a dict is refused with how to say either thing, and nothing is published
+        for wrong in ({"order": 17}, [{"order": 17}], [{"body": "looks like a spec"}]):
+            with pytest.raises(TypeError, match=r"json=.*OutgoingMessage"):
+                mq.publish("", wrong, routing_key=name)  # type: ignore[arg-type]
+        # a JSON body: json= (one message), or OutgoingMessage(json=...) in a batch, with its fields
+        mq.publish("", json={"order": 17}, routing_key=name)
+        mq.publish_to_queue(name, json=[1, "two", None])
+        mq.publish("", [OutgoingMessage(json={"order": 18}, headers={"type": "order"}, tag="eu"),
+                        OutgoingMessage(json=None), OutgoingMessage("plain text")], routing_key=name)
+        mq.publish("", json="a JSON string", routing_key=name, binary=True)
+        messages = mq.pull(name, "g", 10)
+        assert [m.body for m in messages] == ['{"order":17}', '[1,"two",null]', '{"order":18}', "null", "plain text",
+                                              '"a JSON string"']
+        assert [m.json() for m in messages[:4]] == [{"order": 17}, [1, "two", None], {"order": 18}, None]
+        assert (messages[2].headers, messages[2].tag) == ({"type": "order"}, "eu")
+        with pytest.raises(ValueError):
+            messages[4].json()  # not JSON
+        with pytest.raises(TypeError, match="not both"):
+            mq.publish("", "body", json={"a": 1}, routing_key=name)
+        with pytest.raises(TypeError, match="json=value"):
+            mq.publish("", routing_key=name)
+        with pytest.raises(TypeError, match="JSON"):
+            mq.publish("", json={"when": object()}, routing_key=name)
+        with pytest.raises(ValueError, match="not both"):
+            OutgoingMessage("body", json=1)
+        assert mq.queue(name).messages == 6
+
+
+def test_consume_iterates_with_credit_refill_auto_acks_and_hands_back_on_an_exception(
+        shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name, ack_timeout_ms=60_000)
+        mq.publish("", [str(i) for i in range(300)], routing_key=name)
+        seen = []
+        with mq.consume(name, "g", credit=16) as stream:
+            for message in stream:
+                seen.append(int(message.body))
+                if len(seen) == 300:
+                    break  # the message it was on counts as done
+        assert seen == list(range(300))
+        info = mq.group(name, "g")
+        assert (info.ack_floor, info.in_flight, info.lag) == (300, 0, 0)
+
+        mq.publish("", ["a", "b", "c"], routing_key=name)
+        with pytest.raises(RuntimeError), mq.consume(name, "g", credit=10) as stream:
+            for message in stream:
+                if message.body == "b":
+                    raise RuntimeError("cannot handle b")
+        # a was done; b failed and c was never looked at: both back at once, not after the ack timeout
+        with mq.consume(name, "g", credit=10, auto_ack=False) as manual:
+            again = [next(manual), next(manual)]
+            assert [(m.body, m.delivery_count) for m in again] == [("b", 2), ("c", 2)]
+            manual.ack([again[0]])
+            manual.nack([again[1]])
+            redelivered = next(manual)
+            assert (redelivered.body, redelivered.delivery_count) == ("c", 3)
+            manual.ack([redelivered])
+        info = mq.group(name, "g")
+        assert (info.ack_floor, info.in_flight) == (303, 0)
+
+
+def test_consume_resumes_after_a_server_restart_and_stops_on_a_refusal(server: ServerProcess, name: str) -> None:
+    total = 1000
+    with Client(server.url) as mq:
+        mq.declare_queue(name)
+        mq.publish("", [str(i) for i in range(total)], routing_key=name)
+        seen: set[str] = set()
+        with mq.consume(name, "g", credit=100) as stream:
+            for message in stream:
+                seen.add(message.body)  # type: ignore[arg-type]
+                if len(seen) == total // 2 and not stream.reconnects:
+                    server.restart()
+                if len(seen) == total:
+                    break
+            assert stream.reconnects >= 1
+        assert seen == {str(i) for i in range(total)}  # at least once: none lost
+        assert mq.group(name, "g").lag == 0
+        with pytest.raises(RuntimeError, match="with"):  # not opened: a clear error, not a hang or an assert
+            next(mq.consume(name, "g"))
+        # a refusal is not retried: the typed error, at once
+        with pytest.raises(NotFound), mq.consume(f"{name}-none", "g", retry_for=5) as stream:
+            next(stream)
+
+
+CTRL_C_WORKER = """
+import sys, time
+from chunkmq import Client
+
+with Client(sys.argv[1]) as mq, mq.consume(sys.argv[2], "g", credit=10) as stream:
+    for message in stream:
+        print(message.body, flush=True)
+        if message.body == "slow":
+            time.sleep(60)  # Ctrl-C comes while the loop body works on it
+"""
+
+
+def test_ctrl_c_in_a_sync_worker_hands_its_messages_back_at_once(shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        mq.declare_queue(name, ack_timeout_ms=600_000)  # not redelivered by the timeout within the test
+        for bodies, expect_floor in ((["done"], 1), (["slow", "unseen"], 1)):
+            mq.publish("", bodies, routing_key=name)
+            worker = subprocess.Popen([sys.executable, "-c", CTRL_C_WORKER, shared_server.url, name],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert worker.stdout is not None
+            assert worker.stdout.readline().strip() == bodies[0]
+            time.sleep(0.5)  # waiting for the next message (first round) or in the loop body (second)
+            worker.send_signal(signal.SIGINT)
+            _, err = worker.communicate(timeout=30)
+            assert "KeyboardInterrupt" in err
+            info = mq.group(name, "g")
+            assert (info.ack_floor, info.in_flight) == (expect_floor, 0), err
+        # "slow" failed and "unseen" was never looked at: both ready again, without the ack timeout
+        again = mq.pull(name, "g", 10)
+        assert [(m.body, m.delivery_count) for m in again] == [("slow", 2), ("unseen", 2)]

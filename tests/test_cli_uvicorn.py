@@ -1,0 +1,71 @@
+"""The shape of uvicorn's private classes that `chunkmq serve` subclasses (app/cli.py).
+
+pyproject.toml holds uvicorn to the minor version these checks passed with; when `make lock` or a
+range change brings another one, this file says what moved before a server misbehaves.
+tests/test_cli_connections.py checks the behaviour itself on real servers.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+from packaging.version import Version
+from uvicorn.protocols.http import flow_control, httptools_impl
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from chunkmq.cli import _http_protocol, _websocket_protocol
+
+
+def _parameters(function: Callable[..., Any]) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def _assigns(cls: type, method: str, *attributes: str) -> bool:
+    source = inspect.getsource(getattr(cls, method))
+    return all(f"self.{attribute} =" in source or f"self.{attribute}:" in source for attribute in attributes)
+
+
+def test_uvicorn_is_the_tested_minor_version() -> None:
+    assert Version("0.54") <= Version(uvicorn.__version__) < Version("0.55")
+
+
+def test_the_http_protocol_methods_the_subclass_overrides_keep_their_signatures() -> None:
+    base = httptools_impl.HttpToolsProtocol
+    assert _parameters(base.connection_made) == ["self", "transport"]
+    assert _parameters(base.on_message_begin) == ["self"]
+    assert _parameters(base.on_headers_complete) == ["self"]
+    assert _parameters(base.connection_lost) == ["self", "exc"]
+    assert _parameters(base._start_asgi_task) == ["self", "cycle", "app"]
+    # what the subclass reads: the loop, the transport, and the request's cycle
+    assert _assigns(base, "__init__", "loop", "cycle")
+    assert _assigns(base, "connection_made", "transport")
+    # on_headers_complete makes the cycle and starts it (the subclass swaps the cycle's transport between)
+    source = inspect.getsource(base.on_headers_complete)
+    assert source.index("self.cycle = RequestResponseCycle(") < source.index("self._start_asgi_task(self.cycle, app)")
+    assert "app = service_unavailable" in source
+
+
+def test_the_response_cycle_writes_its_head_then_its_body_and_calls_on_response() -> None:
+    cycle = httptools_impl.RequestResponseCycle
+    assert {"transport", "on_response"} <= set(_parameters(cycle.__init__))
+    assert _assigns(cycle, "__init__", "transport", "on_response")
+    assert httptools_impl._get_status_line(200).startswith(b"HTTP/1.1 200")  # what OneWrite holds back
+    send = inspect.getsource(cycle.send)
+    assert "self.transport.write(" in send and "self.on_response()" in send
+    assert inspect.iscoroutinefunction(flow_control.service_unavailable)
+    assert _parameters(flow_control.service_unavailable) == ["scope", "receive", "send"]
+
+
+def test_the_websocket_protocol_keepalive_timeout_and_the_state_the_subclass_reads() -> None:
+    base = WebSocketsSansIOProtocol
+    assert _parameters(base.keepalive_timeout) == ["self"]
+    assert _assigns(base, "__init__", "disconnected")
+    assert _assigns(base, "connection_made", "transport")
+
+
+def test_the_subclasses_build_on_these_classes() -> None:
+    assert issubclass(_http_protocol(10.0), httptools_impl.HttpToolsProtocol)
+    assert issubclass(_websocket_protocol(), WebSocketsSansIOProtocol)
