@@ -68,15 +68,15 @@ def test_commands_find_the_data_as_serve_does(tmp_path: Path, monkeypatch: pytes
 def test_user_list_shows_every_console_user_and_its_role(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = broker_data(tmp_path / "data")
     with MetaStore(f"sqlite:///{data / 'meta.db'}") as meta:
-        meta.create_user("alice", "pw one", is_admin=True)
-        meta.create_user("[bob]", "pw two", is_admin=False)
+        meta.create_user("alice", "password number one", is_admin=True)
+        meta.create_user("[bob]", "password number two", is_admin=False)
     assert main(["user", "list", "--data-dir", str(data)]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if "alice" in line or "[bob]" in line]
     assert len(rows) == 2
     assert "admin" in rows[0] and "alice" in rows[0]
     assert "read-only" in rows[1] and "[bob]" in rows[1]  # the name as it is, not read as markup
-    assert "pw one" not in out
+    assert "password number one" not in out
 
 
 def test_a_missing_file_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
