@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.mailbox import Mailbox
+from tests.pg import PgCluster
 from tests.server import ServerProcess
 from tests.spark import SPARK_TEST_CONF
 
@@ -82,6 +83,21 @@ def spark() -> Iterator[Any]:
     s = session("local[2]", "chunkmq-tests", **conf)
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgCluster]:
+    """One real PostgreSQL server for the whole test run (per worker), removed at the end."""
+    cluster = PgCluster().init().start()
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture
+def pg_url(pg: PgCluster) -> Iterator[str]:
+    """The SQLAlchemy URL of a new, empty PostgreSQL database of this test's own."""
+    with pg.database() as url:
+        yield url
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-
 from alembic import op
 
 revision: str = "0004"
