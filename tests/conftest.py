@@ -100,6 +100,18 @@ def pg_url(pg: PgCluster) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module", params=("sqlite", "postgresql"))
+def database_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """Environment for ServerProcess: the metadata in the data directory's SQLite file, or in a new
+    database of its own on the PostgreSQL server. Parametrizes the modules of servers that use it."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    cluster: PgCluster = request.getfixturevalue("pg")
+    with cluster.database() as url:
+        yield {"CHUNKMQ_DATABASE_URL": url}
+
+
 @pytest.fixture
 def mailbox() -> Iterator[Mailbox]:
     """A real SMTP server (aiosmtpd) on 127.0.0.1 that keeps the mails it receives."""
