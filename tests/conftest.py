@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,15 +102,16 @@ def pg_url(pg: PgCluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module", params=("sqlite", "postgresql"))
-def database_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
-    """Environment for ServerProcess: the metadata in the data directory's SQLite file, or in a new
-    database of its own on the PostgreSQL server. Parametrizes the modules of servers that use it."""
+def database_env(request: pytest.FixtureRequest) -> Iterator[Callable[[], dict[str, str]]]:
+    """Environment for a ServerProcess (each call: one more server's): the metadata in the data
+    directory's SQLite file, or in a new database of its own on the PostgreSQL server. Parametrizes
+    the modules whose servers use it."""
     if request.param == "sqlite":
-        yield {}
+        yield dict
         return
     cluster: PgCluster = request.getfixturevalue("pg")
-    with cluster.database() as url:
-        yield {"CHUNKMQ_DATABASE_URL": url}
+    with contextlib.ExitStack() as databases:
+        yield lambda: {"CHUNKMQ_DATABASE_URL": databases.enter_context(cluster.database())}
 
 
 @pytest.fixture

@@ -22,10 +22,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     proc.stop()
 
 
-def create_token(data_dir: Path, *args: str) -> str:
+def create_token(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """`chunkmq token create`, with the server's environment (`env`: its CHUNKMQ_DATABASE_URL)."""
     result = subprocess.run(
         [sys.executable, "-m", "chunkmq.cli", "token", "create", "--data-dir", str(data_dir), *args],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env=env,
     )
     return result.stdout.strip()
 

@@ -18,9 +18,11 @@ from tests.server import ServerProcess
 
 
 @pytest.fixture(scope="module")
-def shared_server(tmp_path_factory: pytest.TempPathFactory, database_env: dict[str, str]) -> Iterator[ServerProcess]:
+def shared_server(
+    tmp_path_factory: pytest.TempPathFactory, database_env: Callable[[], dict[str, str]]
+) -> Iterator[ServerProcess]:
     """As tests/api/conftest.py's, on each metadata backend."""
-    proc = ServerProcess(tmp_path_factory.mktemp("broker") / "data", CHUNKMQ_AUTH="off", **database_env).start()
+    proc = ServerProcess(tmp_path_factory.mktemp("broker") / "data", CHUNKMQ_AUTH="off", **database_env()).start()
     yield proc
     proc.stop()
 
