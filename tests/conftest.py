@@ -101,6 +101,18 @@ def pg_url(pg: PgCluster) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(params=("sqlite", "postgresql"))
+def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Settings.database_url of an in-process app: "" (SQLite in the data directory), or a new
+    database on the PostgreSQL server. Parametrizes the tests that use it."""
+    if request.param == "sqlite":
+        yield ""
+        return
+    cluster: PgCluster = request.getfixturevalue("pg")
+    with cluster.database() as url:
+        yield url
+
+
 @pytest.fixture(scope="module", params=("sqlite", "postgresql"))
 def database_env(request: pytest.FixtureRequest) -> Iterator[Callable[[], dict[str, str]]]:
     """Environment for a ServerProcess (each call: one more server's): the metadata in the data
