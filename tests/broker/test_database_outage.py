@@ -98,6 +98,7 @@ def test_a_stopped_database_stops_neither_publishing_nor_consuming_and_the_broke
             load = Load()
             threads = [threading.Thread(target=publish, args=(server, "orders", load)),
                        threading.Thread(target=consume, args=(server, "orders", load))]
+            started = time.monotonic()
             for t in threads:
                 t.start()
             time.sleep(1)
@@ -121,13 +122,14 @@ def test_a_stopped_database_stops_neither_publishing_nor_consuming_and_the_broke
             # every publish went through, and every message acknowledged to its publisher was delivered
             assert load.publish_errors == [] and load.consume_errors == []
             during = sum(down < t < up for t in load.publish_times) * BATCH
+            before = sum(t < down for t in load.publish_times) * BATCH
             assert during > 0
             load.stop.clear()
             consume(server, "orders", load, drain=True)
             assert set(load.published) <= load.consumed
-            print(f"\noutage {up - down:.1f} s: {len(load.published)} messages published, {during} of them "
-                  f"({during / (up - down):.0f}/s) while PostgreSQL was down; admin calls answered again "
-                  f"{recovered:.2f} s after it was back")
+            print(f"\n{before / (down - started):.0f} messages/s published before the outage, "
+                  f"{during / (up - down):.0f}/s during its {up - down:.1f} s; {len(load.published)} published "
+                  f"in all, none lost; admin calls answered again {recovered:.2f} s after PostgreSQL was back")
 
         # the acknowledgements reached PostgreSQL once it was back: a crash now redelivers nothing
         time.sleep(2.5)  # two group-commit rounds
