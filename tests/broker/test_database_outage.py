@@ -133,6 +133,9 @@ def test_a_stopped_database_stops_neither_publishing_nor_consuming_and_the_broke
 
         # the acknowledgements reached PostgreSQL once it was back: a crash now redelivers nothing
         time.sleep(2.5)  # two group-commit rounds
+        log = server.log()  # one traceback for the outage, not ten a second
+        assert log.count("writing consumer group state failed") == 1, log[-5000:]
+        assert "consumer group state written again" in log
         server.kill()
         server.start()
         with httpx.Client(base_url=server.url, timeout=30) as api:
