@@ -32,6 +32,7 @@ SLOW_GROUPS = (
     "tests/broker/test_power_cut.py",
     "tests/bench/test_peers.py",
     "tests/web/test_browser.py",
+    "tests/broker/test_database_outage.py",
 )
 
 
