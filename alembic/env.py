@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from alembic import context
 from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import Connection
 from sqlalchemy.types import TypeDecorator
 
+from alembic import context
 from chunkmq.meta.engine import make_engine
 from chunkmq.meta.models import Base
 
