@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 
-.PHONY: run test lint lock bench bench-smoke screenshots vendor clean java asan
+.PHONY: run test lint lock bench bench-smoke screenshots vendor clean java asan postgresql
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ lock:
 java:
 	@command -v java >/dev/null || { apt-get update && apt-get install -y openjdk-17-jre-headless; }
 
+# The metadata tests start a throwaway PostgreSQL server (tests/pg.py): Debian's when none is installed.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; }
+
 run: $(RUNTIME)
 	$(BIN)/chunkmq serve --host 127.0.0.1 --port 8000 --data-dir ./data
 
@@ -50,7 +54,7 @@ CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
-test: $(STAMP) java | $(CHROMIUM)
+test: $(STAMP) java postgresql | $(CHROMIUM)
 	$(BIN)/ruff check app tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 

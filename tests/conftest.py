@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.mailbox import Mailbox
+from tests.pg import PgCluster
 from tests.server import ServerProcess
 from tests.spark import SPARK_TEST_CONF
 
@@ -32,6 +34,7 @@ SLOW_GROUPS = (
     "tests/broker/test_power_cut.py",
     "tests/bench/test_peers.py",
     "tests/web/test_browser.py",
+    "tests/broker/test_database_outage.py",
 )
 
 
@@ -84,6 +87,46 @@ def spark() -> Iterator[Any]:
     s = session("local[2]", "chunkmq-tests", **conf)
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgCluster]:
+    """One real PostgreSQL server for the whole test run (per worker), removed at the end."""
+    cluster = PgCluster().init().start()
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture
+def pg_url(pg: PgCluster) -> Iterator[str]:
+    """The SQLAlchemy URL of a new, empty PostgreSQL database of this test's own."""
+    with pg.database() as url:
+        yield url
+
+
+@pytest.fixture(params=("sqlite", "postgresql"))
+def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Settings.database_url of an in-process app: "" (SQLite in the data directory), or a new
+    database on the PostgreSQL server. Parametrizes the tests that use it."""
+    if request.param == "sqlite":
+        yield ""
+        return
+    cluster: PgCluster = request.getfixturevalue("pg")
+    with cluster.database() as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=("sqlite", "postgresql"))
+def database_env(request: pytest.FixtureRequest) -> Iterator[Callable[[], dict[str, str]]]:
+    """Environment for a ServerProcess (each call: one more server's): the metadata in the data
+    directory's SQLite file, or in a new database of its own on the PostgreSQL server. Parametrizes
+    the modules whose servers use it."""
+    if request.param == "sqlite":
+        yield dict
+        return
+    cluster: PgCluster = request.getfixturevalue("pg")
+    with contextlib.ExitStack() as databases:
+        yield lambda: {"CHUNKMQ_DATABASE_URL": databases.enter_context(cluster.database())}
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from sqlalchemy.exc import OperationalError
+
 from chunkmq.auth.permissions import Action, Permissions
 from chunkmq.auth.tokens import hash_token
 from chunkmq.broker.errors import Forbidden, Unauthorized
@@ -60,12 +62,7 @@ class TokenAuth:
         now = time.monotonic()
         cached = self._cache.get(key)
         if cached is None or cached[0] < now:
-            row = await asyncio.to_thread(self.meta.find_token, token)
-            principal = Principal(row.name, Permissions.of(row), row.id) if row is not None else None
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[key] = (now + _CACHE_SECONDS, principal)
-            cached = self._cache[key]
+            cached = await self._lookup(token, key, now, cached)
         principal = cached[1]
         if principal is None:
             raise Unauthorized("the token is not valid")
@@ -73,12 +70,33 @@ class TokenAuth:
             self._used.add(principal.token_id)  # a set add: no SQL on the hot path
         return principal
 
+    async def _lookup(
+        self, token: str, key: str, now: float, stale: tuple[float, Principal | None] | None
+    ) -> tuple[float, Principal | None]:
+        try:
+            row = await asyncio.to_thread(self.meta.find_token, token)
+        except OperationalError:
+            # The database is unreachable (docs/metadata.md): a token checked before keeps its answer
+            # until it is back (revoking one needs the database too); a new one gets 503 unavailable.
+            if stale is None:
+                raise
+            return stale
+        principal = Principal(row.name, Permissions.of(row), row.id) if row is not None else None
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[key] = (now + _CACHE_SECONDS, principal)
+        return self._cache[key]
+
     async def flush_last_used(self) -> int:
         """Write the last-used time of the tokens used since the last call (a background job, every
         few seconds, and on shutdown): the time is the flush's, at most that period late."""
         used, self._used = self._used, set()
         if used:
-            await asyncio.to_thread(lambda: [self.meta.touch_token(i) for i in sorted(used)])
+            try:
+                await asyncio.to_thread(lambda: [self.meta.touch_token(i) for i in sorted(used)])
+            except OperationalError:
+                self._used |= used  # the database is unreachable: the next flush writes them
+                raise
         return len(used)
 
 

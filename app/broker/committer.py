@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from chunkmq.broker.errors import Unavailable
 
 log = logging.getLogger("chunkmq.broker")
+FAILURE_LOG_SECONDS = 10.0
 
 
 class Committer:
@@ -42,6 +44,8 @@ class Committer:
 
     async def run(self) -> None:
         """The background task: a round when woken by a waiter, or every interval."""
+        failing_since: float | None = None
+        logged = 0.0
         while True:
             try:
                 await asyncio.wait_for(self._wake.wait(), self._interval)
@@ -50,8 +54,20 @@ class Committer:
             try:
                 await self.round()
             except Exception:
-                log.exception("writing consumer group state failed; retrying")
+                # One traceback per outage (a database restart would log ten a second), then a line
+                # every FAILURE_LOG_SECONDS while it lasts.
+                now = time.monotonic()
+                if failing_since is None:
+                    log.exception("writing consumer group state failed; retrying")
+                    failing_since = logged = now
+                elif now - logged >= FAILURE_LOG_SECONDS:
+                    log.warning("writing consumer group state has failed for %.0f s; retrying", now - failing_since)
+                    logged = now
                 await asyncio.sleep(min(self._interval, 0.1))
+            else:
+                if failing_since is not None:
+                    log.warning("consumer group state written again after %.1f s", time.monotonic() - failing_since)
+                    failing_since = None
 
     async def round(self) -> int:
         """One round: write what changed, then resolve the waiters it covers. Returns groups written."""

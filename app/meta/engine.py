@@ -1,4 +1,5 @@
-"""The one place an Engine is built, so the app, the CLI and Alembic all get the same SQLite settings."""
+"""The one place an Engine is built, so the app, the CLI and Alembic all get the same settings: for
+SQLite and for PostgreSQL, whose transactions are made to behave as SQLite's (docs/metadata.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from sqlalchemy.engine import make_url
 
 # Execution option: begin transactions with BEGIN IMMEDIATE (take the write lock up front).
 IMMEDIATE = "chunkmq_sqlite_immediate"
+# PostgreSQL: the transaction-level advisory lock every write transaction takes (any fixed number).
+WRITE_LOCK = 0x63686E6B  # "chnk"
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -40,11 +43,27 @@ def _sqlite_on_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(IMMEDIATE) else "BEGIN")
 
 
+def _postgresql_on_begin(conn: Connection) -> None:
+    # Writers take one lock, as SQLite's BEGIN IMMEDIATE does: the repository's read-then-write
+    # transactions (does the queue exist? the next rule id) then never interleave. READ COMMITTED,
+    # so the statements after the lock see what the writer before committed.
+    if conn.get_execution_options().get(IMMEDIATE):
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An Engine for `url` (any SQLAlchemy URL). SQLite connections get WAL, foreign keys on, and
-    real transactions: BEGIN when one starts, BEGIN IMMEDIATE with the IMMEDIATE execution option."""
+    real transactions: BEGIN when one starts, BEGIN IMMEDIATE with the IMMEDIATE execution option.
+    PostgreSQL transactions read one snapshot (REPEATABLE READ) and writers with the IMMEDIATE option
+    wait for each other; a connection the server dropped (a restart) is replaced before use."""
+    backend = make_url(url).get_backend_name()
+    if backend == "postgresql":
+        kwargs = {"isolation_level": "REPEATABLE READ", "pool_pre_ping": True, **kwargs}
     engine = create_engine(url, **kwargs)
-    if make_url(url).get_backend_name() == "sqlite":
+    if backend == "sqlite":
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
+    elif backend == "postgresql":
+        event.listen(engine, "begin", _postgresql_on_begin)
     return engine

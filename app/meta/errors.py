@@ -12,7 +12,7 @@ Each error names the `entity` ("exchange", "queue", "binding", "group", "token",
 
 from __future__ import annotations
 
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError
 
 
 class MetaError(Exception):
@@ -43,10 +43,11 @@ class InvalidValue(MetaError, ValueError):
 # SQLSTATE classes (PostgreSQL, and drivers that expose them) and the words SQLite / MySQL use.
 _UNIQUE = ("23505", "unique", "duplicate")
 _FOREIGN_KEY = ("23503", "foreign key")
-_CHECK = ("23514", "23502", "check constraint", "not null")
+# PostgreSQL checks a VARCHAR's length and an integer's range itself, as a data error (class 22).
+_CHECK = ("23514", "23502", "check constraint", "not null", "22001", "22003")
 
 
-def translate_integrity_error(err: IntegrityError, entity: str, key: object) -> MetaError:
+def translate_integrity_error(err: IntegrityError | DataError, entity: str, key: object) -> MetaError:
     """The MetaError that says what `err` (raised while writing `entity` `key`) means."""
     orig = err.orig
     state = str(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or "")

@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from chunkmq.meta.types import CanonicalJSON, UtcDateTime, utcnow
+from chunkmq.meta.types import BigInt, CanonicalJSON, UtcDateTime, utcnow
 
 EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers", "hash")
 OVERFLOW_POLICIES = ("drop_head", "reject_publish")
@@ -84,8 +84,8 @@ class Queue(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(NAME_MAX), unique=True)
-    max_messages: Mapped[int | None]
-    max_bytes: Mapped[int | None]
+    max_messages: Mapped[int | None] = mapped_column(BigInt)
+    max_bytes: Mapped[int | None] = mapped_column(BigInt)
     max_age_seconds: Mapped[int | None]
     overflow: Mapped[str] = mapped_column(String(16), default="drop_head", server_default="drop_head")
     dead_letter_exchange: Mapped[str | None] = mapped_column(String(NAME_MAX))
@@ -133,7 +133,7 @@ class Group(Base):
     queue_id: Mapped[int] = mapped_column(ForeignKey("queues.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(NAME_MAX))
     # Every offset below the floor is done; the broker writes it behind, batched.
-    ack_floor: Mapped[int] = mapped_column(default=0, server_default="0")
+    ack_floor: Mapped[int] = mapped_column(BigInt, default=0, server_default="0")
     start: Mapped[str] = mapped_column(String(16), default="earliest", server_default="earliest")
     tag_filter: Mapped[list[str] | None] = mapped_column(CanonicalJSON)
     # With the floor: the next offset to deliver (NULL: the floor) and the acknowledged offsets above
@@ -231,7 +231,7 @@ class AlertRule(Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigInt, primary_key=True, autoincrement=True)
     kind: Mapped[str] = mapped_column(String(32))
     # fnmatch globs over queue and group names; "*" is everything.
     queue: Mapped[str] = mapped_column(String(NAME_MAX), default="*", server_default="*")
@@ -253,7 +253,7 @@ class AlertState(Base):
     __tablename__ = "alert_states"
     __table_args__ = (CheckConstraint(_in("state", ALERT_STATES), name="state"),)
 
-    rule_id: Mapped[int] = mapped_column(ForeignKey("alert_rules.id", ondelete="CASCADE"), primary_key=True)
+    rule_id: Mapped[int] = mapped_column(BigInt, ForeignKey("alert_rules.id", ondelete="CASCADE"), primary_key=True)
     queue: Mapped[str] = mapped_column(String(NAME_MAX), primary_key=True)
     group: Mapped[str] = mapped_column(String(NAME_MAX), primary_key=True)
     state: Mapped[str] = mapped_column(String(16))
@@ -281,7 +281,7 @@ class AlertEvent(Base):
     # transition: the new state; mail: sent | failed
     state: Mapped[str] = mapped_column(String(16))
     previous: Mapped[str | None] = mapped_column(String(16))
-    rule_id: Mapped[int | None]
+    rule_id: Mapped[int | None] = mapped_column(BigInt)
     kind: Mapped[str] = mapped_column(String(32), default="", server_default=text("''"))
     queue: Mapped[str] = mapped_column(String(NAME_MAX), default="", server_default=text("''"))
     group: Mapped[str] = mapped_column(String(NAME_MAX), default="", server_default=text("''"))

@@ -29,7 +29,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from chunkmq.auth.passwords import burn_verify, hash_password, password_problem, verify_password
@@ -137,7 +137,7 @@ class MetaStore:
         try:
             with self._write_sessions.begin() as session:
                 yield session
-        except IntegrityError as e:
+        except (IntegrityError, DataError) as e:
             raise translate_integrity_error(e, entity, key) from e
 
     def _delete(self, entity: str, key: object, statement: Any) -> None:

@@ -10,8 +10,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, Text
+from sqlalchemy import BigInteger, DateTime, Dialect, Integer, Text
 from sqlalchemy.types import TypeDecorator
+
+# 64-bit everywhere: SQLite's INTEGER already is (and must stay INTEGER for a rowid primary key);
+# PostgreSQL's INTEGER is 32-bit, too small for offsets, byte limits and rule ids up to 2**63 - 1.
+BigInt = BigInteger().with_variant(Integer(), "sqlite")
 
 
 def utcnow() -> datetime:

@@ -140,9 +140,11 @@ def test_stalled_fires_when_acks_stop_while_messages_wait_not_when_idle(tmp_path
     asyncio.run(scenario())
 
 
-def test_a_firing_alert_survives_a_restart_without_mailing_again(tmp_path: Path, mailbox: Mailbox) -> None:
+def test_a_firing_alert_survives_a_restart_without_mailing_again(
+    tmp_path: Path, mailbox: Mailbox, database_url: str
+) -> None:
     async def scenario() -> None:
-        config = settings(tmp_path / "data", mailbox.port)
+        config = settings(tmp_path / "data", mailbox.port, database_url=database_url)
         async with running(config) as run:
             await run.rule(kind="lag_messages", threshold=5, for_seconds=10)
             await run.queue("kept", "g")

@@ -95,10 +95,13 @@ def test_test_email_without_smtp_host_is_a_clear_error(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_a_mail_waiting_at_shutdown_is_sent_after_the_restart(tmp_path: Path, mailbox: Mailbox) -> None:
+def test_a_mail_waiting_at_shutdown_is_sent_after_the_restart(
+    tmp_path: Path, mailbox: Mailbox, database_url: str
+) -> None:
     async def scenario() -> None:
         data = tmp_path / "data"
-        async with running(settings(data, mailbox.port, alert_digest_seconds=3600)) as run:
+        config = settings(data, mailbox.port, alert_digest_seconds=3600, database_url=database_url)
+        async with running(config) as run:
             await run.rule(kind="lag_messages", threshold=1)
             await run.queue("q", "g")
             await run.publish("q", 3)
@@ -106,7 +109,7 @@ def test_a_mail_waiting_at_shutdown_is_sent_after_the_restart(tmp_path: Path, ma
             await run.alerts.engine.evaluate(T0)  # fires; its mail waits out the digest window
             assert run.alerts.outbox.waiting == 1
         assert mailbox.received == []
-        async with running(settings(data, mailbox.port), clear_rules=False) as run:
+        async with running(settings(data, mailbox.port, database_url=database_url), clear_rules=False) as run:
             [mail] = await mailbox.arrived(1)
             assert mail.subject.startswith("[chunkmq] FIRING lag_messages q/g")
             await run.alerts.outbox.drain()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import stat
 import subprocess
 import sys
@@ -22,10 +23,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     proc.stop()
 
 
-def create_token(data_dir: Path, *args: str) -> str:
+def create_token(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """`chunkmq token create`, with the server's environment (`env`: its CHUNKMQ_DATABASE_URL)."""
     result = subprocess.run(
         [sys.executable, "-m", "chunkmq.cli", "token", "create", "--data-dir", str(data_dir), *args],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env=env,
     )
     return result.stdout.strip()
 
@@ -92,3 +94,35 @@ def test_auth_off_is_refused_off_loopback(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "CHUNKMQ_AUTH=off is refused" in result.stderr
+
+
+def test_a_token_checked_before_keeps_working_while_the_database_is_unreachable(tmp_path: Path) -> None:
+    """Past its cache time a token is looked up again; when the database does not answer (here a
+    PostgreSQL URL where nothing listens), the last answer stands, and an unknown token gets the
+    database's error (503 unavailable)."""
+    from sqlalchemy.exc import OperationalError
+
+    from chunkmq.api.auth import TokenAuth
+    from chunkmq.meta import MetaStore, upgrade
+    from tests.server import free_port
+
+    url = f"sqlite:///{tmp_path / 'meta.db'}"
+    upgrade(url)
+    with MetaStore(url) as meta, MetaStore(f"postgresql+psycopg://x@127.0.0.1:{free_port()}/x") as gone:
+        _, plain = meta.create_token("ci", write="orders")
+        auth = TokenAuth(meta, enabled=True)
+
+        async def scenario() -> None:
+            assert (await auth.principal(plain)).name == "ci"
+            auth.meta = gone
+            auth._cache = {key: (0.0, principal) for key, (_, principal) in auth._cache.items()}  # expired
+            assert (await auth.principal(plain)).permissions.allows("write", "orders")
+            with pytest.raises(OperationalError):
+                await auth.principal(plain + "x")
+            with pytest.raises(OperationalError):
+                await auth.flush_last_used()
+            auth.meta = meta
+            assert await auth.flush_last_used() == 1  # kept for the flush after the outage
+
+        asyncio.run(scenario())
+        assert meta.list_tokens()[0].last_used_at is not None

@@ -1,13 +1,13 @@
 """GET|POST /api/v1/definitions and `chunkmq definitions export|import` between two real servers
 with auth on: a round trip gives equal definitions; only administrators may export or import; bad
-and conflicting documents get API errors and change nothing."""
+and conflicting documents get API errors and change nothing. With the metadata in SQLite and in
+PostgreSQL."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,13 @@ from tests.server import ServerProcess
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+def servers(
+    tmp_path_factory: pytest.TempPathFactory, database_env: Callable[[], dict[str, str]]
+) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """Two servers, each with its own metadata database (SQLite, or PostgreSQL)."""
     root = Path(tmp_path_factory.mktemp("definitions"))
-    source = ServerProcess(root / "source").start()
-    target = ServerProcess(root / "target").start()
+    source = ServerProcess(root / "source", **database_env()).start()
+    target = ServerProcess(root / "target", **database_env()).start()
     yield source, target
     source.stop()
     target.stop()
@@ -35,7 +38,7 @@ def admin(server: ServerProcess) -> httpx.Client:
 
 
 def cli(server: ServerProcess, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "CHUNKMQ_URL": server.url,
+    env = {**server.env, "CHUNKMQ_URL": server.url,
            "CHUNKMQ_TOKEN": (server.data_dir / "admin-token").read_text().strip()}
     return subprocess.run([sys.executable, "-m", "chunkmq.cli", "definitions", *args], env=env, input=stdin,
                           capture_output=True, check=False)
@@ -61,7 +64,7 @@ def test_round_trip_through_the_cli_gives_equal_definitions(
     servers: tuple[ServerProcess, ServerProcess], tmp_path: Path
 ) -> None:
     source, target = servers
-    create_token(source.data_dir, "--name", "shop", "--write", "orders", "--read", "eu")
+    create_token(source.data_dir, "--name", "shop", "--write", "orders", "--read", "eu", env=source.env)
     with admin(source) as api:
         declare(api)
         exported = ok(api.get("/api/v1/definitions"))
@@ -97,7 +100,7 @@ def test_round_trip_through_the_cli_gives_equal_definitions(
 def test_only_administrators_export_or_import(servers: tuple[ServerProcess, ServerProcess]) -> None:
     source, _ = servers
     everything = create_token(source.data_dir, "--name", "almost", "--configure", ".*", "--write", ".*",
-                              "--read", ".*")
+                              "--read", ".*", env=source.env)
     with client(source, everything) as api:
         error(api.get("/api/v1/definitions"), 403, "forbidden")
         error(api.post("/api/v1/definitions", json={"queues": [{"name": "sneaky"}]}), 403, "forbidden")

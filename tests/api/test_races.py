@@ -1,17 +1,37 @@
 """Concurrent admin requests against a real server: the answers are what a lone request would get,
-in some order, never a 500 (two identical declares answered 500 from the unique constraint)."""
+in some order, never a 500 (two identical declares answered 500 from the unique constraint). Every
+test runs with the metadata in SQLite and in PostgreSQL."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import httpx
+import pytest
 
+from chunkmq.meta import MetaStore
 from tests.api.client import ok
 from tests.server import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def shared_server(
+    tmp_path_factory: pytest.TempPathFactory, database_env: Callable[[], dict[str, str]]
+) -> Iterator[ServerProcess]:
+    """As tests/api/conftest.py's, on each metadata backend."""
+    proc = ServerProcess(tmp_path_factory.mktemp("broker") / "data", CHUNKMQ_AUTH="off", **database_env()).start()
+    yield proc
+    proc.stop()
+
+
+def queue_rows(server: ServerProcess, name: str) -> int:
+    """How many rows the server's metadata database holds for queue `name`."""
+    url = server.env.get("CHUNKMQ_DATABASE_URL") or f"sqlite:///{server.data_dir / 'meta.db'}"
+    with MetaStore(url) as meta:
+        return sum(q.name == name for q in meta.load().queues)
 
 
 def at_once(server: ServerProcess, *calls: Callable[[httpx.Client], httpx.Response]) -> list[httpx.Response]:
@@ -50,6 +70,7 @@ def test_identical_declares_answer_201_then_200(shared_server: ServerProcess, na
         q = f"{name}-{i}"
         put = partial(_put, f"/api/v1/queues/{q}", {})
         assert sorted(codes_of(at_once(shared_server, put, put, put, put))) == [200, 200, 200, 201]
+        assert queue_rows(shared_server, q) == 1
         ex = partial(_put, f"/api/v1/exchanges/{name}-x{i}", {"type": "fanout"})
         assert sorted(codes_of(at_once(shared_server, ex, ex))) == [200, 201]
 

@@ -12,8 +12,8 @@ from chunkmq.meta.models import Queue
 from tests.meta.conftest import floors
 
 
-def test_sqlite_connections_use_wal_and_foreign_keys(store: MetaStore) -> None:
-    with store.engine.connect() as conn:
+def test_sqlite_connections_use_wal_and_foreign_keys(sqlite_url: str) -> None:
+    with MetaStore(sqlite_url) as store, store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 

@@ -8,18 +8,19 @@ import sqlite3
 import stat
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect
+from sqlalchemy import insert, inspect
 
-from chunkmq.meta import upgrade
+from chunkmq.meta import MetaStore, upgrade
 from chunkmq.meta.engine import make_engine
 from chunkmq.meta.migrate import SCRIPT_LOCATION, alembic_config, current_revision, head_revision
-from chunkmq.meta.models import Base
+from chunkmq.meta.models import Base, Exchange
 
 TABLES = {"exchanges", "queues", "bindings", "groups", "users", "tokens", "alert_rules", "alert_states", "alert_events"}
 
@@ -56,12 +57,12 @@ def test_migration_has_no_difference_from_models(meta_url: str) -> None:
     engine.dispose()
 
 
-def test_migrated_ddl_equals_create_all(tmp_path: Path, meta_url: str) -> None:
+def test_migrated_ddl_equals_create_all(tmp_path: Path, sqlite_url: str) -> None:
     created = tmp_path / "create_all.db"
     engine = make_engine(f"sqlite:///{created}")
     Base.metadata.create_all(engine)
     engine.dispose()
-    migrated = _schema(Path(meta_url.removeprefix("sqlite:///")))
+    migrated = _schema(Path(sqlite_url.removeprefix("sqlite:///")))
     assert migrated == _schema(created)
     # The two tables whose ids must never be reused.
     assert any("AUTOINCREMENT" in clause for clause in migrated["queues"])
@@ -79,6 +80,28 @@ def test_upgrade_is_idempotent_and_downgrade_works(meta_url: str) -> None:
     engine.dispose()
     upgrade(meta_url)
     assert current_revision(meta_url) == _head()
+
+
+def test_every_older_revision_upgrades_to_the_models_keeping_its_rows(empty_url: str) -> None:
+    """From empty, and from each revision a server may have left behind, to the head."""
+    revisions = sorted(p.name[:4] for p in (SCRIPT_LOCATION / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+    cfg = alembic_config(empty_url)
+    for revision in revisions:
+        upgrade(empty_url, revision)
+        engine = make_engine(empty_url)
+        with engine.begin() as conn:
+            conn.execute(insert(Exchange).values(name=f"x{revision}", type="direct", created_at=datetime.now(UTC)))
+        engine.dispose()
+        upgrade(empty_url)
+        assert current_revision(empty_url) == _head()
+        engine = make_engine(empty_url)
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
+            assert compare_metadata(context, Base.metadata) == [], revision
+        engine.dispose()
+        with MetaStore(empty_url) as store:
+            assert [e.name for e in store.load().exchanges] == [f"x{revision}"]
+        command.downgrade(cfg, "base")
 
 
 def test_the_scripts_are_numbered_in_a_chain_so_the_highest_number_is_the_head() -> None:

@@ -8,7 +8,7 @@ import base64
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -57,12 +57,13 @@ BROKEN = """() => {
 
 
 @pytest.fixture
-def server(tmp_path: Path, mailbox: Mailbox) -> Iterator[ServerProcess]:
+def server(tmp_path: Path, mailbox: Mailbox, database_env: Callable[[], dict[str, str]]) -> Iterator[ServerProcess]:
+    """With its metadata in SQLite, and in PostgreSQL."""
     proc = ServerProcess(
         tmp_path / "data", CHUNKMQ_CONSOLE_REFRESH_SECONDS="0.5", CHUNKMQ_HISTORY_INTERVAL_SECONDS="0.5",
         CHUNKMQ_HISTORY_FLUSH_SECONDS="1", CHUNKMQ_CHUNK_SIZE="1048576", CHUNKMQ_ALERT_INTERVAL_SECONDS="0.5",
         CHUNKMQ_ALERT_DIGEST_SECONDS="0.2", CHUNKMQ_SMTP_HOST="127.0.0.1", CHUNKMQ_SMTP_PORT=str(mailbox.port),
-        CHUNKMQ_SMTP_TO="ops@example.com",
+        CHUNKMQ_SMTP_TO="ops@example.com", **database_env(),
     ).start()
     yield proc
     proc.stop()
