@@ -9,8 +9,8 @@ from chunkmq.api import schemas
 from chunkmq.api.auth import Principal, authenticate
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
-from chunkmq.broker import codes
 from chunkmq.broker.routing import Binding
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/bindings", tags=["bindings"])
 

@@ -21,15 +21,15 @@ from starlette.types import Receive, Scope, Send
 
 from chunkmq.api.allow import allow_header
 from chunkmq.api.deps import send_body
-from chunkmq.broker import codes
 from chunkmq.broker.errors import BrokerError
 from chunkmq.meta import errors as meta
 from chunkmq.storage import errors as storage
 from chunkmq.storage.lock import DirectoryLocked
+from chunkmq.wire import codes
 
 log = logging.getLogger("chunkmq.api")
 
-# Lower-layer exception class -> API error code (its status comes from app/broker/codes.py).
+# Lower-layer exception class -> API error code (its status comes from app/wire/codes.py).
 ERROR_MAP: dict[type[BaseException], str] = {
     storage.StorageError: codes.STORAGE_ERROR,
     storage.MessageTooLarge: codes.MESSAGE_TOO_LARGE,

@@ -11,8 +11,8 @@ from starlette.responses import Response
 from chunkmq.api import schemas
 from chunkmq.api.auth import Principal, authenticate
 from chunkmq.api.deps import broker_of, json
-from chunkmq.broker import codes
 from chunkmq.broker.names import check_name
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues/{queue}", tags=["history"])
 

@@ -15,9 +15,10 @@ from chunkmq.alerts.jobs import Alerts
 from chunkmq.api import schemas
 from chunkmq.api.auth import Principal, authenticate
 from chunkmq.api.deps import broker_of, json, raw_json
-from chunkmq.broker import codes, views
+from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.views import as_json, overview_json
+from chunkmq.wire import codes
 
 router = APIRouter(tags=["operations"])
 

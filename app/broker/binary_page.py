@@ -19,7 +19,6 @@ from chunkmq.broker.message import (
     _BACKSLASH,
     _LONG,
     BINARY,
-    COUNT,
     HAS_EXCHANGE,
     HAS_HEADERS,
     HAS_ROUTING_KEY,
@@ -28,6 +27,7 @@ from chunkmq.broker.message import (
     render_binary,
 )
 from chunkmq.storage.model import ColumnPage
+from chunkmq.wire import batch as wire
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,7 +40,7 @@ def render_page(page: ColumnPage, counts: int | np.ndarray = 1) -> bytes:
 
     n = len(page)
     if n == 0:
-        return COUNT.pack(0)
+        return wire.encode_delivered(0, [b""] * 10, [b""] * 5)
     raw = page.buf
     buf = np.frombuffer(raw, np.uint8)
     last = len(buf) - 1  # probes past a malformed blob are clamped into the buffer (it fails below)
@@ -71,16 +71,11 @@ def render_page(page: ColumnPage, counts: int | np.ndarray = 1) -> bytes:
     exchanges, ex_len = _text(raw, buf, ex_start, ex_len, None)
     keys, key_len = _text(raw, buf, key_start, key_len, None)
     bodies, body_len = _text(raw, buf, p, de - p, binary)
-    columns = (
-        (page.offsets, "<u8"), (page.positions, "<u8"), (page.timestamps, "<u8"),
-        (np.broadcast_to(counts, (n,)), "<u4"), (binary, "u1"), (ex_len, "u1"), (key_len, "<u2"),
-        (page.tag_len, "<u2"), (hd_len, "<u4"), (body_len, "<u4"),
-    )
-    return b"".join([
-        COUNT.pack(n), *(np.asarray(values).astype(code).tobytes() for values, code in columns),
-        exchanges, keys, _gather(raw, buf, page.tag_start, page.tag_len), _gather(raw, buf, hd_start, hd_len),
-        bodies,
-    ])
+    columns = (page.offsets, page.positions, page.timestamps, np.broadcast_to(counts, (n,)), binary, ex_len, key_len,
+               page.tag_len, hd_len, body_len)
+    regions = (exchanges, keys, _gather(raw, buf, page.tag_start, page.tag_len), _gather(raw, buf, hd_start, hd_len),
+               bodies)
+    return wire.encode_delivered(n, columns, regions)
 
 
 def _text(raw: bytes, buf: np.ndarray, start: np.ndarray, length: np.ndarray,

@@ -10,13 +10,13 @@
     ├── StorageFull             507 storage_full
     └── Unavailable             503 unavailable
 
-Every code is a constant of app/broker/codes.py. One handler in app/api/errors.py renders them all
+Every code is a constant of app/wire/codes.py. One handler in app/api/errors.py renders them all
 as {"error": {"code", "message"}}, together with the errors of app/storage and app/meta it maps.
 """
 
 from __future__ import annotations
 
-from chunkmq.broker import codes
+from chunkmq.wire import codes
 
 
 class BrokerError(Exception):

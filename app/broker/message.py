@@ -27,11 +27,7 @@ quote (0x22), which no head byte is, and `render` and `decode_data` read both.
 
 from __future__ import annotations
 
-import array
 import binascii
-import functools
-import itertools
-import struct
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,10 +35,10 @@ from typing import Any
 
 import orjson
 
-from chunkmq.broker.columns import column_bytes
 from chunkmq.broker.errors import InvalidInput, NotFound, TooLarge
 from chunkmq.broker.names import MAX_ROUTING_KEY
 from chunkmq.storage.model import AppendedBatch, StoredMessage
+from chunkmq.wire import batch as wire
 
 FLAG_BINARY = 1  # (also in the blob's head) kept on the record for readers of the flags column
 FLAG_SCOPED_KEY = 2  # the record's idempotency key is scoped to its publish target (app/broker/dedup.py)
@@ -398,83 +394,30 @@ def as_base64(page: bytes) -> bytes:
 
 # ---------------------------------------------------------------------------- the binary batch body
 
-BATCH_MEDIA_TYPE = "application/vnd.chunkmq.batch"
-# Layout (docs/api.md "Binary batches"), integers little-endian: a record count n (u32), the records'
-# fixed-size fields as columns of n values each, then their variable fields, one region per field,
-# each the concatenation of that field over the records in order. Columns are read in one call each
-# and the lengths give every field's slice: no Python loop over the records on the way in or out.
-COUNT = struct.Struct("<I")
-PUBLISH_COLUMNS = "IHB"  # body length, routing key length, flags; regions: routing keys, bodies
-# A delivered record's columns: offset, id, timestamp, delivery count, flags, and the lengths of its
-# exchange, routing key, tag, headers (a JSON object, empty when there are none) and body; regions
-# in that order.
-DELIVERED_COLUMNS = "QQQIBBHHII"
-WIRE_BINARY = 1  # record flag: the body is bytes (JSON answers give it as body_base64)
+# The binary batch body's layouts are chunkmq.wire.batch's; these turn its records into stored blobs
+# and stored blobs into delivered batches.
 _ESCAPED = bytes(range(0x20)) + b'"\\'  # what JSON escapes in a string; orjson leaves the rest as it is
-_PUBLISH_ROW = sum(struct.calcsize(code) for code in PUBLISH_COLUMNS)
 
 
 def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedBatch:
-    """The records of a binary publish body (BATCH_MEDIA_TYPE), validated, as stored blobs.
+    """The records of a binary publish body (wire.MEDIA_TYPE), validated, as stored blobs.
 
     Raises InvalidInput for a malformed body (400) and TooLarge past `max_messages` (413)."""
-    if len(body) < COUNT.size:
-        raise InvalidInput("a binary batch starts with its record count (4 bytes)")
-    (count,) = COUNT.unpack_from(body)
-    if count == 0:
-        raise InvalidInput("a binary batch needs at least one record")
-    if count > max_messages:
-        raise TooLarge(f"a batch holds at most {max_messages} messages", code="batch_too_large")
-    data_start = COUNT.size + count * _PUBLISH_ROW
-    if len(body) < data_start:
-        raise InvalidInput(f"the record columns are truncated: {count} records need {data_start} bytes, "
-                           f"the body has {len(body)}")
-    body_lens, key_lens, flags = _columns(body, COUNT.size, count, PUBLISH_COLUMNS)
-    keys_end = data_start + sum(key_lens)
-    if keys_end + sum(body_lens) != len(body):
-        raise InvalidInput(f"the records' lengths add up to {keys_end + sum(body_lens) - data_start} bytes, "
-                           f"but {len(body) - data_start} follow the columns")
-    if max(flags) > WIRE_BINARY:
-        raise InvalidInput(f"record {next(i for i, f in enumerate(flags) if f > WIRE_BINARY)} has unknown flags")
-    payloads = _slices(body, keys_end, body_lens)
+    try:
+        columns = wire.decode_publish(body, max_messages)
+    except wire.TooManyRecords as e:
+        raise TooLarge(str(e), code="batch_too_large") from None
+    except wire.MalformedBatch as e:
+        raise InvalidInput(str(e)) from None
+    payloads = wire.slices(body, columns.bodies_start, columns.body_lengths)
+    key_lens = columns.key_lengths
     if max(key_lens) == 0:  # every message on the empty routing key (a queue publish)
-        routing_keys = [""] * count
+        routing_keys = [""] * len(key_lens)
     else:
-        raw_keys = _slices(body, data_start, key_lens)
+        raw_keys = wire.slices(body, columns.keys_start, key_lens)
         known = {raw: _routing_key(raw, raw_keys.index(raw)) for raw in set(raw_keys)}
         routing_keys = [known[raw] for raw in raw_keys]
-    return _stored(exchange, routing_keys, payloads, flags, body[keys_end:])
-
-
-def _columns(buffer: bytes, start: int, count: int, codes: str) -> list[list[int]]:
-    """`count` little-endian values of each struct code in `codes`, column after column."""
-    out = []
-    for code in codes:
-        size = struct.calcsize("<" + code)
-        column = array.array(code)
-        if column.itemsize == size:  # array reads a column at C speed
-            column.frombytes(buffer[start:start + count * size])
-            if sys.byteorder == "big":
-                column.byteswap()
-            out.append(column.tolist())
-        else:  # a platform whose C types have other sizes
-            out.append(list(struct.unpack_from(f"<{count}{code}", buffer, start)))
-        start += count * size
-    return out
-
-
-def _slices(buffer: bytes, start: int, lengths: list[int]) -> Sequence[bytes]:
-    """`buffer` cut into consecutive pieces of `lengths` from `start`: pieces of one length (most
-    batches) by one struct call, which builds them three times faster than slicing does."""
-    if lengths.count(lengths[0]) == len(lengths):
-        return _cutter(lengths[0], len(lengths)).unpack_from(buffer, start)
-    ends = list(itertools.accumulate(lengths, initial=start))
-    return [buffer[a:b] for a, b in itertools.pairwise(ends)]  # three times faster than map(slice)
-
-
-@functools.lru_cache(maxsize=16)  # a few batch shapes repeat; a struct of 10,000 pieces takes about 400 KB
-def _cutter(length: int, count: int) -> struct.Struct:
-    return struct.Struct(f"{length}s" * count)
+    return _stored(exchange, routing_keys, payloads, columns.flags, body[columns.bodies_start:])
 
 
 def _stored(exchange: str, routing_keys: list[str], payloads: Sequence[bytes], flags: list[int],
@@ -532,22 +475,16 @@ def _routing_key(raw: bytes, index: int) -> str:
 
 
 def render_results(appended: AppendedBatch, names: dict[int, bytes]) -> bytes:
-    """The results of a binary publish as a binary batch: the message count, the columns id u64
-    and placement count u16; then the placement count (u32), the columns queue offset u64 and
-    queue name length u8, and the region of queue names, every placement in message order.
-    `names` holds the name of every queue placed in."""
-    n, offsets = len(appended.positions), appended.offsets
-    counts = column_bytes("H", appended.counts) if appended.counts is not None else b"\x01\x00" * n
+    """The results of a binary publish as a binary batch (wire.encode_results). `names` holds the
+    name of every queue placed in."""
+    offsets = appended.offsets
     if len(names) == 1:  # a queue publish, or one route: the same name for every placement
         (name,) = names.values()
         lengths, region = bytes((len(name),)) * len(offsets), name * len(offsets)
     else:
         queues = appended.queues
         lengths, region = bytes([len(names[q]) for q in queues]), b"".join([names[q] for q in queues])
-    return b"".join((
-        COUNT.pack(n), column_bytes("Q", appended.positions), counts,
-        COUNT.pack(len(offsets)), column_bytes("Q", offsets), lengths, region,
-    ))
+    return wire.encode_results(appended.positions, appended.counts, offsets, lengths, region)
 
 
 def _unescaped(escaped: bytes) -> bytes:
@@ -597,11 +534,8 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
             keys.append(key)
             headers.append(head)
             bodies.append(body)
-            flags.append(WIRE_BINARY if binary else 0)
+            flags.append(wire.BINARY if binary else 0)
     regions = (exchanges, keys, tags, headers, bodies)
     columns = (offsets, positions, timestamps, counts, flags,
                *([0] * n if j == b"" else list(map(len, r)) for r, j in zip(regions, joined, strict=True)))
-    parts = [COUNT.pack(n)]
-    parts += [column_bytes(code, column) for code, column in zip(DELIVERED_COLUMNS, columns, strict=True)]
-    parts += [b"".join(r) if j is None else j for r, j in zip(regions, joined, strict=True)]
-    return b"".join(parts)
+    return wire.encode_delivered(n, columns, [b"".join(r) if j is None else j for r, j in zip(regions, joined, strict=True)])

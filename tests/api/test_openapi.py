@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import orjson
 
-from chunkmq.broker import codes
 from chunkmq.config import Settings
 from chunkmq.main import create_app
+from chunkmq.wire import codes
 
 
 def get_all(*paths: str) -> list[httpx.Response]:
