@@ -1,28 +1,16 @@
 """Messages as the broker stores and delivers them.
 
-The storage engine keeps an opaque `data` blob per record, next to the message's tag (the record's
-own tag field: the index hashes it for filtered reads). The blob is written by `encode_blob`, the one
-place that knows its layout, and read by `blob_fields`::
+The storage engine keeps an opaque `data` blob per record (blob.py owns its layout), next to the
+message's tag (the record's own tag field). This module validates what a publish carries and encodes
+its blobs, and renders stored blobs as delivered messages (JSON, or binary batches: chunkmq.wire).
 
-    size   field
-    1      head      0x80 | 0x01 exchange | 0x02 routing key | 0x04 headers | 0x08 binary body
-    1 | 3  length    of the exchange, with 0x01: one byte 0..254, or 0xFF then u16
-    ..     exchange  as JSON escapes it, without the quotes
-    1 | 3  length    of the routing key, with 0x02 (as above)
-    ..     routing key, JSON-escaped, without the quotes
-    1 | 3  length    of the headers, with 0x04 (as above)
-    ..     headers   the JSON object as orjson writes it (`{"k":"v"}`)
-    ..     body      the rest: a text body JSON-escaped without the quotes; a binary body raw
+Text stays in its JSON-escaped form, so delivering a message is one bytes-format call over slices of
+the blob plus the members that vary (queue, offset, id, timestamp, tag, delivery_count): pull and
+browse never decode and re-encode a text body (EQueue's "return the binary as stored"). A binary
+body is base64-encoded on delivery.
 
-What is empty is left out: the default exchange "", an empty routing key, no headers (a 100-byte
-text body with a 9-character routing key is a 111-byte blob). Text stays in its JSON-escaped form,
-so delivering a message is one bytes-format call over slices of the blob plus the members that vary
-(queue, offset, id, timestamp, tag, delivery_count): pull and browse never decode and re-encode a
-text body (EQueue's "return the binary as stored"). A binary body is base64-encoded on delivery.
-
-Records written before this layout hold the JSON members themselves, without the braces
-(`"exchange":"","headers":{},"tag":null,"routing_key":"k","body":"text"`): their first byte is a
-quote (0x22), which no head byte is, and `render` and `decode_data` read both.
+Blobs of the older JSON-members form (first byte `blob.FORMAT1`) are read by `render` and
+`decode_data` too.
 """
 
 from __future__ import annotations
@@ -35,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from chunkmq.broker.blob import FORMAT1, HAS_ROUTING_KEY, HEAD, LONG, blob_fields, encode_blob
 from chunkmq.broker.errors import InvalidInput, NotFound, TooLarge
 from chunkmq.broker.names import MAX_ROUTING_KEY
 from chunkmq.storage.model import AppendedBatch, StoredMessage
@@ -48,13 +37,6 @@ _BACKSLASH = 0x5C  # starts every JSON escape, \u0000 among them
 NO_HEADERS: dict[str, str] = {}  # shared, never mutated: most messages carry no headers
 _FIELDS = frozenset({"body", "body_base64", "routing_key", "headers", "tag", "idempotency_key"})
 
-HEAD = 0x80
-HAS_EXCHANGE = 0x01
-HAS_ROUTING_KEY = 0x02
-HAS_HEADERS = 0x04
-BINARY = 0x08
-FORMAT1 = 0x22  # the first byte of a blob written in the older JSON-members form
-_LONG = 0xFF
 
 
 @dataclass(slots=True)
@@ -159,51 +141,6 @@ def _head(heads: dict[str, bytes], exchange: str, routing_key: str) -> bytes:
 def _escaped(text: str) -> bytes:
     """A string as JSON writes it, without the quotes."""
     return orjson.dumps(text)[1:-1]
-
-
-def _length(n: int) -> bytes:
-    return bytes((n,)) if n < _LONG else b"\xff" + n.to_bytes(2, "little")
-
-
-def encode_blob(exchange: bytes, routing_key: bytes, headers: bytes | None, body: bytes, binary: bool) -> bytes:
-    """The stored blob of one message (layout in the module docstring). ``exchange`` and
-    ``routing_key`` are JSON-escaped without their quotes (b"" for the default exchange and no key),
-    ``headers`` the JSON object or None for none, ``body`` JSON-escaped text, or raw with ``binary``.
-    Each of exchange, routing key and headers is at most 65535 bytes."""
-    head = HEAD | (BINARY if binary else 0)
-    parts = [b""]
-    if exchange:
-        head |= HAS_EXCHANGE
-        parts += (_length(len(exchange)), exchange)
-    if routing_key:
-        head |= HAS_ROUTING_KEY
-        parts += (_length(len(routing_key)), routing_key)
-    if headers is not None:
-        head |= HAS_HEADERS
-        parts += (_length(len(headers)), headers)
-    parts[0] = bytes((head,))
-    parts.append(body)
-    return b"".join(parts)
-
-
-def blob_fields(data: bytes) -> tuple[bytes, bytes, bytes | None, bytes, bool]:
-    """(exchange, routing key, headers, body, binary) of a blob written by `encode_blob`: slices of
-    it, as encode_blob took them (JSON-escaped text; headers a JSON object or None)."""
-    head = data[0]
-    p = 1
-    fields: list[bytes | None] = []
-    for bit in (HAS_EXCHANGE, HAS_ROUTING_KEY, HAS_HEADERS):
-        if head & bit:
-            n = data[p]
-            if n == _LONG:
-                n = int.from_bytes(data[p + 1 : p + 3], "little")
-                p += 2
-            fields.append(data[p + 1 : p + 1 + n])
-            p += 1 + n
-        else:
-            fields.append(None if bit == HAS_HEADERS else b"")
-    exchange, routing_key, headers = fields
-    return exchange or b"", routing_key or b"", headers, data[p:], bool(head & BINARY)
 
 
 def _parse_any(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Outgoing:
@@ -319,7 +256,7 @@ def render(queue_json: bytes, offset: int, position: int, timestamp: int, tag: b
            delivery_count: int) -> bytes:
     """The JSON of one delivered message (API.md "Messages as delivered")."""
     head = data[0] if data else HEAD
-    if head == HEAD | HAS_ROUTING_KEY and data[1] != _LONG:  # nearly every message: a key and a text body
+    if head == HEAD | HAS_ROUTING_KEY and data[1] != LONG:  # nearly every message: a key and a text body
         n = data[1] + 2
         return _PLAIN % (queue_json, offset, position, timestamp, data[2:n], tag_json(tag), data[n:], delivery_count)
     if head == FORMAT1:
@@ -343,7 +280,7 @@ def render_all(queue_json: bytes, taken: Iterable[tuple[StoredMessage, int]]) ->
     add = out.append
     plain, keyed = _PLAIN_UNTAGGED, HEAD | HAS_ROUTING_KEY
     for (offset, position, timestamp, _, tag, data), count in taken:
-        if data[0] == keyed and not tag and data[1] != _LONG:
+        if data[0] == keyed and not tag and data[1] != LONG:
             n = data[1] + 2
             add(plain % (queue_json, offset, position, timestamp, data[2:n], data[n:], count))
             continue
@@ -501,7 +438,7 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
     keyed = HEAD | HAS_ROUTING_KEY
     bare = all(b[0] == HEAD for b in blobs)  # text without exchange, routing key or headers
     joined: list[bytes | None] = [None] * 5  # a region already joined (checked for escapes on the way)
-    if bare or all(b[0] == keyed and b[1] != _LONG for b in blobs):  # nearly every batch: slices
+    if bare or all(b[0] == keyed and b[1] != LONG for b in blobs):  # nearly every batch: slices
         if bare:
             keys, bodies = [b""] * n, [b[1:] for b in blobs]
         else:
