@@ -21,10 +21,8 @@ from starlette.types import Receive, Scope, Send
 
 from chunkmq.api.allow import allow_header
 from chunkmq.api.deps import send_body
-from chunkmq.broker.errors import BrokerError
+from chunkmq.broker.errors import BrokerError, DirectoryLocked, storage
 from chunkmq.meta import errors as meta
-from chunkmq.storage import errors as storage
-from chunkmq.storage.lock import DirectoryLocked
 from chunkmq.wire import codes
 
 log = logging.getLogger("chunkmq.api")
