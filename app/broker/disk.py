@@ -25,16 +25,12 @@ Owned by the event loop thread, like the rest of the broker; only the walk runs 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 from pathlib import Path
 
 from chunkmq.broker.errors import StorageFull
 from chunkmq.config import DiskBudgetPolicy, Settings
 from chunkmq.storage import MessageColumns, Store
-from chunkmq.storage.queue_index import ENTRY_SIZE
-from chunkmq.storage.queue_index import HEADER_SIZE as INDEX_HEADER_SIZE
-from chunkmq.storage.record import record_size
 
 _BLOCK = 4096  # allocation granularity assumed for a new chunk file
 
@@ -62,15 +58,6 @@ def free_bytes(root: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def batch_bytes_bound(messages: MessageColumns, placements: int) -> int:
-    """An upper bound of the bytes a batch takes in a chunk (its records)."""
-    n = len(messages)
-    keys = messages.idempotency_keys or itertools.repeat(b"", n)
-    tags = messages.tags or itertools.repeat(b"", n)
-    return sum(record_size(len(data), len(queues), len(key), len(tag))
-               for data, queues, key, tag in zip(messages.data, messages.queues, keys, tags, strict=True))
-
-
 class DiskGuard:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.root = settings.data_dir
@@ -83,7 +70,7 @@ class DiskGuard:
         # an index file (header + entries) is allocated block by block as entries fill it: per entry,
         # a full file's blocks over its entries (20 bytes with 1,024 entries, 16.003 with a million)
         entries = store.options.index_chunk_entries
-        self.entry_bytes = _blocks(INDEX_HEADER_SIZE + ENTRY_SIZE * entries) / entries
+        self.entry_bytes = _blocks(store.index_file_bytes) / entries
         self.used = 0  # bytes under the data directory at the last measurement
         self.free = 0  # free bytes on its file system then
         self.placed = 0  # index entries written by checked publishes, ever
@@ -133,7 +120,7 @@ class DiskGuard:
             placements += count
         need = self.estimate() + int(placements * self.entry_bytes) + len(incoming) * _BLOCK
         if self.limit - need < self.chunk_file:  # not room for a whole new chunk: look closer
-            if self.store.active_room() < batch_bytes_bound(messages, placements):
+            if self.store.active_room() < self.store.size_bound(messages):
                 need += self.chunk_file
             if need > self.limit:
                 self.refused += 1

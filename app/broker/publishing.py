@@ -29,9 +29,15 @@ from chunkmq.broker.message import (
 from chunkmq.broker.names import DEFAULT_EXCHANGE
 from chunkmq.broker.queue import Overflow, Queue
 from chunkmq.broker.routing import Exchange
-from chunkmq.storage import AppendedBatch, BatchTooLarge, MessageColumns, MessageTooLarge, record_size
+from chunkmq.storage import (
+    AppendedBatch,
+    BatchTooLarge,
+    MessageColumns,
+    MessageTooLarge,
+    record_size,
+    records_size,
+)
 from chunkmq.storage import StorageFull as StoreFull
-from chunkmq.storage.record import FRAME, HEADER_SIZE, LONG_FRAME, SHORT_MAX
 
 
 @dataclass(slots=True)
@@ -45,7 +51,6 @@ class PublishOutcome:
 
 
 _NOT_DUPLICATE = b'"duplicate":false}'
-_SHORT_DATA = SHORT_MAX - HEADER_SIZE - 12  # data up to this length always takes a short frame (one placement)
 
 
 def as_duplicate(result: bytes) -> bytes:
@@ -118,7 +123,7 @@ class Publishing(BrokerBase):
         batch_keys: dict[str, int] = {}
         # Plain messages route by routing key alone: once per distinct key, and their counts per key.
         routes: dict[str, tuple[int, ...]] = {}
-        per_route: dict[str, list[int]] = {}  # routing key -> [messages, data bytes, long records]
+        per_route: dict[str, list[int]] = {}  # routing key -> the data lengths of its plain messages
         incoming: dict[int, list[int]] = {}  # queue id -> [messages, bytes on disk] this batch adds
         unroutable = 0
         keys, blobs = batch.routing_keys, batch.blobs
@@ -130,7 +135,7 @@ class Publishing(BrokerBase):
                 i = next(i for i, n in enumerate(lengths) if n > max_bytes)
                 raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code="message_too_large")
             ids = routes[keys[0]] = self._targets(exchange, target, keys[0], NO_HEADERS)
-            per_route[keys[0]] = [len(blobs), sum(lengths), sum(map(_SHORT_DATA.__lt__, lengths))]
+            per_route[keys[0]] = lengths
             slots.extend(range(len(blobs)))
             data_column, queue_column = blobs, [ids] * len(blobs)
             keys = blobs = []  # nothing left for the loop
@@ -142,12 +147,8 @@ class Publishing(BrokerBase):
                 ids = routes.get(routing_key)
                 if ids is None:
                     ids = routes[routing_key] = self._targets(exchange, target, routing_key, NO_HEADERS)
-                    per_route[routing_key] = [0, 0, 0]
-                counts = per_route[routing_key]
-                counts[0] += 1
-                counts[1] += len(data)
-                if len(data) > _SHORT_DATA:
-                    counts[2] += 1
+                    per_route[routing_key] = []
+                per_route[routing_key].append(len(data))
                 slots.append(len(data_column))
                 data_column.append(data)
                 queue_column.append(ids)
@@ -183,15 +184,13 @@ class Publishing(BrokerBase):
             tag_column.append(tag)
             key_column.append(key_bytes)
             flag_column.append(out.flags | FLAG_SCOPED_KEY if key else out.flags)
-        for routing_key, (count, data_bytes, longs) in per_route.items():
+        for routing_key, data_lengths in per_route.items():
             ids = routes[routing_key]
+            count = len(data_lengths)
             if not ids:
                 unroutable += count
-            # a plain message has no tag or key; a long one takes the 8 bytes more of a long frame
-            if len(ids) > 1:
-                longs = count  # (a bound: the threshold below is for one placement)
-            size = data_bytes + count * record_size(0, len(ids), 0, 0, *self._placement_bound(ids, len(batch.blobs))) \
-                + longs * (LONG_FRAME - FRAME)
+                continue
+            size = records_size(data_lengths, len(ids), *self._placement_bound(ids, len(batch.blobs)))
             for q in ids:
                 added = incoming.setdefault(q, [0, 0])
                 added[0] += count

@@ -29,7 +29,7 @@ from .model import (
     StoreOptions,
     tag_hash,
 )
-from .record import record_size
+from .record import record_size, records_size
 from .store import Store
 
 __all__ = [
@@ -55,5 +55,6 @@ __all__ = [
     "StoredMessage",
     "UnknownQueue",
     "record_size",
+    "records_size",
     "tag_hash",
 ]

@@ -52,6 +52,11 @@ _BLOCK = 4096  # file system block: punch_below frees whole ones
 _LITTLE = sys.byteorder == "little"
 
 
+def index_file_size(entries: int) -> int:
+    """Bytes of an index file of `entries` entries (its header included)."""
+    return HEADER_SIZE + ENTRY_SIZE * entries
+
+
 def pack_entries(flat: list[int]) -> bytes:
     """Pack ``[pos+1, length | tag_hash << 32, ...]`` into entries with one C call."""
     arr = array("Q", flat)

@@ -91,14 +91,36 @@ def _offset_code(o: int) -> int:
     return 0 if o < 0x10000 else 4 if o < 0x1000000 else 8 if o < 0x100000000 else 12
 
 
+def _payload_size(data_len: int, placements: int, idem_len: int, tag_len: int, queue_id: int, offset: int) -> int:
+    width = WIDTH[_queue_code(queue_id) | _offset_code(offset)] if placements == 1 else 2 + 12 * placements
+    return HEADER_SIZE + width + data_len + (2 + tag_len if tag_len else 0) + (2 + idem_len if idem_len else 0)
+
+
 def record_size(data_len: int, placements: int = 1, idem_len: int = 0, tag_len: int = 0,
                 queue_id: int = 0xFFFFFFFF, offset: int = 1 << 63) -> int:
     """The bytes a record with these field lengths takes on disk, framing included: exact when its one
     placement is (``queue_id``, ``offset``), and a bound when they are bounds (the defaults: the widest
     placement). What publish limits are checked with; the index entry holds the exact size."""
-    width = WIDTH[_queue_code(queue_id) | _offset_code(offset)] if placements == 1 else 2 + 12 * placements
-    payload = HEADER_SIZE + width + data_len + (2 + tag_len if tag_len else 0) + (2 + idem_len if idem_len else 0)
+    payload = _payload_size(data_len, placements, idem_len, tag_len, queue_id, offset)
     return payload + (FRAME if payload <= SHORT_MAX else LONG_FRAME)
+
+
+def records_size(data_lengths: Sequence[int], placements: int = 1, queue_id: int = 0xFFFFFFFF,
+                 offset: int = 1 << 63) -> int:
+    """The bytes records of these data lengths take on disk, without tags or idempotency keys, each
+    with these placements: the sum of their record_size (exact or a bound as it is), in C loops."""
+    fixed = _payload_size(0, placements, 0, 0, queue_id, offset)
+    longs = sum(map((SHORT_MAX - fixed).__lt__, data_lengths))  # data longer than that takes a long frame
+    return sum(data_lengths) + len(data_lengths) * (fixed + FRAME) + longs * (LONG_FRAME - FRAME)
+
+
+def batch_size_bound(batch: MessageColumns) -> int:
+    """An upper bound of the bytes a batch's records take in a chunk (the widest placements)."""
+    n = len(batch)
+    keys = batch.idempotency_keys or itertools.repeat(b"", n)
+    tags = batch.tags or itertools.repeat(b"", n)
+    return sum(record_size(len(data), len(queues), len(key), len(tag))
+               for data, queues, key, tag in zip(batch.data, batch.queues, keys, tags, strict=True))
 
 
 def _check_message(data: bytes, queues: Sequence[int], tag: bytes, idem: bytes, flags: int,

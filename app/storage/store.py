@@ -41,7 +41,7 @@ from .model import (
     StoredMessage,
     StoreOptions,
 )
-from .queue_index import ENTRY, QueueIndex, pack_entries, unpack_entries
+from .queue_index import ENTRY, QueueIndex, index_file_size, pack_entries, unpack_entries
 from .record import (
     FIELDS_AT,
     FRAME,
@@ -53,6 +53,7 @@ from .record import (
     PAYLOAD,
     VERSION,
     WIDTH,
+    batch_size_bound,
     crc32,
     decode,
     encode_batch,
@@ -824,6 +825,16 @@ class Store:
     def chunk_file_bytes(self) -> int:
         """Size of one chunk file (allocated whole when it is created)."""
         return CHUNK_HEADER + self._size + CHUNK_FOOTER
+
+    @property
+    def index_file_bytes(self) -> int:
+        """Size of one full queue index file (sparse: its blocks are allocated as entries fill it)."""
+        return index_file_size(self.options.index_chunk_entries)
+
+    @staticmethod
+    def size_bound(batch: MessageColumns) -> int:
+        """An upper bound of the bytes `batch`'s records take in a chunk (compare `active_room`)."""
+        return batch_size_bound(batch)
 
     def chunks(self) -> list[ChunkInfo]:
         live = self.live_bytes()
