@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -27,7 +26,7 @@ from .chunk import HEADER_SIZE as H
 from .chunk import Chunk
 from .errors import CorruptChunk, StorageError
 from .model import RecoveryReport
-from .queue_index import QueueIndex
+from .queue_index import QueueIndex, used_entries
 from .record import END_OF_BATCH, crc32, iter_records, length_before, placements_at, tag_at
 
 if TYPE_CHECKING:
@@ -310,13 +309,7 @@ def _index_end(qi: QueueIndex) -> int:
     if not qi.files:
         return 0
     base = max(qi.files)
-    raw = qi.files[base].pread(base, qi.capacity)
-    used = 0
-    for (p1,) in struct.iter_unpack("<Q8x", raw):
-        if not p1:
-            break
-        used += 1
-    return base + used
+    return base + used_entries(qi.files[base].pread(base, qi.capacity))
 
 
 def _rebuild(chunks: dict[int, Chunk], queues: dict[int, QueueIndex], damaged: set[int]) -> None:

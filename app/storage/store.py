@@ -41,7 +41,7 @@ from .model import (
     StoredMessage,
     StoreOptions,
 )
-from .queue_index import ENTRY, QueueIndex, index_file_size, pack_entries, unpack_entries
+from .queue_index import ENTRY, ENTRY_DTYPE, QueueIndex, index_file_size, pack_entries, unpack_entries
 from .record import (
     FIELDS_AT,
     FRAME,
@@ -68,7 +68,6 @@ log = logging.getLogger("chunkmq.storage")
 
 _head_from = HEAD.unpack_from  # a short record's prefix, CRC and fixed header: one call per record on read
 _iter_entries = ENTRY.iter_unpack
-_ENTRY_DTYPE = [("p1", "<u8"), ("len", "<u4"), ("th", "<u4")]  # queue_index.ENTRY for numpy
 _tail_start_key = itemgetter(0)
 
 
@@ -550,7 +549,7 @@ class Store:
         qi = self._queue(queue_id)
         start = max(offset, qi.first)
         end = min(qi.next, start + max(max_count, 0))
-        entries = np.frombuffer(qi.raw(start, end - start) if start < end else b"", _ENTRY_DTYPE)
+        entries = np.frombuffer(qi.raw(start, end - start) if start < end else b"", ENTRY_DTYPE)
         offsets = np.flatnonzero(entries["p1"]) + start
         entries = entries[entries["p1"] != 0]  # holes: data lost to a quarantine
         positions = entries["p1"].astype(np.int64) - 1
