@@ -8,6 +8,7 @@ index_entries, scan, ...) run concurrently without the lock. The flusher thread 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -43,22 +44,13 @@ from .model import (
 )
 from .queue_index import ENTRY, ENTRY_DTYPE, QueueIndex, index_file_size, pack_entries, unpack_entries
 from .record import (
-    FIELDS_AT,
-    FRAME,
-    HEAD,
-    L_IDEM,
-    L_MULTI,
-    L_TAG,
-    L_WIDTHS,
-    PAYLOAD,
     VERSION,
-    WIDTH,
     batch_size_bound,
-    crc32,
     decode,
     encode_batch,
     fields_at,
     iter_records,
+    read_run,
     record_length,
     timestamp_at,
 )
@@ -66,7 +58,6 @@ from .record import columns as record_columns
 
 log = logging.getLogger("chunkmq.storage")
 
-_head_from = HEAD.unpack_from  # a short record's prefix, CRC and fixed header: one call per record on read
 _iter_entries = ENTRY.iter_unpack
 _tail_start_key = itemgetter(0)
 
@@ -487,51 +478,33 @@ class Store:
         return src, off - pos, pos - pos % self._size + self._size, c, False
 
     def _read_run(self, qi: QueueIndex, start: int, end: int) -> list[StoredMessage]:
-        """The hot read path: every entry of [start, end), no filter, no byte budget."""
+        """The hot read path: every entry of [start, end), no filter, no byte budget. Each run of
+        entries one source serves (a chunk's mmap, or a cached batch) is decoded by record.read_run."""
         out: list[StoredMessage] = []
-        add = out.append
         verify = self.options.verify_reads
-        hi = 0  # entries with hi_lo < p1 <= hi are served by src (p1 = position + 1)
-        hi_lo = 0
-        src: object = None
-        delta = 0
+        entries = enumerate(_iter_entries(qi.raw(start, end - start)), start)
+        pending = next(entries, None)
         cur: Chunk | None = None
         cached = False
-        check = verify
         mark = 0
-        version = VERSION
-        frame, payload, fields, width, rare = FRAME, PAYLOAD, FIELDS_AT, WIDTH, L_TAG | L_IDEM | L_MULTI
         try:
-            for o, (p1, length, _th) in enumerate(_iter_entries(qi.raw(start, end - start)), start):
-                if not hi_lo < p1 <= hi:
-                    if not p1:
-                        continue  # a hole (data lost to quarantine)
-                    if cur is not None:
-                        self._count(cur, cached, len(out) - mark)
-                    mark = len(out)
-                    src, delta, hi, cur, cached = self._locate(p1 - 1)
-                    if src is None:
-                        hi = hi_lo = 0
-                        continue  # chunk deleted or quarantined: the entry is gone
-                    hi_lo = p1 - 1
-                    delta -= 1
-                    check = verify and not cached  # the tail cache holds the bytes we wrote
-                    version = cur.version if cur is not None and not cached else VERSION
-                off = p1 + delta
-                if version == VERSION:  # a short record without tag, key or several placements: inline
-                    b, crc, ts_lo, ts_hi, flags, layout = _head_from(src, off)  # type: ignore[call-overload]
-                    if b + frame == length and not layout & rare:
-                        e = off + payload + b
-                        if check and crc32(src[off + payload : e]) != crc:  # type: ignore[index]
-                            raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
-                                               position=p1 - 1)
-                        add((o, p1 - 1, ts_lo | ts_hi << 32, flags, b"", src[off + fields + width[layout & L_WIDTHS] : e]))  # type: ignore[index]
-                        continue
-                got = fields_at(src, off, length, check, version)  # type: ignore[arg-type]
-                if got is None:
-                    raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
-                                       position=p1 - 1)
-                add((o, p1 - 1, *got))
+            while pending is not None:
+                p1 = pending[1][0]
+                if cur is not None:
+                    self._count(cur, cached, len(out) - mark)
+                    cur = None
+                mark = len(out)
+                if not p1:  # a hole (data lost to quarantine)
+                    pending = next(entries, None)
+                    continue
+                src, delta, hi, cur, cached = self._locate(p1 - 1)
+                if src is None:  # chunk deleted or quarantined: the entry is gone
+                    pending = next(entries, None)
+                    continue
+                version = cur.version if cur is not None and not cached else VERSION
+                # the tail cache holds the bytes we wrote: no CRC check for them
+                pending = read_run(src, delta - 1, p1 - 1, hi, itertools.chain((pending,), entries), out,
+                                   verify and not cached, version, self._size)
         except ValueError:
             pass  # a chunk closed under us by retention: what was read so far stands
         if cur is not None:
