@@ -84,7 +84,21 @@ class _Offsets(dict[int, int]):
 
 
 class Store:
-    """A message log with per-queue offset indexes. Open with Store.open(directory, options)."""
+    """A message log with per-queue offset indexes. Open with Store.open(directory, options).
+
+    The modules that work on a store's state from outside this file (recovery.py, retention.py,
+    gc.py) use this internal interface only, never the private attributes:
+
+    - ``chunk_size``: bytes of a chunk's data region (global position // chunk_size = chunk number);
+    - ``writer_lock``: the lock every writer holds (appends, queue changes, retention, a gc commit);
+    - ``closed`` and ``check_open()``: whether the store was closed (StoreClosed from check_open);
+    - ``queue_indexes``: queue id -> its QueueIndex (mutate only under the writer lock);
+    - ``chunk_map``: chunk number -> its Chunk, the numbers a rewritten file replaced included;
+      ``chunk_files()``: every chunk file once, by number; ``active_chunk``: where appends go;
+    - ``forget(chunk)``: take a chunk file and all its numbers out of the map (writer lock held);
+    - ``adopt(chunks, queues, next_number)``: install what recovery found (Store.open only);
+    - and the public ``end_position``, ``live_bytes()``, ``flush()``, ``root``, ``options``.
+    """
 
     recovery: RecoveryReport
 
@@ -132,7 +146,7 @@ class Store:
         store.recovery = recover(store)
         files.make_reserve(root)
         log.info("storage recovery: %s", store.recovery)
-        store._flusher.start(store._end)
+        store._flusher.start(store.end_position)
         if options.gc_threshold > 0:
             store._collector = Collector(store, options.gc_threshold, options.gc_duty)
             store._collector.start()
@@ -164,7 +178,7 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         if self._closed:
             raise StoreClosed("the store is closed")
 
@@ -174,7 +188,7 @@ class Store:
         if not 0 <= queue_id <= 0xFFFFFFFF:
             raise ValueError(f"queue id must be a u32, got {queue_id}")
         with self._lock:
-            self._check_open()
+            self.check_open()
             if queue_id in self._queues:
                 return
             path = files.queue_dir(self.root, queue_id)
@@ -185,7 +199,7 @@ class Store:
     def delete_queue(self, queue_id: int) -> None:
         """Remove a queue's index files (idempotent); its log data becomes garbage for retain()."""
         with self._lock:
-            self._check_open()
+            self.check_open()
             qi = self._queues.pop(queue_id, None)
             if qi is None:
                 return
@@ -225,7 +239,7 @@ class Store:
     def set_first_offset(self, queue_id: int, offset: int, *, durable: bool = False) -> tuple[int, int]:
         """Move a queue's floor up (never down, at most to its end); returns (messages, bytes) dropped."""
         with self._lock:
-            self._check_open()
+            self.check_open()
             qi = self._queue(queue_id)
             new = min(max(offset, qi.first), qi.next)
             dropped = new - qi.first
@@ -253,7 +267,7 @@ class Store:
             return AppendedBatch(0, [], [], [])
         opts = self.options
         with self._lock:
-            self._check_open()
+            self.check_open()
             active = self._active
             ts = _now_ms()
             if ts < self._last_ts:
@@ -449,7 +463,7 @@ class Store:
         tag_hashes: frozenset[int] | None,
         max_scan: int,
     ) -> tuple[list[StoredMessage], int]:
-        self._check_open()
+        self.check_open()
         qi = self._queue(queue_id)
         start = max(offset, qi.first)
         end = min(qi.next, start + (max_scan if tag_hashes is not None else max_count))
@@ -518,7 +532,7 @@ class Store:
         are decoded one by one and appended to the buffer."""
         import numpy as np
 
-        self._check_open()
+        self.check_open()
         qi = self._queue(queue_id)
         start = max(offset, qi.first)
         end = min(qi.next, start + max(max_count, 0))
@@ -650,7 +664,7 @@ class Store:
 
     def read_at(self, position: int) -> Record:
         """The record at a global position; KeyError if deleted or not a record start."""
-        self._check_open()
+        self.check_open()
         c = self._chunks.get(position // self._size) if position >= 0 else None
         if c is None:
             raise KeyError(position)
@@ -702,9 +716,9 @@ class Store:
 
     def scan(self, from_position: int = 0) -> Iterator[Record]:
         """Every valid record at or after ``from_position`` (a record start), in log order."""
-        self._check_open()
+        self.check_open()
         end = self._end
-        for c in self._files():
+        for c in self.chunk_files():
             if c.end <= from_position:
                 continue
             if c.moved_positions is None:
@@ -726,7 +740,7 @@ class Store:
     def scan_since(self, timestamp_ms: int) -> Iterator[Record]:
         """Records with timestamp >= timestamp_ms, starting at the first chunk that can hold one."""
         start = None
-        for c in self._files():
+        for c in self.chunk_files():
             if c.records and c.last_ts >= timestamp_ms:
                 start = c.base
                 break
@@ -756,11 +770,54 @@ class Store:
             threshold = self.options.gc_threshold or 0.5
         return collect(self, threshold, 1.0)
 
-    def _files(self) -> list[Chunk]:
+    # ------------------------------------------------------------------ for recovery.py, retention.py, gc.py
+    @property
+    def chunk_size(self) -> int:
+        return self._size
+
+    @property
+    def writer_lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def queue_indexes(self) -> dict[int, QueueIndex]:
+        return self._queues
+
+    @property
+    def chunk_map(self) -> dict[int, Chunk]:
+        return self._chunks
+
+    @property
+    def active_chunk(self) -> Chunk | None:
+        return self._active
+
+    def adopt(self, chunks: dict[int, Chunk], queues: dict[int, QueueIndex], next_number: int) -> None:
+        """Install the chunks and queue indexes recovery found (by number, each file once): the
+        newest chunk becomes the active one, a rewritten file is mapped to every number it replaced,
+        and appends continue at the active chunk's end (or at chunk `next_number`)."""
+        self._chunks = dict(sorted(chunks.items()))
+        self._queues = queues
+        for c in self._chunks.values():
+            if c.sealed:
+                c.release_fd()
+        self._active = self._chunks[max(self._chunks)] if self._chunks else None
+        for c in list(self._chunks.values()):
+            for alias in range(c.number + 1, c.last + 1):  # the numbers a rewritten file replaced
+                self._chunks[alias] = c
+        self._next_number = next_number
+        a = self._active
+        self._end = a.base + a.data_bytes if a is not None else next_number * self._size
+        self._last_ts = max((c.last_ts for c in self._chunks.values()), default=0)
+
+    def chunk_files(self) -> list[Chunk]:
         """Every chunk file once, by number (a merged file is also reachable by the numbers it replaced)."""
         return [c for n, c in sorted(list(self._chunks.items())) if c.number == n]
 
-    def _forget(self, c: Chunk) -> None:
+    def forget(self, c: Chunk) -> None:
         """Take a chunk file and every number it stands for out of the map (writer lock held)."""
         for n in range(c.number, c.last + 1):
             if self._chunks.get(n) is c:
@@ -814,7 +871,7 @@ class Store:
             ChunkInfo(c.number, "active" if c is self._active and not c.sealed else "sealed", c.path,
                       c.data_bytes, c.records, c.reads_cache, c.reads_disk, c.writes, c.created_ms, c.first_ts,
                       live.get(c.number, 0), c.file_bytes, c.rewritten, c.last)
-            for c in self._files()
+            for c in self.chunk_files()
         ]
 
     def disk_bytes(self) -> int:
@@ -832,7 +889,7 @@ class Store:
     def verify(self) -> list[int]:
         """Check every record of every sealed chunk; quarantine the corrupt ones. Returns their numbers."""
         bad: list[int] = []
-        for c in self._files():
+        for c in self.chunk_files():
             if not c.sealed:
                 continue
             if c.scan(0, c.data_bytes)[4] != c.data_bytes:
@@ -847,7 +904,7 @@ class Store:
             c = self._chunks.get(number)
             if c is None or c.number != number or (c is self._active and not c.sealed):
                 raise StorageError(f"chunk {number} is not a sealed chunk of this store")
-            self._forget(c)
+            self.forget(c)
         log.error("chunk %d is corrupt: quarantined as %s", number, files.with_suffix(c.path, files.BAD_SUFFIX))
         files.quarantine(c.path)
         c.close()

@@ -312,3 +312,25 @@ def test_a_store_written_in_record_format_1_stays_readable(tmp_path: Path) -> No
         assert s.chunks()[3].data_bytes == last - 3 * 8192
         assert {c.number: c.path.exists() for c in s.chunks()} == {0: True, 1: True, 2: True, 3: True, 4: True}
         assert sum(1 for _ in reader.read_chunk(s.chunks()[0].path)) > 0
+
+
+def test_recovery_retention_and_gc_use_the_stores_internal_interface_only() -> None:
+    """recovery.py, retention.py and gc.py reach the store through the interface its docstring lists,
+    never through its private attributes."""
+    import ast
+
+    import chunkmq.storage as storage_package
+
+    folder = Path(storage_package.__file__).parent
+    reaches = []
+    for name in ("recovery.py", "retention.py", "gc.py"):
+        for node in ast.walk(ast.parse((folder / name).read_text())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value
+                if (isinstance(owner, ast.Name) and owner.id == "store") or \
+                        (isinstance(owner, ast.Attribute) and owner.attr == "store"):
+                    reaches.append(f"{name}:{node.lineno} {node.attr}")
+    assert reaches == []
+    for documented in ("chunk_size", "writer_lock", "closed", "check_open", "queue_indexes", "chunk_map",
+                       "chunk_files", "active_chunk", "forget", "adopt"):
+        assert f"``{documented}" in (Store.__doc__ or "") and hasattr(Store, documented)
