@@ -1,5 +1,5 @@
-"""The layer contract (/docs/storage.md and the README's layout): every import of app/, the lazy ones
-inside functions included, read from the source with ast.
+"""The layer contract (DESIGN's layers; docs/decisions.md, "Layers"): every import of app/, the lazy
+ones inside functions included, read from the source with ast.
 
 - storage imports nothing from the rest of chunkmq (a library you could publish on its own);
 - the wire module imports only the standard library and numpy;

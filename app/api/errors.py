@@ -36,6 +36,7 @@ ERROR_MAP: dict[type[BaseException], str] = {
     storage.CorruptChunk: codes.CORRUPT_CHUNK,
     storage.StoreClosed: codes.UNAVAILABLE,
     storage.UnknownQueue: codes.QUEUE_NOT_FOUND,
+    storage.QueueCapReached: codes.QUEUE_FULL,
     DirectoryLocked: codes.UNAVAILABLE,  # raised on start only; another server owns the data directory
     meta.MetaError: codes.METADATA_ERROR,
     meta.AlreadyExists: codes.ALREADY_EXISTS,

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from chunkmq.broker.errors import StorageFull
 from chunkmq.config import DiskBudgetPolicy, Settings
-from chunkmq.storage import MessageColumns, Store
+from chunkmq.storage import BatchSpace, Store
 
 _BLOCK = 4096  # allocation granularity assumed for a new chunk file
 
@@ -112,24 +112,21 @@ class DiskGuard:
 
     # ------------------------------------------------------------------ the publish path
 
-    def check(self, messages: MessageColumns, incoming: dict[int, list[int]]) -> None:
-        """Refuse a batch that could take the data directory past the budget (call only when
-        `limit`). The batch's index entries are counted as written from here on."""
-        placements = 0
-        for count, _ in incoming.values():
-            placements += count
-        need = self.estimate() + int(placements * self.entry_bytes) + len(incoming) * _BLOCK
-        if self.limit - need < self.chunk_file:  # not room for a whole new chunk: look closer
-            if self.store.active_room() < self.store.size_bound(messages):
-                need += self.chunk_file
-            if need > self.limit:
-                self.refused += 1
-                self.over = (f"the disk budget is reached: the data directory holds about {self.estimate()} of "
-                             f"{self.limit} bytes (CHUNKMQ_DISK_BUDGET_BYTES)")
-                raise StorageFull(f"{self.over} and this batch needs up to {need - self.estimate()} more; "
-                                  "nothing of it was stored")
+    def admit(self, space: BatchSpace) -> None:
+        """Refuse a batch that could take the data directory past the budget (the store calls this,
+        given to it only when `limit`, before it writes anything). The batch's index entries are
+        counted as written from here on."""
+        need = self.estimate() + int(space.placements * self.entry_bytes) + space.queues * _BLOCK
+        if space.new_chunk:
+            need += self.chunk_file
+        if need > self.limit:
+            self.refused += 1
+            self.over = (f"the disk budget is reached: the data directory holds about {self.estimate()} of "
+                         f"{self.limit} bytes (CHUNKMQ_DISK_BUDGET_BYTES)")
+            raise StorageFull(f"{self.over} and this batch needs up to {need - self.estimate()} more; "
+                              "nothing of it was stored")
         self.over = None
-        self.placed += placements
+        self.placed += space.placements
 
     def failed(self, reason: str) -> None:
         """An append failed for lack of space (ENOSPC, EFBIG, EDQUOT)."""

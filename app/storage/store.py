@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from operator import itemgetter
 from pathlib import Path
@@ -23,12 +23,13 @@ from . import checkpoint, files
 from .chunk import FOOTER_SIZE as CHUNK_FOOTER
 from .chunk import HEADER_SIZE as CHUNK_HEADER
 from .chunk import Chunk
-from .errors import BatchTooLarge, CorruptChunk, StorageError, StoreClosed, UnknownQueue
+from .errors import BatchTooLarge, CorruptChunk, QueueCapReached, StorageError, StoreClosed, UnknownQueue
 from .errors import os_failure as _fail
 from .flusher import Flusher
 from .gc import Collector
 from .model import (
     AppendedBatch,
+    BatchSpace,
     ChunkInfo,
     ColumnPage,
     FsyncMode,
@@ -36,13 +37,22 @@ from .model import (
     IndexEntry,
     MessageColumns,
     NewMessage,
+    QueueCap,
     Record,
     RecoveryReport,
     RetentionReport,
     StoredMessage,
     StoreOptions,
 )
-from .queue_index import ENTRY, ENTRY_DTYPE, QueueIndex, index_file_size, pack_entries, unpack_entries
+from .queue_index import (
+    ENTRY,
+    ENTRY_DTYPE,
+    ENTRY_SIZE,
+    QueueIndex,
+    index_file_size,
+    pack_entries,
+    unpack_entries,
+)
 from .record import (
     VERSION,
     batch_size_bound,
@@ -257,11 +267,23 @@ class Store:
         """Global position after the last appended record."""
         return self._end
 
-    def append(self, batch: MessageColumns | Sequence[NewMessage]) -> AppendedBatch:
+    def publish(self, batch: MessageColumns | Sequence[NewMessage], caps: Mapping[int, QueueCap] | None = None,
+                admit: Callable[[BatchSpace], None] | None = None) -> tuple[AppendedBatch, Future[None]]:
+        """`append`, and the future `durable` gives for the batch's end: a publish's one call."""
+        with self._lock:
+            appended = self.append(batch, caps, admit)
+            end = self._end
+        return appended, self.durable(end)
+
+    def append(self, batch: MessageColumns | Sequence[NewMessage], caps: Mapping[int, QueueCap] | None = None,
+               admit: Callable[[BatchSpace], None] | None = None) -> AppendedBatch:
         """Store a batch with one write into one chunk; atomic across crashes.
 
-        Raises MessageTooLarge / BatchTooLarge / UnknownQueue (nothing written), StorageFull on
-        ENOSPC or EFBIG (nothing of the batch visible, now or after a restart), StoreClosed.
+        ``caps`` limits what queues may hold after it (QueueCapReached, with the records' exact sizes);
+        ``admit`` is shown the space the batch takes (BatchSpace) before anything is written, and
+        refuses it by raising. Raises MessageTooLarge / BatchTooLarge / UnknownQueue /
+        QueueCapReached (nothing written), StorageFull on ENOSPC or EFBIG (nothing of the batch
+        visible, now or after a restart), StoreClosed.
         """
         if not len(batch):
             return AppendedBatch(0, [], [], [])
@@ -282,7 +304,13 @@ class Store:
                     f"or chunk_size={self._size}"
                 )
             local = pos - active.base if active is not None else 0
-            if active is None or active.sealed or active.version != VERSION or local + size > self._size:
+            new_chunk = active is None or active.sealed or active.version != VERSION or local + size > self._size
+            if caps:
+                self._check_caps(caps, entries)
+            if admit is not None:
+                placements = sum(len(packed) for packed, _ in entries.values()) // ENTRY_SIZE
+                admit(BatchSpace(size, new_chunk, placements, len(entries)))
+            if new_chunk:
                 active = self._roll()
                 delta = active.base - pos
                 pos, local = active.base, 0
@@ -316,6 +344,18 @@ class Store:
             self._dirty.add(active)
             self._cache(pos, buf)
         return appended
+
+    def _check_caps(self, caps: Mapping[int, QueueCap], entries: dict[int, tuple[bytes, int]]) -> None:
+        for q, (packed, added) in entries.items():
+            cap = caps.get(q)
+            if cap is None:
+                continue
+            qi = self._queues[q]
+            held = qi.next - qi.first
+            if cap.max_messages is not None and held + len(packed) // ENTRY_SIZE > cap.max_messages:
+                raise QueueCapReached(q, held, cap.max_messages, "messages")
+            if cap.max_bytes is not None and qi.bytes + added > cap.max_bytes:
+                raise QueueCapReached(q, qi.bytes, cap.max_bytes, "bytes")
 
     def _cache(self, pos: int, buf: bytes) -> None:
         limit = self.options.tail_cache_bytes
