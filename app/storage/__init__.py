@@ -32,7 +32,7 @@ from .model import (
     StoreOptions,
     tag_hash,
 )
-from .record import record_size, records_size
+from .record import record_size
 from .store import Store
 
 __all__ = [
@@ -61,6 +61,5 @@ __all__ = [
     "StoredMessage",
     "UnknownQueue",
     "record_size",
-    "records_size",
     "tag_hash",
 ]

@@ -105,24 +105,6 @@ def record_size(data_len: int, placements: int = 1, idem_len: int = 0, tag_len: 
     return payload + (FRAME if payload <= SHORT_MAX else LONG_FRAME)
 
 
-def records_size(data_lengths: Sequence[int], placements: int = 1, queue_id: int = 0xFFFFFFFF,
-                 offset: int = 1 << 63) -> int:
-    """The bytes records of these data lengths take on disk, without tags or idempotency keys, each
-    with these placements: the sum of their record_size (exact or a bound as it is), in C loops."""
-    fixed = _payload_size(0, placements, 0, 0, queue_id, offset)
-    longs = sum(map((SHORT_MAX - fixed).__lt__, data_lengths))  # data longer than that takes a long frame
-    return sum(data_lengths) + len(data_lengths) * (fixed + FRAME) + longs * (LONG_FRAME - FRAME)
-
-
-def batch_size_bound(batch: MessageColumns) -> int:
-    """An upper bound of the bytes a batch's records take in a chunk (the widest placements)."""
-    n = len(batch)
-    keys = batch.idempotency_keys or itertools.repeat(b"", n)
-    tags = batch.tags or itertools.repeat(b"", n)
-    return sum(record_size(len(data), len(queues), len(key), len(tag))
-               for data, queues, key, tag in zip(batch.data, batch.queues, keys, tags, strict=True))
-
-
 def _check_message(data: bytes, queues: Sequence[int], tag: bytes, idem: bytes, flags: int,
                    max_message_bytes: int) -> None:
     if len(data) > max_message_bytes:

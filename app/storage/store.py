@@ -55,7 +55,6 @@ from .queue_index import (
 )
 from .record import (
     VERSION,
-    batch_size_bound,
     decode,
     encode_batch,
     fields_at,
@@ -883,13 +882,6 @@ class Store:
                 live[number] = c.data_bytes
         return live
 
-    def active_room(self) -> int:
-        """Bytes of records the active chunk can still take; 0 when the next append creates a chunk."""
-        active = self._active
-        if active is None or active.sealed:
-            return 0
-        return self._size - active.data_bytes
-
     @property
     def chunk_file_bytes(self) -> int:
         """Size of one chunk file (allocated whole when it is created)."""
@@ -899,11 +891,6 @@ class Store:
     def index_file_bytes(self) -> int:
         """Size of one full queue index file (sparse: its blocks are allocated as entries fill it)."""
         return index_file_size(self.options.index_chunk_entries)
-
-    @staticmethod
-    def size_bound(batch: MessageColumns) -> int:
-        """An upper bound of the bytes `batch`'s records take in a chunk (compare `active_room`)."""
-        return batch_size_bound(batch)
 
     def chunks(self) -> list[ChunkInfo]:
         live = self.live_bytes()

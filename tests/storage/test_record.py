@@ -19,7 +19,6 @@ from chunkmq.storage.record import (
     MIN_RUN,
     PAYLOAD,
     _runs_pass,
-    batch_size_bound,
     columns,
     declared_length,
     decode,
@@ -32,7 +31,6 @@ from chunkmq.storage.record import (
     placements_at,
     record_length,
     record_size,
-    records_size,
     timestamp_at,
 )
 
@@ -116,22 +114,6 @@ def test_record_size_is_the_encoded_size(data: bytes, tag: bytes, key: bytes, qu
     for packed, added in entries.values():
         lengths = unpack_entries(packed)[1::2]
         assert all(length & 0xFFFFFFFF == size for length in lengths) and added == size * len(lengths)
-
-
-@pytest.mark.parametrize("placements", [0, 1, 2, 20])
-@pytest.mark.parametrize(("queue_id", "offset"), [(3, 5), (300, 70_000), (0xFFFFFFFF, 1 << 63)])
-def test_records_size_is_the_sum_of_record_sizes(placements: int, queue_id: int, offset: int) -> None:
-    lengths = [0, 1, 100, *range(225, 250), 300, 70_000]  # both sides of the long frame's threshold
-    assert records_size(lengths, placements, queue_id, offset) == sum(
-        record_size(n, placements, 0, 0, queue_id, offset) for n in lengths)
-    assert records_size([], placements, queue_id, offset) == 0
-
-
-def test_the_batch_bound_holds_the_encoded_batch() -> None:
-    batch = MessageColumns([b"x" * n for n in (1, 240, 300)], [(1,), (1, 2), (2,)], [b"t", b"", b""], [b"", b"k", b""])
-    buf, _, _ = encode_batch(batch, 0, 0, {1: 0, 2: 70_000}, 1 << 20, {})
-    assert len(buf) <= batch_size_bound(batch) == sum(
-        record_size(len(d), len(q), len(k), len(t)) for d, q, t, k in zip(batch.data, batch.queues, batch.tags, batch.idempotency_keys, strict=True))
 
 
 _record = st.tuples(
