@@ -52,7 +52,7 @@ def read_head(fd: int) -> ChunkHead:
     try:
         version, flags, number, data_size, created = parse_header(os.pread(fd, HEADER_SIZE, 0))
     except ValueError as exc:
-        raise ValueError(f"chunk {exc}") from None
+        raise ValueError(f"not a readable chunk file: {exc}") from None
     footer = parse_footer(os.pread(fd, FOOTER_SIZE, HEADER_SIZE + data_size))
     sealed = footer.data_bytes if footer is not None else None
     return ChunkHead(number, data_size, created, sealed, bool(flags & REWRITTEN), version)
