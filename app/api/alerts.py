@@ -18,10 +18,10 @@ from chunkmq.alerts.jobs import Alerts
 from chunkmq.alerts.rules import Address, RuleSpec
 from chunkmq.api import schemas
 from chunkmq.api.deps import json
-from chunkmq.broker import codes
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.meta import InvalidValue, NotFound
 from chunkmq.meta.alerts import AlertEventRow, AlertRuleRow
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"])
 

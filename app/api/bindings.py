@@ -10,10 +10,10 @@ from chunkmq.api.access import AUTHORIZE
 from chunkmq.api.auth import Principal
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
-from chunkmq.broker import codes
 from chunkmq.broker.errors import Forbidden, NotFound
 from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.routing import Binding
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/bindings", tags=["bindings"])
 

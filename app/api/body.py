@@ -9,8 +9,8 @@ import orjson
 from fastapi import Request
 from starlette.types import Receive
 
-from chunkmq.broker import codes
 from chunkmq.broker.errors import InvalidInput, TooLarge
+from chunkmq.wire import codes
 
 
 async def read_body(

@@ -9,8 +9,8 @@ from starlette.responses import Response
 from chunkmq.api import schemas
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
-from chunkmq.broker import codes
 from chunkmq.broker.definitions import export_definitions, import_definitions
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/definitions", tags=["definitions"])
 

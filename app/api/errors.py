@@ -24,15 +24,13 @@ from starlette.websockets import WebSocket
 
 from chunkmq.api.allow import allow_header, bad_name
 from chunkmq.api.deps import send_body
-from chunkmq.broker import codes
-from chunkmq.broker.errors import BrokerError
+from chunkmq.broker.errors import BrokerError, DirectoryLocked, storage
 from chunkmq.meta import errors as meta
-from chunkmq.storage import errors as storage
-from chunkmq.storage.lock import DirectoryLocked
+from chunkmq.wire import codes
 
 log = logging.getLogger("chunkmq.api")
 
-# Lower-layer exception class -> API error code (its status comes from app/broker/codes.py).
+# Lower-layer exception class -> API error code (its status comes from app/wire/codes.py).
 ERROR_MAP: dict[type[BaseException], str] = {
     storage.StorageError: codes.STORAGE_ERROR,
     storage.MessageTooLarge: codes.MESSAGE_TOO_LARGE,
@@ -41,6 +39,7 @@ ERROR_MAP: dict[type[BaseException], str] = {
     storage.CorruptChunk: codes.CORRUPT_CHUNK,
     storage.StoreClosed: codes.UNAVAILABLE,
     storage.UnknownQueue: codes.QUEUE_NOT_FOUND,
+    storage.QueueCapReached: codes.QUEUE_FULL,
     DirectoryLocked: codes.UNAVAILABLE,  # raised on start only; another server owns the data directory
     meta.MetaError: codes.METADATA_ERROR,
     meta.AlreadyExists: codes.ALREADY_EXISTS,

@@ -10,9 +10,9 @@ from chunkmq.api.access import AUTHORIZE
 from chunkmq.api.auth import Principal
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
-from chunkmq.broker import codes
 from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
 from chunkmq.broker.views import as_json, exchange_view, exchange_views
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
 

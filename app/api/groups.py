@@ -8,9 +8,9 @@ from starlette.responses import Response
 from chunkmq.api import schemas
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
-from chunkmq.broker import codes
 from chunkmq.broker.names import check_name
 from chunkmq.broker.views import group_json, group_view
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer groups"])
 

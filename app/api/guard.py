@@ -24,8 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chunkmq.api.body import media_type
 from chunkmq.api.errors import send_error
-from chunkmq.broker import codes
-from chunkmq.broker.message import BATCH_MEDIA_TYPE
+from chunkmq.wire import codes
+from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
 
 _CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _BODY_TYPES = frozenset({"application/json", BATCH_MEDIA_TYPE})  # neither is sent by a page without a preflight

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from chunkmq.api import schemas
 from chunkmq.api.deps import broker_of, json
-from chunkmq.broker import codes
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues/{queue}", tags=["history"])
 

@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 from chunkmq.alerts.errors import MailFailed, RuleNotFound, SmtpNotConfigured
-from chunkmq.broker import codes
+from chunkmq.wire import codes
 
 NAME_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:\-]{1,200}$"
 NEW_NAME_PATTERN = r"^(?!\.\.?$)(?!amq\.)[A-Za-z0-9._:\-]{1,200}$"  # amq. is reserved (declares)

@@ -16,10 +16,11 @@ from chunkmq.api import schemas
 from chunkmq.api.access import AUTHORIZE
 from chunkmq.api.auth import Principal
 from chunkmq.api.deps import broker_of, json, raw_json
-from chunkmq.broker import codes, views
+from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import NotFound
 from chunkmq.broker.views import as_json, overview_json
+from chunkmq.wire import codes
 
 router = APIRouter(tags=["operations"])
 

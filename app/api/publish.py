@@ -21,11 +21,11 @@ from chunkmq.api import schemas
 from chunkmq.api.access import Authorized
 from chunkmq.api.body import media_type, parse_json, read_body
 from chunkmq.api.deps import send_body, send_json
-from chunkmq.broker import codes
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
-from chunkmq.broker.message import BATCH_MEDIA_TYPE
 from chunkmq.broker.names import exchange_from_path
+from chunkmq.wire import codes
+from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
 
 
 def publish_args(body: Any) -> tuple[Any, bool]:

@@ -21,12 +21,12 @@ from chunkmq.api import schemas
 from chunkmq.api.access import Authorized
 from chunkmq.api.body import MAX_OBJECT_BYTES, object_of, read_body
 from chunkmq.api.deps import send_body, send_json
-from chunkmq.broker import codes
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.broker.fields import reject_unknown
-from chunkmq.broker.message import BATCH_MEDIA_TYPE
 from chunkmq.broker.names import check_name
+from chunkmq.wire import codes
+from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000

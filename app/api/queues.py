@@ -10,12 +10,12 @@ from chunkmq.api.access import AUTHORIZE
 from chunkmq.api.auth import Principal
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json, raw_json
-from chunkmq.broker import codes
 from chunkmq.broker.arrow import MEDIA_TYPE as ARROW_STREAM
 from chunkmq.broker.arrow import browse_arrow
 from chunkmq.broker.message import as_base64
 from chunkmq.broker.names import check_name
 from chunkmq.broker.views import queue_json, queue_view, queue_views
+from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 

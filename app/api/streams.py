@@ -55,13 +55,13 @@ from fastapi import APIRouter, WebSocket
 
 from chunkmq.api.errors import api_error, error_frame, refuse, send_frame
 from chunkmq.api.publish import binary_mandatory, publish_args
-from chunkmq.broker import codes
 from chunkmq.broker.broker import Broker, PublishOutcome
 from chunkmq.broker.errors import BrokerError, InvalidInput, NotFound
 from chunkmq.broker.fields import boolean, non_negative_int, reject_unknown
 from chunkmq.broker.group import Group, monotonic_ms
 from chunkmq.broker.names import check_name, exchange_from_path
 from chunkmq.broker.queue import Queue
+from chunkmq.wire import codes
 
 log = logging.getLogger("chunkmq.api.streams")
 

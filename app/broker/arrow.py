@@ -2,12 +2,11 @@
 
 The columns are the Spark source's schema (`schema()`). They are built column by column, without a
 Python object per message: the store hands over a page as columns (Store.read_columns: numpy arrays
-and one buffer holding every record), and the stored blobs (message.py) are parsed with numpy too:
-the head byte says which of exchange, routing key and headers follow, each behind its length byte,
-and the body is the rest. Each string or binary column is copied out of that buffer by one Arrow
+and one buffer holding every record), and the stored blobs are parsed with numpy too, by blob.py's `parse`
+(the one the binary pull answers use). Each string or binary column is copied out of that buffer by one Arrow
 take over its (start, length) slices (_gather), the IPC stream is written into one buffer of its size
-and sent as it is. Rows that do not fit that shape (JSON escapes in the text, headers, lengths
-of 255 bytes or more, blobs of the older JSON-members layout) are decoded one by one with
+and sent as it is. Rows that do not fit that shape (JSON escapes in the text, headers, blobs
+of the older JSON-members layout) are decoded one by one with
 decode_data and patched in; nearly every message of a bulk read takes the vector path.
 
 pyarrow and numpy are imported on the first Arrow request, so serving JSON never loads them.
@@ -19,7 +18,8 @@ import binascii
 import functools
 from typing import TYPE_CHECKING, Any
 
-from chunkmq.broker.message import BINARY, HAS_EXCHANGE, HAS_HEADERS, HAS_ROUTING_KEY, HEAD, decode_data
+from chunkmq.broker import blob
+from chunkmq.broker.message import decode_data
 from chunkmq.storage.model import ColumnPage
 
 if TYPE_CHECKING:
@@ -119,29 +119,14 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
     n = len(page)
     raw = page.buf
     buf = np.frombuffer(raw or bytes(1), np.uint8)
-    last = len(buf) - 1  # probes past a short blob are clamped into the buffer (such rows are slow)
-    ds, dl = page.data_start, page.data_len
-    de = ds + dl
-    head = np.where(dl > 0, buf[np.minimum(ds, last)], 0)
+    blobs = blob.parse(buf, page.data_start, page.data_len)
     # The vector path reads blobs of the current layout without headers; the rest are patched in.
-    slow = ((head & 0xF0) != HEAD) | ((head & HAS_HEADERS) != 0)
-    p = ds + 1
-
-    def member(bit: int) -> tuple[np.ndarray, np.ndarray]:
-        nonlocal p, slow
-        has = (head & bit) != 0
-        length = np.where(has, buf[np.minimum(p, last)], 0).astype(np.int64)
-        slow |= length == 0xFF
-        start = p + has
-        p = start + length
-        return start, length
-
-    ex_start, ex_len = member(HAS_EXCHANGE)
-    rk_start, rk_len = member(HAS_ROUTING_KEY)
-    slow |= p > de
+    slow = blobs.odd | ((blobs.head & blob.HAS_HEADERS) != 0)
     # slow rows get empty values (their bytes may not be text in this layout), patched in below
+    (ex_start, ex_len), (rk_start, rk_len) = blobs.exchange, blobs.routing_key
     ex_len, rk_len = np.where(slow, 0, ex_len), np.where(slow, 0, rk_len)
-    body_start = np.where(slow, de, p)
+    de = page.data_start + page.data_len
+    body_start = np.where(slow, de, blobs.body[0])
     exchange = _gather(buf, raw, ex_start, ex_len, pa.string())
     routing_key = _gather(buf, raw, rk_start, rk_len, pa.string())
     has_tag = page.tag_len > 0
@@ -149,7 +134,7 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
     body = _gather(buf, raw, body_start, de - body_start, pa.binary())
     # JSON escapes (a backslash) in the exchange, the routing key or a text body: those rows are
     # decoded by _patch. Looked for in the columns' values, not in the page's framing bytes.
-    binary = (head & BINARY) != 0
+    binary = blobs.binary
     for col, text_only in ((exchange, False), (routing_key, False), (body, True)):
         slow[_escaped(col, binary if text_only else None)] = True
     headers = _empty_maps(n)

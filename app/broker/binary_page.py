@@ -2,11 +2,11 @@
 
 A pull of first deliveries reads its records as columns (Store.read_columns: numpy arrays and one
 buffer holding every record) and this renders the answer from them without a Python object per
-message: the stored blobs (message.py) are parsed with numpy, as the Arrow read path parses them
-(the head byte says which of exchange, routing key and headers follow, each behind its length),
-and each region of the answer is cut out of the buffer in one pass. It gives the same bytes as
-`render_binary` over the same messages (tests/broker/test_binary_page.py). Text with JSON escapes
-is unescaped record by record; blobs of the older JSON-members layout go through `render_binary`.
+message: the stored blobs are parsed by blob.py's `parse` (the one the Arrow pages use too), and each
+region of the answer (chunkmq.wire's layout) is cut out of the buffer in one pass. It gives the same
+bytes as `render_binary` over the same messages (tests/broker/test_binary_page.py). Text with JSON
+escapes is unescaped record by record; blobs of the older JSON-members layout go through
+`render_binary`.
 
 numpy is imported on the first binary pull, so serving JSON never loads it.
 """
@@ -15,19 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chunkmq.broker.message import (
-    _BACKSLASH,
-    _LONG,
-    BINARY,
-    COUNT,
-    HAS_EXCHANGE,
-    HAS_HEADERS,
-    HAS_ROUTING_KEY,
-    HEAD,
-    _unescaped,
-    render_binary,
-)
+from chunkmq.broker import blob
+from chunkmq.broker.message import _BACKSLASH, _unescaped, render_binary
 from chunkmq.storage.model import ColumnPage
+from chunkmq.wire import batch as wire
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,47 +31,22 @@ def render_page(page: ColumnPage, counts: int | np.ndarray = 1) -> bytes:
 
     n = len(page)
     if n == 0:
-        return COUNT.pack(0)
+        return wire.encode_delivered(0, [b""] * 10, [b""] * 5)
     raw = page.buf
     buf = np.frombuffer(raw, np.uint8)
-    last = len(buf) - 1  # probes past a malformed blob are clamped into the buffer (it fails below)
-    ds, de = page.data_start, page.data_start + page.data_len
-    head = buf[np.minimum(ds, last)].astype(np.int64)
-    if ((head & 0xF0) != HEAD).any() or not page.data_len.all():  # the older JSON-members layout
+    blobs = blob.parse(buf, page.data_start, page.data_len)
+    if blobs.odd.any():  # the older JSON-members layout, or a blob shorter than its head says
         return render_binary(_rows(page, counts))
-    u16 = np.ndarray((last,), "<u2", buf, 0, (1,))  # element i: the u16 at byte i
-    present = int(np.bitwise_or.reduce(head))
-    p = ds + 1
-    none = np.zeros(n, np.int64)
-    members = []
-    for bit in (HAS_EXCHANGE, HAS_ROUTING_KEY, HAS_HEADERS):  # each present one: its length, then it
-        if not present & bit:  # no row has it (a batch shares its exchange and has no headers)
-            members.append((p, none))
-            continue
-        has = (head & bit) != 0
-        first = np.where(has, buf[np.minimum(p, last)], 0).astype(np.int64)
-        long = first == _LONG  # 0xFF, then the length as u16
-        length = np.where(long, u16[np.minimum(p + 1, last - 1)], first).astype(np.int64)
-        start = p + has + 2 * long
-        members.append((start, length))
-        p = start + length
-    if (p > de).any():  # a blob shorter than its head says: record by record, as render_binary reads it
-        return render_binary(_rows(page, counts))
-    binary = (head & BINARY) != 0
-    (ex_start, ex_len), (key_start, key_len), (hd_start, hd_len) = members
+    binary = blobs.binary
+    (ex_start, ex_len), (key_start, key_len), (hd_start, hd_len) = blobs.exchange, blobs.routing_key, blobs.headers
     exchanges, ex_len = _text(raw, buf, ex_start, ex_len, None)
     keys, key_len = _text(raw, buf, key_start, key_len, None)
-    bodies, body_len = _text(raw, buf, p, de - p, binary)
-    columns = (
-        (page.offsets, "<u8"), (page.positions, "<u8"), (page.timestamps, "<u8"),
-        (np.broadcast_to(counts, (n,)), "<u4"), (binary, "u1"), (ex_len, "u1"), (key_len, "<u2"),
-        (page.tag_len, "<u2"), (hd_len, "<u4"), (body_len, "<u4"),
-    )
-    return b"".join([
-        COUNT.pack(n), *(np.asarray(values).astype(code).tobytes() for values, code in columns),
-        exchanges, keys, _gather(raw, buf, page.tag_start, page.tag_len), _gather(raw, buf, hd_start, hd_len),
-        bodies,
-    ])
+    bodies, body_len = _text(raw, buf, *blobs.body, binary)
+    columns = (page.offsets, page.positions, page.timestamps, np.broadcast_to(counts, (n,)), binary, ex_len, key_len,
+               page.tag_len, hd_len, body_len)
+    regions = (exchanges, keys, _gather(raw, buf, page.tag_start, page.tag_len), _gather(raw, buf, hd_start, hd_len),
+               bodies)
+    return wire.encode_delivered(n, columns, regions)
 
 
 def _text(raw: bytes, buf: np.ndarray, start: np.ndarray, length: np.ndarray,

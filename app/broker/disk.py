@@ -25,16 +25,12 @@ Owned by the event loop thread, like the rest of the broker; only the walk runs 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 from pathlib import Path
 
 from chunkmq.broker.errors import StorageFull
 from chunkmq.config import DiskBudgetPolicy, Settings
-from chunkmq.storage import MessageColumns, Store
-from chunkmq.storage.queue_index import ENTRY_SIZE
-from chunkmq.storage.queue_index import HEADER_SIZE as INDEX_HEADER_SIZE
-from chunkmq.storage.record import record_size
+from chunkmq.storage import BatchSpace, Store
 
 _BLOCK = 4096  # allocation granularity assumed for a new chunk file
 
@@ -62,15 +58,6 @@ def free_bytes(root: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def batch_bytes_bound(messages: MessageColumns, placements: int) -> int:
-    """An upper bound of the bytes a batch takes in a chunk (its records)."""
-    n = len(messages)
-    keys = messages.idempotency_keys or itertools.repeat(b"", n)
-    tags = messages.tags or itertools.repeat(b"", n)
-    return sum(record_size(len(data), len(queues), len(key), len(tag))
-               for data, queues, key, tag in zip(messages.data, messages.queues, keys, tags, strict=True))
-
-
 class DiskGuard:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.root = settings.data_dir
@@ -83,7 +70,7 @@ class DiskGuard:
         # an index file (header + entries) is allocated block by block as entries fill it: per entry,
         # a full file's blocks over its entries (20 bytes with 1,024 entries, 16.003 with a million)
         entries = store.options.index_chunk_entries
-        self.entry_bytes = _blocks(INDEX_HEADER_SIZE + ENTRY_SIZE * entries) / entries
+        self.entry_bytes = _blocks(store.index_file_bytes) / entries
         self.used = 0  # bytes under the data directory at the last measurement
         self.free = 0  # free bytes on its file system then
         self.placed = 0  # index entries written by checked publishes, ever
@@ -125,24 +112,21 @@ class DiskGuard:
 
     # ------------------------------------------------------------------ the publish path
 
-    def check(self, messages: MessageColumns, incoming: dict[int, list[int]]) -> None:
-        """Refuse a batch that could take the data directory past the budget (call only when
-        `limit`). The batch's index entries are counted as written from here on."""
-        placements = 0
-        for count, _ in incoming.values():
-            placements += count
-        need = self.estimate() + int(placements * self.entry_bytes) + len(incoming) * _BLOCK
-        if self.limit - need < self.chunk_file:  # not room for a whole new chunk: look closer
-            if self.store.active_room() < batch_bytes_bound(messages, placements):
-                need += self.chunk_file
-            if need > self.limit:
-                self.refused += 1
-                self.over = (f"the disk budget is reached: the data directory holds about {self.estimate()} of "
-                             f"{self.limit} bytes (CHUNKMQ_DISK_BUDGET_BYTES)")
-                raise StorageFull(f"{self.over} and this batch needs up to {need - self.estimate()} more; "
-                                  "nothing of it was stored")
+    def admit(self, space: BatchSpace) -> None:
+        """Refuse a batch that could take the data directory past the budget (the store calls this,
+        given to it only when `limit`, before it writes anything). The batch's index entries are
+        counted as written from here on."""
+        need = self.estimate() + int(space.placements * self.entry_bytes) + space.queues * _BLOCK
+        if space.new_chunk:
+            need += self.chunk_file
+        if need > self.limit:
+            self.refused += 1
+            self.over = (f"the disk budget is reached: the data directory holds about {self.estimate()} of "
+                         f"{self.limit} bytes (CHUNKMQ_DISK_BUDGET_BYTES)")
+            raise StorageFull(f"{self.over} and this batch needs up to {need - self.estimate()} more; "
+                              "nothing of it was stored")
         self.over = None
-        self.placed += placements
+        self.placed += space.placements
 
     def failed(self, reason: str) -> None:
         """An append failed for lack of space (ENOSPC, EFBIG, EDQUOT)."""

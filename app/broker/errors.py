@@ -10,13 +10,22 @@
     ├── StorageFull             507 storage_full
     └── Unavailable             503 unavailable
 
-Every code is a constant of app/broker/codes.py. One handler in app/api/errors.py renders them all
+Every code is a constant of app/wire/codes.py. One handler in app/api/errors.py renders them all
 as {"error": {"code", "message"}}, together with the errors of app/storage and app/meta it maps.
+The storage engine's exceptions reach the API through the broker, so its exception module is
+passed on here (`storage`): the API layer never imports the storage engine.
 """
 
 from __future__ import annotations
 
-from chunkmq.broker import codes
+from chunkmq.storage import errors as storage
+from chunkmq.storage.lock import DirectoryLocked
+from chunkmq.wire import codes
+
+__all__ = [
+    "BrokerError", "DirectoryLocked", "Forbidden", "InvalidInput", "NotFound", "PreconditionFailed", "QueueFull",
+    "StorageFull", "TooLarge", "Unauthorized", "Unavailable", "Unroutable", "storage",
+]
 
 
 class BrokerError(Exception):

@@ -1,37 +1,21 @@
 """Messages as the broker stores and delivers them.
 
-The storage engine keeps an opaque `data` blob per record, next to the message's tag (the record's
-own tag field: the index hashes it for filtered reads). The blob is written by `encode_blob`, the one
-place that knows its layout, and read by `blob_fields`::
+The storage engine keeps an opaque `data` blob per record (blob.py owns its layout), next to the
+message's tag (the record's own tag field). This module validates what a publish carries and encodes
+its blobs, and renders stored blobs as delivered messages (JSON, or binary batches: chunkmq.wire).
 
-    size   field
-    1      head      0x80 | 0x01 exchange | 0x02 routing key | 0x04 headers | 0x08 binary body
-    1 | 3  length    of the exchange, with 0x01: one byte 0..254, or 0xFF then u16
-    ..     exchange  as JSON escapes it, without the quotes
-    1 | 3  length    of the routing key, with 0x02 (as above)
-    ..     routing key, JSON-escaped, without the quotes
-    1 | 3  length    of the headers, with 0x04 (as above)
-    ..     headers   the JSON object as orjson writes it (`{"k":"v"}`)
-    ..     body      the rest: a text body JSON-escaped without the quotes; a binary body raw
+Text stays in its JSON-escaped form, so delivering a message is one bytes-format call over slices of
+the blob plus the members that vary (queue, offset, id, timestamp, tag, delivery_count): pull and
+browse never decode and re-encode a text body (EQueue's "return the binary as stored"). A binary
+body is base64-encoded on delivery.
 
-What is empty is left out: the default exchange "", an empty routing key, no headers (a 100-byte
-text body with a 9-character routing key is a 111-byte blob). Text stays in its JSON-escaped form,
-so delivering a message is one bytes-format call over slices of the blob plus the members that vary
-(queue, offset, id, timestamp, tag, delivery_count): pull and browse never decode and re-encode a
-text body (EQueue's "return the binary as stored"). A binary body is base64-encoded on delivery.
-
-Records written before this layout hold the JSON members themselves, without the braces
-(`"exchange":"","headers":{},"tag":null,"routing_key":"k","body":"text"`): their first byte is a
-quote (0x22), which no head byte is, and `render` and `decode_data` read both.
+Blobs of the older JSON-members form (first byte `blob.FORMAT1`) are read by `render` and
+`decode_data` too.
 """
 
 from __future__ import annotations
 
-import array
 import binascii
-import functools
-import itertools
-import struct
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,10 +23,11 @@ from typing import Any
 
 import orjson
 
-from chunkmq.broker.columns import column_bytes
+from chunkmq.broker.blob import FORMAT1, HAS_ROUTING_KEY, HEAD, LONG, blob_fields, encode_blob
 from chunkmq.broker.errors import InvalidInput, NotFound, TooLarge
 from chunkmq.broker.names import MAX_ROUTING_KEY
 from chunkmq.storage.model import AppendedBatch, StoredMessage
+from chunkmq.wire import batch as wire
 
 FLAG_BINARY = 1  # (also in the blob's head) kept on the record for readers of the flags column
 FLAG_SCOPED_KEY = 2  # the record's idempotency key is scoped to its publish target (app/broker/dedup.py)
@@ -52,13 +37,6 @@ _BACKSLASH = 0x5C  # starts every JSON escape, \u0000 among them
 NO_HEADERS: dict[str, str] = {}  # shared, never mutated: most messages carry no headers
 _FIELDS = frozenset({"body", "body_base64", "routing_key", "headers", "tag", "idempotency_key"})
 
-HEAD = 0x80
-HAS_EXCHANGE = 0x01
-HAS_ROUTING_KEY = 0x02
-HAS_HEADERS = 0x04
-BINARY = 0x08
-FORMAT1 = 0x22  # the first byte of a blob written in the older JSON-members form
-_LONG = 0xFF
 
 
 @dataclass(slots=True)
@@ -163,51 +141,6 @@ def _head(heads: dict[str, bytes], exchange: str, routing_key: str) -> bytes:
 def _escaped(text: str) -> bytes:
     """A string as JSON writes it, without the quotes."""
     return orjson.dumps(text)[1:-1]
-
-
-def _length(n: int) -> bytes:
-    return bytes((n,)) if n < _LONG else b"\xff" + n.to_bytes(2, "little")
-
-
-def encode_blob(exchange: bytes, routing_key: bytes, headers: bytes | None, body: bytes, binary: bool) -> bytes:
-    """The stored blob of one message (layout in the module docstring). ``exchange`` and
-    ``routing_key`` are JSON-escaped without their quotes (b"" for the default exchange and no key),
-    ``headers`` the JSON object or None for none, ``body`` JSON-escaped text, or raw with ``binary``.
-    Each of exchange, routing key and headers is at most 65535 bytes."""
-    head = HEAD | (BINARY if binary else 0)
-    parts = [b""]
-    if exchange:
-        head |= HAS_EXCHANGE
-        parts += (_length(len(exchange)), exchange)
-    if routing_key:
-        head |= HAS_ROUTING_KEY
-        parts += (_length(len(routing_key)), routing_key)
-    if headers is not None:
-        head |= HAS_HEADERS
-        parts += (_length(len(headers)), headers)
-    parts[0] = bytes((head,))
-    parts.append(body)
-    return b"".join(parts)
-
-
-def blob_fields(data: bytes) -> tuple[bytes, bytes, bytes | None, bytes, bool]:
-    """(exchange, routing key, headers, body, binary) of a blob written by `encode_blob`: slices of
-    it, as encode_blob took them (JSON-escaped text; headers a JSON object or None)."""
-    head = data[0]
-    p = 1
-    fields: list[bytes | None] = []
-    for bit in (HAS_EXCHANGE, HAS_ROUTING_KEY, HAS_HEADERS):
-        if head & bit:
-            n = data[p]
-            if n == _LONG:
-                n = int.from_bytes(data[p + 1 : p + 3], "little")
-                p += 2
-            fields.append(data[p + 1 : p + 1 + n])
-            p += 1 + n
-        else:
-            fields.append(None if bit == HAS_HEADERS else b"")
-    exchange, routing_key, headers = fields
-    return exchange or b"", routing_key or b"", headers, data[p:], bool(head & BINARY)
 
 
 def _parse_any(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Outgoing:
@@ -323,7 +256,7 @@ def render(queue_json: bytes, offset: int, position: int, timestamp: int, tag: b
            delivery_count: int) -> bytes:
     """The JSON of one delivered message (API.md "Messages as delivered")."""
     head = data[0] if data else HEAD
-    if head == HEAD | HAS_ROUTING_KEY and data[1] != _LONG:  # nearly every message: a key and a text body
+    if head == HEAD | HAS_ROUTING_KEY and data[1] != LONG:  # nearly every message: a key and a text body
         n = data[1] + 2
         return _PLAIN % (queue_json, offset, position, timestamp, data[2:n], tag_json(tag), data[n:], delivery_count)
     if head == FORMAT1:
@@ -347,7 +280,7 @@ def render_all(queue_json: bytes, taken: Iterable[tuple[StoredMessage, int]]) ->
     add = out.append
     plain, keyed = _PLAIN_UNTAGGED, HEAD | HAS_ROUTING_KEY
     for (offset, position, timestamp, _, tag, data), count in taken:
-        if data[0] == keyed and not tag and data[1] != _LONG:
+        if data[0] == keyed and not tag and data[1] != LONG:
             n = data[1] + 2
             add(plain % (queue_json, offset, position, timestamp, data[2:n], data[n:], count))
             continue
@@ -398,83 +331,30 @@ def as_base64(page: bytes) -> bytes:
 
 # ---------------------------------------------------------------------------- the binary batch body
 
-BATCH_MEDIA_TYPE = "application/vnd.chunkmq.batch"
-# Layout (docs/api.md "Binary batches"), integers little-endian: a record count n (u32), the records'
-# fixed-size fields as columns of n values each, then their variable fields, one region per field,
-# each the concatenation of that field over the records in order. Columns are read in one call each
-# and the lengths give every field's slice: no Python loop over the records on the way in or out.
-COUNT = struct.Struct("<I")
-PUBLISH_COLUMNS = "IHB"  # body length, routing key length, flags; regions: routing keys, bodies
-# A delivered record's columns: offset, id, timestamp, delivery count, flags, and the lengths of its
-# exchange, routing key, tag, headers (a JSON object, empty when there are none) and body; regions
-# in that order.
-DELIVERED_COLUMNS = "QQQIBBHHII"
-WIRE_BINARY = 1  # record flag: the body is bytes (JSON answers give it as body_base64)
+# The binary batch body's layouts are chunkmq.wire.batch's; these turn its records into stored blobs
+# and stored blobs into delivered batches.
 _ESCAPED = bytes(range(0x20)) + b'"\\'  # what JSON escapes in a string; orjson leaves the rest as it is
-_PUBLISH_ROW = sum(struct.calcsize(code) for code in PUBLISH_COLUMNS)
 
 
 def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedBatch:
-    """The records of a binary publish body (BATCH_MEDIA_TYPE), validated, as stored blobs.
+    """The records of a binary publish body (wire.MEDIA_TYPE), validated, as stored blobs.
 
     Raises InvalidInput for a malformed body (400) and TooLarge past `max_messages` (413)."""
-    if len(body) < COUNT.size:
-        raise InvalidInput("a binary batch starts with its record count (4 bytes)")
-    (count,) = COUNT.unpack_from(body)
-    if count == 0:
-        raise InvalidInput("a binary batch needs at least one record")
-    if count > max_messages:
-        raise TooLarge(f"a batch holds at most {max_messages} messages", code="batch_too_large")
-    data_start = COUNT.size + count * _PUBLISH_ROW
-    if len(body) < data_start:
-        raise InvalidInput(f"the record columns are truncated: {count} records need {data_start} bytes, "
-                           f"the body has {len(body)}")
-    body_lens, key_lens, flags = _columns(body, COUNT.size, count, PUBLISH_COLUMNS)
-    keys_end = data_start + sum(key_lens)
-    if keys_end + sum(body_lens) != len(body):
-        raise InvalidInput(f"the records' lengths add up to {keys_end + sum(body_lens) - data_start} bytes, "
-                           f"but {len(body) - data_start} follow the columns")
-    if max(flags) > WIRE_BINARY:
-        raise InvalidInput(f"record {next(i for i, f in enumerate(flags) if f > WIRE_BINARY)} has unknown flags")
-    payloads = _slices(body, keys_end, body_lens)
+    try:
+        columns = wire.decode_publish(body, max_messages)
+    except wire.TooManyRecords as e:
+        raise TooLarge(str(e), code="batch_too_large") from None
+    except wire.MalformedBatch as e:
+        raise InvalidInput(str(e)) from None
+    payloads = wire.slices(body, columns.bodies_start, columns.body_lengths)
+    key_lens = columns.key_lengths
     if max(key_lens) == 0:  # every message on the empty routing key (a queue publish)
-        routing_keys = [""] * count
+        routing_keys = [""] * len(key_lens)
     else:
-        raw_keys = _slices(body, data_start, key_lens)
+        raw_keys = wire.slices(body, columns.keys_start, key_lens)
         known = {raw: _routing_key(raw, raw_keys.index(raw)) for raw in set(raw_keys)}
         routing_keys = [known[raw] for raw in raw_keys]
-    return _stored(exchange, routing_keys, payloads, flags, body[keys_end:])
-
-
-def _columns(buffer: bytes, start: int, count: int, codes: str) -> list[list[int]]:
-    """`count` little-endian values of each struct code in `codes`, column after column."""
-    out = []
-    for code in codes:
-        size = struct.calcsize("<" + code)
-        column = array.array(code)
-        if column.itemsize == size:  # array reads a column at C speed
-            column.frombytes(buffer[start:start + count * size])
-            if sys.byteorder == "big":
-                column.byteswap()
-            out.append(column.tolist())
-        else:  # a platform whose C types have other sizes
-            out.append(list(struct.unpack_from(f"<{count}{code}", buffer, start)))
-        start += count * size
-    return out
-
-
-def _slices(buffer: bytes, start: int, lengths: list[int]) -> Sequence[bytes]:
-    """`buffer` cut into consecutive pieces of `lengths` from `start`: pieces of one length (most
-    batches) by one struct call, which builds them three times faster than slicing does."""
-    if lengths.count(lengths[0]) == len(lengths):
-        return _cutter(lengths[0], len(lengths)).unpack_from(buffer, start)
-    ends = list(itertools.accumulate(lengths, initial=start))
-    return [buffer[a:b] for a, b in itertools.pairwise(ends)]  # three times faster than map(slice)
-
-
-@functools.lru_cache(maxsize=16)  # a few batch shapes repeat; a struct of 10,000 pieces takes about 400 KB
-def _cutter(length: int, count: int) -> struct.Struct:
-    return struct.Struct(f"{length}s" * count)
+    return _stored(exchange, routing_keys, payloads, columns.flags, body[columns.bodies_start:])
 
 
 def _stored(exchange: str, routing_keys: list[str], payloads: Sequence[bytes], flags: list[int],
@@ -532,22 +412,16 @@ def _routing_key(raw: bytes, index: int) -> str:
 
 
 def render_results(appended: AppendedBatch, names: dict[int, bytes]) -> bytes:
-    """The results of a binary publish as a binary batch: the message count, the columns id u64
-    and placement count u16; then the placement count (u32), the columns queue offset u64 and
-    queue name length u8, and the region of queue names, every placement in message order.
-    `names` holds the name of every queue placed in."""
-    n, offsets = len(appended.positions), appended.offsets
-    counts = column_bytes("H", appended.counts) if appended.counts is not None else b"\x01\x00" * n
+    """The results of a binary publish as a binary batch (wire.encode_results). `names` holds the
+    name of every queue placed in."""
+    offsets = appended.offsets
     if len(names) == 1:  # a queue publish, or one route: the same name for every placement
         (name,) = names.values()
         lengths, region = bytes((len(name),)) * len(offsets), name * len(offsets)
     else:
         queues = appended.queues
         lengths, region = bytes([len(names[q]) for q in queues]), b"".join([names[q] for q in queues])
-    return b"".join((
-        COUNT.pack(n), column_bytes("Q", appended.positions), counts,
-        COUNT.pack(len(offsets)), column_bytes("Q", offsets), lengths, region,
-    ))
+    return wire.encode_results(appended.positions, appended.counts, offsets, lengths, region)
 
 
 def _unescaped(escaped: bytes) -> bytes:
@@ -564,7 +438,7 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
     keyed = HEAD | HAS_ROUTING_KEY
     bare = all(b[0] == HEAD for b in blobs)  # text without exchange, routing key or headers
     joined: list[bytes | None] = [None] * 5  # a region already joined (checked for escapes on the way)
-    if bare or all(b[0] == keyed and b[1] != _LONG for b in blobs):  # nearly every batch: slices
+    if bare or all(b[0] == keyed and b[1] != LONG for b in blobs):  # nearly every batch: slices
         if bare:
             keys, bodies = [b""] * n, [b[1:] for b in blobs]
         else:
@@ -597,11 +471,8 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
             keys.append(key)
             headers.append(head)
             bodies.append(body)
-            flags.append(WIRE_BINARY if binary else 0)
+            flags.append(wire.BINARY if binary else 0)
     regions = (exchanges, keys, tags, headers, bodies)
     columns = (offsets, positions, timestamps, counts, flags,
                *([0] * n if j == b"" else list(map(len, r)) for r, j in zip(regions, joined, strict=True)))
-    parts = [COUNT.pack(n)]
-    parts += [column_bytes(code, column) for code, column in zip(DELIVERED_COLUMNS, columns, strict=True)]
-    parts += [b"".join(r) if j is None else j for r, j in zip(regions, joined, strict=True)]
-    return b"".join(parts)
+    return wire.encode_delivered(n, columns, [b"".join(r) if j is None else j for r, j in zip(regions, joined, strict=True)])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +30,15 @@ from chunkmq.broker.message import (
 from chunkmq.broker.names import DEFAULT_EXCHANGE
 from chunkmq.broker.queue import Overflow, Queue
 from chunkmq.broker.routing import Exchange
-from chunkmq.storage import AppendedBatch, BatchTooLarge, MessageColumns, MessageTooLarge, record_size
+from chunkmq.storage import (
+    AppendedBatch,
+    BatchTooLarge,
+    MessageColumns,
+    MessageTooLarge,
+    QueueCap,
+    QueueCapReached,
+)
 from chunkmq.storage import StorageFull as StoreFull
-from chunkmq.storage.record import FRAME, HEADER_SIZE, LONG_FRAME, SHORT_MAX
 
 
 @dataclass(slots=True)
@@ -45,7 +52,6 @@ class PublishOutcome:
 
 
 _NOT_DUPLICATE = b'"duplicate":false}'
-_SHORT_DATA = SHORT_MAX - HEADER_SIZE - 12  # data up to this length always takes a short frame (one placement)
 
 
 def as_duplicate(result: bytes) -> bytes:
@@ -68,20 +74,19 @@ class Publishing(BrokerBase):
         """
         if binary_answer and type(raw) is not bytes:
             raise InvalidInput("a binary answer needs a binary batch body")
-        results, end_position = self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer)
-        if end_position is not None:
-            future = self.store.durable(end_position)
-            if not future.done():
-                started = time.perf_counter()
-                await asyncio.wrap_future(future)
-                metrics.fsync_wait.observe(time.perf_counter() - started)
+        results, future = self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer)
+        if future is not None and not future.done():
+            started = time.perf_counter()
+            await asyncio.wrap_future(future)
+            metrics.fsync_wait.observe(time.perf_counter() - started)
         return PublishOutcome(results, self.durability)
 
     def _publish_now(
         self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None, binary_answer: bool = False
-    ) -> tuple[bytes, int | None]:
-        """The synchronous part of a publish: validate, route, check limits, append. `raw` is the
-        list of message objects of a JSON body, or a binary batch body (bytes)."""
+    ) -> tuple[bytes, Future[None] | None]:
+        """The synchronous part of a publish: validate, route, append (with the queues' caps and the
+        disk budget, which the store checks with the batch's exact sizes), and the future of its
+        durability. `raw` is the list of message objects of a JSON body, or a binary batch body."""
         binary = type(raw) is bytes
         if not binary and (type(raw) is not list or not raw):
             raise InvalidInput("messages must be a non-empty array")
@@ -118,8 +123,8 @@ class Publishing(BrokerBase):
         batch_keys: dict[str, int] = {}
         # Plain messages route by routing key alone: once per distinct key, and their counts per key.
         routes: dict[str, tuple[int, ...]] = {}
-        per_route: dict[str, list[int]] = {}  # routing key -> [messages, data bytes, long records]
-        incoming: dict[int, list[int]] = {}  # queue id -> [messages, bytes on disk] this batch adds
+        per_route: dict[str, int] = {}  # routing key -> how many plain messages take it
+        incoming: dict[int, int] = {}  # queue id -> the messages this batch adds
         unroutable = 0
         keys, blobs = batch.routing_keys, batch.blobs
         if not full and keys.count(keys[0]) == len(keys):
@@ -130,7 +135,7 @@ class Publishing(BrokerBase):
                 i = next(i for i, n in enumerate(lengths) if n > max_bytes)
                 raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code="message_too_large")
             ids = routes[keys[0]] = self._targets(exchange, target, keys[0], NO_HEADERS)
-            per_route[keys[0]] = [len(blobs), sum(lengths), sum(map(_SHORT_DATA.__lt__, lengths))]
+            per_route[keys[0]] = len(blobs)
             slots.extend(range(len(blobs)))
             data_column, queue_column = blobs, [ids] * len(blobs)
             keys = blobs = []  # nothing left for the loop
@@ -142,12 +147,8 @@ class Publishing(BrokerBase):
                 ids = routes.get(routing_key)
                 if ids is None:
                     ids = routes[routing_key] = self._targets(exchange, target, routing_key, NO_HEADERS)
-                    per_route[routing_key] = [0, 0, 0]
-                counts = per_route[routing_key]
-                counts[0] += 1
-                counts[1] += len(data)
-                if len(data) > _SHORT_DATA:
-                    counts[2] += 1
+                    per_route[routing_key] = 0
+                per_route[routing_key] += 1
                 slots.append(len(data_column))
                 data_column.append(data)
                 queue_column.append(ids)
@@ -172,30 +173,20 @@ class Publishing(BrokerBase):
                 unroutable += 1
             tag = out.tag.encode() if out.tag else b""
             key_bytes = key.encode() if key else b""
-            size = record_size(len(data), len(ids), len(key_bytes), len(tag), *self._placement_bound(ids, len(batch.blobs)))
             for q in ids:
-                added = incoming.setdefault(q, [0, 0])
-                added[0] += 1
-                added[1] += size
+                incoming[q] = incoming.get(q, 0) + 1
             slots.append(len(data_column))
             data_column.append(data)
             queue_column.append(ids)
             tag_column.append(tag)
             key_column.append(key_bytes)
             flag_column.append(out.flags | FLAG_SCOPED_KEY if key else out.flags)
-        for routing_key, (count, data_bytes, longs) in per_route.items():
+        for routing_key, count in per_route.items():
             ids = routes[routing_key]
             if not ids:
                 unroutable += count
-            # a plain message has no tag or key; a long one takes the 8 bytes more of a long frame
-            if len(ids) > 1:
-                longs = count  # (a bound: the threshold below is for one placement)
-            size = data_bytes + count * record_size(0, len(ids), 0, 0, *self._placement_bound(ids, len(batch.blobs))) \
-                + longs * (LONG_FRAME - FRAME)
             for q in ids:
-                added = incoming.setdefault(q, [0, 0])
-                added[0] += count
-                added[1] += size
+                incoming[q] = incoming.get(q, 0) + count
         exchange.messages_in += len(slots)
         if unroutable:
             exchange.messages_unroutable += unroutable
@@ -205,12 +196,15 @@ class Publishing(BrokerBase):
             return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes)), None
         messages = MessageColumns(data_column, queue_column, tag_column if any(tag_column) else None,
                                   key_column if any(key_column) else None, flag_column if any(flag_column) else None)
-        self._check_room(incoming)
         disk = self.disk
-        if disk.limit:
-            disk.check(messages, incoming)  # the disk budget (reject policy): 507 before anything is written
         try:
-            appended = self.store.append(messages)
+            # the disk budget (reject policy) is checked by disk.admit: 507 before anything is written
+            appended, durable = self.store.publish(messages, self._caps(incoming), disk.admit if disk.limit else None)
+        except QueueCapReached as exc:
+            q = self.queues_by_id[exc.queue_id]
+            if exc.unit == "messages":
+                raise QueueFull(f"queue {q.name!r} holds {exc.held} of at most {exc.limit} messages") from exc
+            raise QueueFull(f"queue {q.name!r} would exceed its {exc.limit} bytes") from exc
         except MessageTooLarge as exc:
             raise TooLarge(str(exc), code="message_too_large") from exc
         except BatchTooLarge as exc:
@@ -223,13 +217,13 @@ class Publishing(BrokerBase):
         if binary_answer:  # a binary batch: no keys, no duplicates, nothing to remember
             self._after_append(incoming, len(messages))
             names = {q: self.queues_by_id[q].name.encode() for q in incoming}
-            return render_results(appended, names), self.store.end_position
+            return render_results(appended, names), durable
         results = self._results(appended)
         for key, index in batch_keys.items():
             self.dedup.put(key, appended.timestamp, results[index])
         self._after_append(incoming, len(messages))
         if len(results) == len(slots):  # the common case: no duplicates at all
-            return b"[%b]" % b",".join(results), self.store.end_position
+            return b"[%b]" % b",".join(results), durable
         out_results: list[bytes] = []
         for slot_index, s in enumerate(slots):
             if isinstance(s, bytes):
@@ -238,11 +232,11 @@ class Publishing(BrokerBase):
                 out_results.append(as_duplicate(results[s]))
             else:
                 out_results.append(results[s])
-        return b"[%b]" % b",".join(out_results), self.store.end_position
+        return b"[%b]" % b",".join(out_results), durable
 
-    def _after_append(self, incoming: dict[int, list[int]], count: int) -> None:
+    def _after_append(self, incoming: dict[int, int], count: int) -> None:
         """After an append: queue counters, limits (drop_head), waiting consumers, stats."""
-        for queue_id, (added, _) in incoming.items():
+        for queue_id, added in incoming.items():
             q = self.queues_by_id[queue_id]
             q.messages_in += added
             if q.settings.max_messages is not None or q.settings.max_bytes is not None:
@@ -287,27 +281,17 @@ class Publishing(BrokerBase):
         )
         return b'{"id":"%016x","routed":[%b],"duplicate":false}' % (position, routed)
 
-    def _placement_bound(self, ids: Sequence[int], count: int) -> tuple[int, int]:
-        """(queue id, offset) bounds of the one placement of a record of this batch (record_size)."""
-        if len(ids) != 1:
-            return 0xFFFFFFFF, 1 << 63
-        return ids[0], self.store.next_offset(ids[0]) + count
-
-    def _check_room(self, incoming: dict[int, list[int]]) -> None:
-        """reject_publish: refuse the whole batch when any queue would go over its limits.
-
-        ``incoming`` holds per queue the messages and the bytes the batch adds, counted as the queue's
-        ``bytes`` counts them: each record's whole size on disk (record_size)."""
-        for queue_id, (count, size) in incoming.items():
-            q = self.queues_by_id[queue_id]
-            s = q.settings
-            if s.overflow is not Overflow.REJECT_PUBLISH:
-                continue
-            held = self.store.next_offset(q.id) - self.store.first_offset(q.id)
-            if s.max_messages is not None and held + count > s.max_messages:
-                raise QueueFull(f"queue {q.name!r} holds {held} of at most {s.max_messages} messages")
-            if s.max_bytes is not None and self.store.queue_bytes(q.id) + size > s.max_bytes:
-                raise QueueFull(f"queue {q.name!r} would exceed its {s.max_bytes} bytes")
+    def _caps(self, incoming: dict[int, int]) -> dict[int, QueueCap] | None:
+        """reject_publish: what each queue the batch goes to may hold (the store refuses the whole
+        batch when any would go past it), counted as the queue's ``bytes`` counts: each record's whole
+        size on disk."""
+        caps = None
+        for queue_id in incoming:
+            s = self.queues_by_id[queue_id].settings
+            if s.overflow is Overflow.REJECT_PUBLISH and (s.max_messages is not None or s.max_bytes is not None):
+                caps = caps or {}
+                caps[queue_id] = QueueCap(s.max_messages, s.max_bytes)
+        return caps
 
     # ------------------------------------------------------------------ limits
 

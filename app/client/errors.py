@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chunkmq.broker import codes
+from chunkmq.wire import codes
 
 
 class ChunkmqError(Exception):

@@ -61,6 +61,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from . import files
 from .errors import CorruptChunk, StorageError
@@ -79,6 +80,63 @@ FOOTER_SIZE = 64
 REWRITTEN = 1  # header flag: a chunk written by the collector, with a moved table
 MOVED_MAGIC = b"CMQMOVED"
 MOVED_HEAD = struct.Struct("<8sQQ")
+
+
+class Header(NamedTuple):
+    """A chunk header's fields (parse_header)."""
+
+    version: int
+    flags: int
+    number: int
+    data_size: int
+    created_ms: int
+
+
+class Footer(NamedTuple):
+    """A footer's fields (parse_footer)."""
+
+    data_bytes: int
+    records: int
+    first_ts: int
+    last_ts: int
+
+
+def parse_header(raw: bytes) -> Header:
+    """The header at the start of `raw`; raises ValueError saying what is wrong with it."""
+    if len(raw) < HEADER_SIZE:
+        raise ValueError("header truncated")
+    magic, version, hsize, flags, number, data_size, created = HEADER.unpack_from(raw)
+    if magic != MAGIC or version not in VERSIONS or hsize != HEADER_SIZE:
+        raise ValueError(f"bad magic or version (not a chunk file of format version {' or '.join(map(str, VERSIONS))})")
+    if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
+        raise ValueError("header CRC mismatch")
+    return Header(version, flags, number, data_size, created)
+
+
+def parse_footer(raw: bytes) -> Footer | None:
+    """The footer at the start of `raw`, or None when there is no valid one (a live chunk)."""
+    if len(raw) < FOOTER_SIZE:
+        return None
+    magic, data_bytes, records, first_ts, last_ts, _ = FOOTER.unpack_from(raw)
+    if magic != FOOTER_MAGIC or CRC.unpack_from(raw, FOOTER.size)[0] != zlib.crc32(raw[: FOOTER.size]):
+        return None
+    return Footer(data_bytes, records, first_ts, last_ts)
+
+
+def parse_moved(buf: bytes | mmap.mmap, start: int, data_bytes: int, end: int) -> tuple[array[int], array[int], int] | None:
+    """The moved table of a rewritten chunk whose data region starts at `start` in `buf` and ends at
+    `end`: (positions, data offsets, last chunk number), or None when it is damaged."""
+    at = start + _align8(data_bytes)
+    if at + MOVED_HEAD.size > end:
+        return None
+    magic, count, last = MOVED_HEAD.unpack_from(buf, at)
+    stop = at + MOVED_HEAD.size + 16 * count
+    if magic != MOVED_MAGIC or stop + CRC.size > end or CRC.unpack_from(buf, stop)[0] != zlib.crc32(buf[at:stop]):
+        return None
+    table = array("Q", buf[at + MOVED_HEAD.size : stop])
+    if not _LITTLE:
+        table.byteswap()
+    return table[0::2], table[1::2], last
 
 
 def moved_table_size(count: int) -> int:
@@ -189,14 +247,10 @@ class Chunk:
         """Open an existing chunk; raises CorruptChunk if its header is invalid."""
         fd = os.open(path, os.O_RDWR)
         try:
-            raw = os.pread(fd, HEADER_SIZE, 0)
-            if len(raw) < HEADER_SIZE:
-                raise CorruptChunk(f"chunk {number}: header truncated", chunk=number)
-            magic, version, hsize, flags, num, dsize, created = HEADER.unpack_from(raw)
-            if magic != MAGIC or version not in VERSIONS or hsize != HEADER_SIZE:
-                raise CorruptChunk(f"chunk {number}: bad magic or version", chunk=number)
-            if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
-                raise CorruptChunk(f"chunk {number}: header CRC mismatch", chunk=number)
+            try:
+                version, flags, num, dsize, created = parse_header(os.pread(fd, HEADER_SIZE, 0))
+            except ValueError as exc:
+                raise CorruptChunk(f"chunk {number}: {exc}", chunk=number) from None
             if num != number:
                 raise CorruptChunk(f"chunk {number}: header says chunk {num}", chunk=number)
             if dsize != data_size:
@@ -217,10 +271,10 @@ class Chunk:
     def read_footer(self) -> bool:
         """Load data_bytes/records/timestamps from a valid footer; False if there is none."""
         off = HEADER_SIZE + self.data_size
-        raw = self.mm[off : off + FOOTER_SIZE]
-        magic, data_bytes, records, first_ts, last_ts, _ = FOOTER.unpack_from(raw)
-        if magic != FOOTER_MAGIC or CRC.unpack_from(raw, FOOTER.size)[0] != zlib.crc32(raw[: FOOTER.size]):
+        footer = parse_footer(self.mm[off : off + FOOTER_SIZE])
+        if footer is None:
             return False
+        data_bytes, records, first_ts, last_ts = footer
         if data_bytes > self.data_size:
             return False
         self.data_bytes, self.records, self.first_ts, self.last_ts = data_bytes, records, first_ts, last_ts
@@ -230,17 +284,10 @@ class Chunk:
         return True
 
     def _load_moved(self) -> None:
-        at = HEADER_SIZE + _align8(self.data_bytes)
-        magic, count, last = MOVED_HEAD.unpack_from(self.mm, at)
-        end = at + MOVED_HEAD.size + 16 * count
-        if magic != MOVED_MAGIC or end + CRC.size > HEADER_SIZE + self.data_size or \
-                CRC.unpack_from(self.mm, end)[0] != zlib.crc32(self.mm[at:end]):
+        table = parse_moved(self.mm, HEADER_SIZE, self.data_bytes, HEADER_SIZE + self.data_size)
+        if table is None:
             raise CorruptChunk(f"chunk {self.number}: moved table damaged", chunk=self.number)
-        table = array("Q", self.mm[at + MOVED_HEAD.size : end])
-        if not _LITTLE:
-            table.byteswap()
-        self.moved_positions, self.moved_offsets = table[0::2], table[1::2]
-        self.last = last
+        self.moved_positions, self.moved_offsets, self.last = table
 
     @classmethod
     def write_rewritten(

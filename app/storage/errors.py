@@ -8,6 +8,7 @@
     ├── StorageFull              ENOSPC / EFBIG while writing; the store stays consistent (507)
     ├── CorruptChunk             a chunk file fails validation (header, footer or a record's CRC)
     ├── StoreClosed              the store was closed
+    ├── QueueCapReached          an append would take a queue past its QueueCap (429)
     └── UnknownQueue (KeyError)  a queue id that was never created (or was deleted) (404)
 
 Each API-facing class carries the API.md error ``code`` and the HTTP ``status`` so one handler
@@ -67,6 +68,17 @@ class StoreClosed(StorageError):
 
     code = "store_closed"
     status = 503
+
+
+class QueueCapReached(StorageError):
+    """Raised when an append would take a queue past its cap (nothing is written)."""
+
+    code = "queue_full"
+    status = 429
+
+    def __init__(self, queue_id: int, held: int, limit: int, unit: str) -> None:
+        super().__init__(f"queue {queue_id} would hold more than its {limit} {unit} (it holds {held})")
+        self.queue_id, self.held, self.limit, self.unit = queue_id, held, limit, unit
 
 
 class UnknownQueue(StorageError, KeyError):

@@ -104,7 +104,7 @@ class _Pacer:
     def check(self) -> None:
         if self.run is not None:
             self.run.wait()
-        if self.store._closed or (self.stop is not None and self.stop.is_set()):
+        if self.store.closed or (self.stop is not None and self.stop.is_set()):
             raise StoreClosed("the store is closing")
         if self.duty >= 1:
             return
@@ -119,7 +119,7 @@ def plan(store: Store, threshold: float, live: dict[int, int], durable: int) -> 
     among the files wholly below ``durable``, a position the recovery point has reached: recovery
     never replays records of a file the collector may rewrite (a chunk sealed after step 0 waits
     for the next pass)."""
-    size = store._size
+    size = store.chunk_size
     runs: list[list[Chunk]] = []
     run: list[Chunk] = []
     need = 0  # bytes the run's file will take: live records and their moved table, estimated
@@ -130,9 +130,9 @@ def plan(store: Store, threshold: float, live: dict[int, int], durable: int) -> 
         if len(run) > 1 or (run and _worth_alone(run[0], live.get(run[0].number, 0), threshold, size)):
             runs.append(list(run))
 
-    for c in store._files():
+    for c in store.chunk_files():
         n = live.get(c.number, 0)
-        sparse = c.sealed and c is not store._active and c.end <= durable and n < threshold * size
+        sparse = c.sealed and c is not store.active_chunk and c.end <= durable and n < threshold * size
         est = n + moved_table_size(c.records * n // max(1, c.data_bytes) + 1) + 8
         if sparse and run and need + est <= size:
             run.append(c)
@@ -157,13 +157,13 @@ def collect(store: Store, threshold: float, duty: float, stop: threading.Event |
     ``stop`` set: the pass ends at its next step; ``run`` cleared: the pass waits at its next step."""
     t0 = time.perf_counter()
     report = GcReport()
-    runs = plan(store, threshold, store.live_bytes(), store._end)
+    runs = plan(store, threshold, store.live_bytes(), store.end_position)
     if not runs:
         return report
-    with store._lock:
-        store._check_open()
+    with store.writer_lock:
+        store.check_open()
         floors = {}
-        for q, qi in store._queues.items():
+        for q, qi in store.queue_indexes.items():
             # What a rewrite drops below a queue's floor stops being readable: first rises to the
             # floor, as retention does when it deletes a whole chunk.
             if qi.floor > qi.first:
@@ -188,7 +188,7 @@ def _live_records(store: Store, run: list[Chunk], floors: dict[int, int]) -> lis
     """(position, length) of every record some queue needs in the run's positions, ascending."""
     lo, hi = run[0].base, run[-1].end
     found: dict[int, int] = {}
-    for q, qi in list(store._queues.items()):
+    for q, qi in list(store.queue_indexes.items()):
         floor = floors.get(q)
         if floor is None:
             continue  # created after the pass started: it has nothing in sealed chunks
@@ -201,7 +201,7 @@ def _live_records(store: Store, run: list[Chunk], floors: dict[int, int]) -> lis
 
 
 def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pacer, report: GcReport) -> None:
-    size = store._size
+    size = store.chunk_size
     number, last = run[0].number, run[-1].last
     version = run[0].version  # records are copied verbatim: the new file keeps their record format
     if any(c.version != version for c in run):
@@ -213,7 +213,7 @@ def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pac
     parts: list[bytes] = []
     positions: list[int] = []
     used = 0
-    chunks = store._chunks
+    chunks = store.chunk_map
     sources = {id(c) for c in run}
     first_ts = last_ts = 0
     try:
@@ -247,9 +247,9 @@ def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pac
     Chunk.write_rewritten(tmp, number, last, size, parts, positions, (first_ts, last_ts),
                           run[0].created_ms, int(time.time() * 1000), version)
     freed = sum(_allocated(c.path) for c in run) - _allocated(tmp)
-    with store._lock:
+    with store.writer_lock:
         # step 2: the sources must still be what the copy was made from
-        if store._closed or any(chunks.get(c.number) is not c for c in run):
+        if store.closed or any(chunks.get(c.number) is not c for c in run):
             tmp.unlink(missing_ok=True)
             raise _Aborted("a source chunk was deleted or quarantined")
         # step 3: the commit
@@ -262,7 +262,7 @@ def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pac
         new.read_footer()
         new.release_fd()
         for c in run:
-            store._forget(c)
+            store.forget(c)
             c.release_fd()  # the mmap stays for readers that still hold the old Chunk
         for n in range(number, last + 1):
             chunks[n] = new

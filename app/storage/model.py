@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class FsyncMode(StrEnum):
@@ -72,6 +72,25 @@ class Appended:
     position: int  # global position of the record
     timestamp: int  # UTC epoch ms assigned by the store (non-decreasing)
     offsets: list[tuple[int, int]]  # (queue id, queue offset) per placement
+
+
+class QueueCap(NamedTuple):
+    """What a queue may hold after an append (None: no limit). An append that would take a queue past
+    its cap is refused whole (QueueCapReached), checked with the batch's exact sizes on disk."""
+
+    max_messages: int | None
+    max_bytes: int | None
+
+
+class BatchSpace(NamedTuple):
+    """What an append is about to take on disk, shown to its `admit` callback before anything is
+    written: its records' bytes, whether they start a new chunk file, and its index entries (one per
+    placement) over how many queues."""
+
+    record_bytes: int
+    new_chunk: bool
+    placements: int
+    queues: int
 
 
 @dataclass(slots=True)

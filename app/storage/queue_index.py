@@ -46,10 +46,27 @@ VERSION = 1
 HEADER = struct.Struct("<8sHHIQI")
 CRC = struct.Struct("<I")
 HEADER_SIZE = 32
-ENTRY = struct.Struct("<QII")
-ENTRY_SIZE = 16
+ENTRY = struct.Struct("<QII")  # position + 1, length, tag hash: the one spelling of an entry
+ENTRY_SIZE = ENTRY.size
+ENTRY_DTYPE = [("p1", "<u8"), ("len", "<u4"), ("th", "<u4")]  # ENTRY for numpy (Store.read_columns)
+_POSITION = struct.Struct("<Q8x")  # an entry's position + 1 alone
 _BLOCK = 4096  # file system block: punch_below frees whole ones
 _LITTLE = sys.byteorder == "little"
+
+
+def used_entries(raw: bytes) -> int:
+    """How many entries at the start of `raw` are set (up to the first empty one)."""
+    used = 0
+    for (p1,) in _POSITION.iter_unpack(raw):
+        if not p1:
+            break
+        used += 1
+    return used
+
+
+def index_file_size(entries: int) -> int:
+    """Bytes of an index file of `entries` entries (its header included)."""
+    return HEADER_SIZE + ENTRY_SIZE * entries
 
 
 def pack_entries(flat: list[int]) -> bytes:
@@ -267,12 +284,7 @@ class QueueIndex:
             if f is None:
                 return cleared
             n = f.base + f.capacity - offset
-            raw = f.pread(offset, n)
-            used = 0
-            for (pos,) in struct.iter_unpack("<Q8x", raw):
-                if not pos:
-                    break
-                used += 1
+            used = used_entries(f.pread(offset, n))
             if used:
                 f.write(offset, bytes(used * ENTRY_SIZE))
                 cleared += used

@@ -10,26 +10,12 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import files
-from .chunk import (
-    CRC,
-    FOOTER,
-    FOOTER_MAGIC,
-    FOOTER_SIZE,
-    HEADER,
-    HEADER_SIZE,
-    MAGIC,
-    MOVED_HEAD,
-    MOVED_MAGIC,
-    REWRITTEN,
-    VERSIONS,
-)
+from .chunk import FOOTER_SIZE, HEADER_SIZE, REWRITTEN, parse_footer, parse_header, parse_moved
 from .model import Record
 from .record import FRAME, decode, iter_records, record_length
 
@@ -66,35 +52,23 @@ def chunk_paths(store_dir: Path) -> list[Path]:
 
 
 def read_head(fd: int) -> ChunkHead:
-    raw = os.pread(fd, HEADER_SIZE, 0)
-    if len(raw) < HEADER_SIZE:
-        raise ValueError("shorter than a chunk header")
-    magic, version, hsize, flags, number, data_size, created = HEADER.unpack_from(raw)
-    if magic != MAGIC or version not in VERSIONS or hsize != HEADER_SIZE:
-        raise ValueError(f"not a chunk file of format version {' or '.join(map(str, VERSIONS))}")
-    if CRC.unpack_from(raw, HEADER.size)[0] != zlib.crc32(raw[: HEADER.size]):
-        raise ValueError("chunk header CRC mismatch")
-    foot = os.pread(fd, FOOTER_SIZE, HEADER_SIZE + data_size)
-    sealed = None
-    if len(foot) == FOOTER_SIZE:
-        fmagic, data_bytes, *_ = FOOTER.unpack_from(foot)
-        if fmagic == FOOTER_MAGIC and CRC.unpack_from(foot, FOOTER.size)[0] == zlib.crc32(foot[: FOOTER.size]):
-            sealed = data_bytes
+    """The chunk's header and, when it is sealed, its footer; raises ValueError for a bad header."""
+    try:
+        version, flags, number, data_size, created = parse_header(os.pread(fd, HEADER_SIZE, 0))
+    except ValueError as exc:
+        raise ValueError(f"not a readable chunk file: {exc}") from None
+    footer = parse_footer(os.pread(fd, FOOTER_SIZE, HEADER_SIZE + data_size))
+    sealed = footer.data_bytes if footer is not None else None
     return ChunkHead(number, data_size, created, sealed, bool(flags & REWRITTEN), version)
 
 
 def _moved(region: bytes | memoryview, data_bytes: int) -> dict[int, int]:
     """A rewritten chunk's moved table: data offset -> global position ({} if it is damaged)."""
-    at = (data_bytes + 7) & ~7
-    if at + MOVED_HEAD.size > len(region):
+    table = parse_moved(region, 0, data_bytes, len(region))
+    if table is None:
         return {}
-    magic, count, _ = MOVED_HEAD.unpack_from(region, at)
-    end = at + MOVED_HEAD.size + 16 * count
-    if magic != MOVED_MAGIC or end + CRC.size > len(region) or \
-            CRC.unpack_from(region, end)[0] != zlib.crc32(region[at:end]):
-        return {}
-    pairs = struct.iter_unpack("<QQ", region[at + MOVED_HEAD.size : end])
-    return {local: position for position, local in pairs}
+    positions, offsets, _ = table
+    return dict(zip(offsets, positions, strict=True))
 
 
 def data_end(region: bytes | memoryview) -> int:

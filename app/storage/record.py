@@ -45,8 +45,8 @@ from typing import Any
 from isal.isal_zlib import crc32  # zlib's CRC-32, 4x faster on 100-byte records (same values)
 
 from . import record_v1
-from .errors import MessageTooLarge
-from .model import AppendedBatch, MessageColumns, NewMessage, Record
+from .errors import CorruptChunk, MessageTooLarge
+from .model import AppendedBatch, MessageColumns, NewMessage, Record, StoredMessage
 from .queue_index import ENTRY_SIZE, pack_entries
 
 
@@ -108,13 +108,17 @@ def _offset_code(o: int) -> int:
     return 0 if o < 0x10000 else 4 if o < 0x1000000 else 8 if o < 0x100000000 else 12
 
 
+def _payload_size(data_len: int, placements: int, idem_len: int, tag_len: int, queue_id: int, offset: int) -> int:
+    width = WIDTH[_queue_code(queue_id) | _offset_code(offset)] if placements == 1 else 2 + 12 * placements
+    return HEADER_SIZE + width + data_len + (2 + tag_len if tag_len else 0) + (2 + idem_len if idem_len else 0)
+
+
 def record_size(data_len: int, placements: int = 1, idem_len: int = 0, tag_len: int = 0,
                 queue_id: int = 0xFFFFFFFF, offset: int = 1 << 63) -> int:
     """The bytes a record with these field lengths takes on disk, framing included: exact when its one
     placement is (``queue_id``, ``offset``), and a bound when they are bounds (the defaults: the widest
     placement). What publish limits are checked with; the index entry holds the exact size."""
-    width = WIDTH[_queue_code(queue_id) | _offset_code(offset)] if placements == 1 else 2 + 12 * placements
-    payload = HEADER_SIZE + width + data_len + (2 + tag_len if tag_len else 0) + (2 + idem_len if idem_len else 0)
+    payload = _payload_size(data_len, placements, idem_len, tag_len, queue_id, offset)
     return payload + (FRAME if payload <= SHORT_MAX else LONG_FRAME)
 
 
@@ -709,6 +713,43 @@ def fields_at(buf: bytes | memoryview, off: int, length: int, verify: bool,
         return None
     tl, il, _, start, end = fields
     return ts_lo | ts_hi << 32, flags, bytes(buf[start : start + tl]), bytes(buf[start + tl + il : end])
+
+
+_head_from = HEAD.unpack_from  # a short record's prefix, CRC and fixed header: one call per record on read
+Entries = Iterator[tuple[int, tuple[int, int, int]]]  # (queue offset, (position + 1, length, tag hash))
+
+
+def read_run(src: Any, delta: int, lo: int, hi: int, entries: Entries, out: list[StoredMessage], check: bool,
+             version: int, chunk_size: int) -> tuple[int, tuple[int, int, int]] | None:
+    """The read path's loop: decode the records of index `entries` while their position + 1 is in
+    (lo, hi], each at ``src[position + 1 + delta]``, appending (offset, position, timestamp, flags,
+    tag, data) to `out`; returns the first entry past that range (None when there is none).
+
+    Each record's length must be the entry's, and with `check` its CRC must match: CorruptChunk
+    otherwise. The common record of format 2 (short, without tag, key or several placements) is read
+    inline, one struct call and a slice; the others through fields_at."""
+    add = out.append
+    frame, payload, fields, width, rare = FRAME, PAYLOAD, FIELDS_AT, WIDTH, L_TAG | L_IDEM | L_MULTI
+    head_from, current = _head_from, version == VERSION
+    for item in entries:
+        o, (p1, length, _th) = item
+        if not lo < p1 <= hi:
+            return item
+        off = p1 + delta
+        if current:
+            b, crc, ts_lo, ts_hi, flags, layout = head_from(src, off)
+            if b + frame == length and not layout & rare:
+                e = off + payload + b
+                if check and crc32(src[off + payload : e]) != crc:
+                    raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // chunk_size,
+                                       position=p1 - 1)
+                add((o, p1 - 1, ts_lo | ts_hi << 32, flags, b"", src[off + fields + width[layout & L_WIDTHS] : e]))
+                continue
+        got = fields_at(src, off, length, check, version)
+        if got is None:
+            raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // chunk_size, position=p1 - 1)
+        add((o, p1 - 1, *got))
+    return None
 
 
 def decode(buf: bytes | memoryview, off: int, position: int, version: int = VERSION) -> Record:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -27,7 +26,7 @@ from .chunk import HEADER_SIZE as H
 from .chunk import Chunk
 from .errors import CorruptChunk, StorageError
 from .model import RecoveryReport
-from .queue_index import QueueIndex
+from .queue_index import QueueIndex, used_entries
 from .record import END_OF_BATCH, crc32, iter_records, length_before, placements_at, tag_at
 
 if TYPE_CHECKING:
@@ -133,7 +132,7 @@ def _checkpoint_tail_valid(c: Chunk, local: int) -> bool:
 
 def recover(store: Store) -> RecoveryReport:
     t0 = time.monotonic()
-    root, size, opts = store.root, store._size, store.options
+    root, size, opts = store.root, store.chunk_size, store.options
     report = RecoveryReport()
     cp = checkpoint.read(root)
     report.checkpoint_found = cp is not None
@@ -267,20 +266,8 @@ def recover(store: Store) -> RecoveryReport:
         qi.recount(size)  # live-byte accounting of the collector (gc.py)
 
     # 6. the active chunk
-    store._chunks = dict(sorted(chunks.items()))
-    store._queues = queues
-    for c in store._chunks.values():
-        if c.sealed:
-            c.release_fd()
-    store._active = store._chunks[max(store._chunks)] if store._chunks else None
-    for c in list(store._chunks.values()):
-        for alias in range(c.number + 1, c.last + 1):  # the numbers a rewritten file replaced
-            store._chunks[alias] = c
-    store._next_number = max(highest + 1, (start + size - 1) // size if start else 0)
-    a = store._active
-    store._end = a.base + a.data_bytes if a is not None else store._next_number * size
-    store._last_ts = max((c.last_ts for c in store._chunks.values()), default=0)
-    report.end_position = store._end
+    store.adopt(chunks, queues, max(highest + 1, (start + size - 1) // size if start else 0))
+    report.end_position = store.end_position
     report.seconds = time.monotonic() - t0
     if report.bytes_truncated or report.quarantined or report.queues_rebuilt or report.resealed:
         log.warning("storage recovery repaired the store: %s", report)
@@ -310,13 +297,7 @@ def _index_end(qi: QueueIndex) -> int:
     if not qi.files:
         return 0
     base = max(qi.files)
-    raw = qi.files[base].pread(base, qi.capacity)
-    used = 0
-    for (p1,) in struct.iter_unpack("<Q8x", raw):
-        if not p1:
-            break
-        used += 1
-    return base + used
+    return base + used_entries(qi.files[base].pread(base, qi.capacity))
 
 
 def _rebuild(chunks: dict[int, Chunk], queues: dict[int, QueueIndex], damaged: set[int]) -> None:

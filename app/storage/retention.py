@@ -40,11 +40,11 @@ def _points_into(qi: QueueIndex, floor: int, lo: int, hi: int) -> bool:
 
 def _lowest_readable(store: Store, qi: QueueIndex, upto: int) -> int:
     """Lowest offset o <= upto such that every record in [o, upto) still exists (no gaps)."""
-    size = store._size
+    size = store.chunk_size
     o = upto
     while o > qi.first:
         p1 = qi.entry(o - 1)[0]
-        if not p1 or (p1 - 1) // size not in store._chunks:
+        if not p1 or (p1 - 1) // size not in store.chunk_map:
             break
         chunk_start = (p1 - 1) // size * size
         o = qi.first_at_or_after(qi.first, o - 1, chunk_start)  # first offset in that chunk
@@ -53,18 +53,18 @@ def _lowest_readable(store: Store, qi: QueueIndex, upto: int) -> int:
 
 def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> RetentionReport:
     report = RetentionReport()
-    size = store._size
+    size = store.chunk_size
     doomed: list[Chunk] = []
-    with store._lock:
-        store._check_open()
-        queues = store._queues
+    with store.writer_lock:
+        store.check_open()
+        queues = store.queue_indexes
         floor_of = {q: min(max(floors.get(q, qi.first), qi.first), qi.next) for q, qi in queues.items()}
         live = [(qi, floor_of[q]) for q, qi in queues.items() if floor_of[q] < qi.next]
         for q, qi in queues.items():
             qi.raise_floor(floor_of[q], size)  # live-byte accounting (the collector's)
-        files_ = store._files()
+        files_ = store.chunk_files()
         for c in files_:
-            if c is store._active or not c.sealed:
+            if c is store.active_chunk or not c.sealed:
                 continue
             if not any(_points_into(qi, f, c.base, c.end) for qi, f in live):  # a merged file: all its numbers
                 doomed.append(c)
@@ -72,14 +72,14 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
             gone = {c.number for c in doomed}
             freed = sum(_allocated(c) for c in doomed)
             for c in files_:
-                if freed >= free_bytes or c is store._active:
+                if freed >= free_bytes or c is store.active_chunk:
                     break
                 if c.number not in gone:
                     doomed.append(c)
                     gone.add(c.number)
                     freed += _allocated(c)
         for c in doomed:
-            store._forget(c)
+            store.forget(c)
         # new floors: up to the lowest readable offset, never above the requested floor except
         # where drop_oldest took data away
         for q, qi in queues.items():
@@ -114,8 +114,8 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
             continue
         report.chunks_deleted.append(c.number)
         report.bytes_freed += freed
-    with store._lock:
-        for qi in list(store._queues.values()):
+    with store.writer_lock:
+        for qi in list(store.queue_indexes.values()):
             n, freed = qi.drop_files_below(qi.first)
             report.index_files_deleted += n
             report.bytes_freed += freed
@@ -131,12 +131,12 @@ def _exists(store: Store, qi: QueueIndex, offset: int) -> bool:
     if offset >= qi.next:
         return True
     p1 = qi.entry(offset)[0]
-    return bool(p1) and (p1 - 1) // store._size in store._chunks
+    return bool(p1) and (p1 - 1) // store.chunk_size in store.chunk_map
 
 
 def _first_existing(store: Store, qi: QueueIndex, offset: int) -> int:
     """First offset >= ``offset`` whose record exists, jumping a missing chunk at a time."""
-    size = store._size
+    size = store.chunk_size
     while offset < qi.next and not _exists(store, qi, offset):
         p1 = qi.entry(offset)[0]
         if not p1:

@@ -8,12 +8,13 @@ index_entries, scan, ...) run concurrently without the lock. The flusher thread 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from operator import itemgetter
 from pathlib import Path
@@ -22,12 +23,13 @@ from . import checkpoint, files
 from .chunk import FOOTER_SIZE as CHUNK_FOOTER
 from .chunk import HEADER_SIZE as CHUNK_HEADER
 from .chunk import Chunk
-from .errors import BatchTooLarge, CorruptChunk, StorageError, StoreClosed, UnknownQueue
+from .errors import BatchTooLarge, CorruptChunk, QueueCapReached, StorageError, StoreClosed, UnknownQueue
 from .errors import os_failure as _fail
 from .flusher import Flusher
 from .gc import Collector
 from .model import (
     AppendedBatch,
+    BatchSpace,
     ChunkInfo,
     ColumnPage,
     FsyncMode,
@@ -35,29 +37,29 @@ from .model import (
     IndexEntry,
     MessageColumns,
     NewMessage,
+    QueueCap,
     Record,
     RecoveryReport,
     RetentionReport,
     StoredMessage,
     StoreOptions,
 )
-from .queue_index import ENTRY, QueueIndex, pack_entries, unpack_entries
+from .queue_index import (
+    ENTRY,
+    ENTRY_DTYPE,
+    ENTRY_SIZE,
+    QueueIndex,
+    index_file_size,
+    pack_entries,
+    unpack_entries,
+)
 from .record import (
-    FIELDS_AT,
-    FRAME,
-    HEAD,
-    L_IDEM,
-    L_MULTI,
-    L_TAG,
-    L_WIDTHS,
-    PAYLOAD,
     VERSION,
-    WIDTH,
-    crc32,
     decode,
     encode_batch,
     fields_at,
     iter_records,
+    read_run,
     record_length,
     timestamp_at,
 )
@@ -65,9 +67,7 @@ from .record import columns as record_columns
 
 log = logging.getLogger("chunkmq.storage")
 
-_head_from = HEAD.unpack_from  # a short record's prefix, CRC and fixed header: one call per record on read
 _iter_entries = ENTRY.iter_unpack
-_ENTRY_DTYPE = [("p1", "<u8"), ("len", "<u4"), ("th", "<u4")]  # queue_index.ENTRY for numpy
 _tail_start_key = itemgetter(0)
 
 
@@ -93,7 +93,21 @@ class _Offsets(dict[int, int]):
 
 
 class Store:
-    """A message log with per-queue offset indexes. Open with Store.open(directory, options)."""
+    """A message log with per-queue offset indexes. Open with Store.open(directory, options).
+
+    The modules that work on a store's state from outside this file (recovery.py, retention.py,
+    gc.py) use this internal interface only, never the private attributes:
+
+    - ``chunk_size``: bytes of a chunk's data region (global position // chunk_size = chunk number);
+    - ``writer_lock``: the lock every writer holds (appends, queue changes, retention, a gc commit);
+    - ``closed`` and ``check_open()``: whether the store was closed (StoreClosed from check_open);
+    - ``queue_indexes``: queue id -> its QueueIndex (mutate only under the writer lock);
+    - ``chunk_map``: chunk number -> its Chunk, the numbers a rewritten file replaced included;
+      ``chunk_files()``: every chunk file once, by number; ``active_chunk``: where appends go;
+    - ``forget(chunk)``: take a chunk file and all its numbers out of the map (writer lock held);
+    - ``adopt(chunks, queues, next_number)``: install what recovery found (Store.open only);
+    - and the public ``end_position``, ``live_bytes()``, ``flush()``, ``root``, ``options``.
+    """
 
     recovery: RecoveryReport
 
@@ -141,7 +155,7 @@ class Store:
         store.recovery = recover(store)
         files.make_reserve(root)
         log.info("storage recovery: %s", store.recovery)
-        store._flusher.start(store._end)
+        store._flusher.start(store.end_position)
         if options.gc_threshold > 0:
             store._collector = Collector(store, options.gc_threshold, options.gc_duty)
             store._collector.start()
@@ -173,7 +187,7 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         if self._closed:
             raise StoreClosed("the store is closed")
 
@@ -183,7 +197,7 @@ class Store:
         if not 0 <= queue_id <= 0xFFFFFFFF:
             raise ValueError(f"queue id must be a u32, got {queue_id}")
         with self._lock:
-            self._check_open()
+            self.check_open()
             if queue_id in self._queues:
                 return
             path = files.queue_dir(self.root, queue_id)
@@ -194,7 +208,7 @@ class Store:
     def delete_queue(self, queue_id: int) -> None:
         """Remove a queue's index files (idempotent); its log data becomes garbage for retain()."""
         with self._lock:
-            self._check_open()
+            self.check_open()
             qi = self._queues.pop(queue_id, None)
             if qi is None:
                 return
@@ -234,7 +248,7 @@ class Store:
     def set_first_offset(self, queue_id: int, offset: int, *, durable: bool = False) -> tuple[int, int]:
         """Move a queue's floor up (never down, at most to its end); returns (messages, bytes) dropped."""
         with self._lock:
-            self._check_open()
+            self.check_open()
             qi = self._queue(queue_id)
             new = min(max(offset, qi.first), qi.next)
             dropped = new - qi.first
@@ -252,17 +266,29 @@ class Store:
         """Global position after the last appended record."""
         return self._end
 
-    def append(self, batch: MessageColumns | Sequence[NewMessage]) -> AppendedBatch:
+    def publish(self, batch: MessageColumns | Sequence[NewMessage], caps: Mapping[int, QueueCap] | None = None,
+                admit: Callable[[BatchSpace], None] | None = None) -> tuple[AppendedBatch, Future[None]]:
+        """`append`, and the future `durable` gives for the batch's end: a publish's one call."""
+        with self._lock:
+            appended = self.append(batch, caps, admit)
+            end = self._end
+        return appended, self.durable(end)
+
+    def append(self, batch: MessageColumns | Sequence[NewMessage], caps: Mapping[int, QueueCap] | None = None,
+               admit: Callable[[BatchSpace], None] | None = None) -> AppendedBatch:
         """Store a batch with one write into one chunk; atomic across crashes.
 
-        Raises MessageTooLarge / BatchTooLarge / UnknownQueue (nothing written), StorageFull on
-        ENOSPC or EFBIG (nothing of the batch visible, now or after a restart), StoreClosed.
+        ``caps`` limits what queues may hold after it (QueueCapReached, with the records' exact sizes);
+        ``admit`` is shown the space the batch takes (BatchSpace) before anything is written, and
+        refuses it by raising. Raises MessageTooLarge / BatchTooLarge / UnknownQueue /
+        QueueCapReached (nothing written), StorageFull on ENOSPC or EFBIG (nothing of the batch
+        visible, now or after a restart), StoreClosed.
         """
         if not len(batch):
             return AppendedBatch(0, [], [], [])
         opts = self.options
         with self._lock:
-            self._check_open()
+            self.check_open()
             active = self._active
             ts = _now_ms()
             if ts < self._last_ts:
@@ -277,7 +303,13 @@ class Store:
                     f"or chunk_size={self._size}"
                 )
             local = pos - active.base if active is not None else 0
-            if active is None or active.sealed or active.version != VERSION or local + size > self._size:
+            new_chunk = active is None or active.sealed or active.version != VERSION or local + size > self._size
+            if caps:
+                self._check_caps(caps, entries)
+            if admit is not None:
+                placements = sum(len(packed) for packed, _ in entries.values()) // ENTRY_SIZE
+                admit(BatchSpace(size, new_chunk, placements, len(entries)))
+            if new_chunk:
                 active = self._roll()
                 delta = active.base - pos
                 pos, local = active.base, 0
@@ -311,6 +343,18 @@ class Store:
             self._dirty.add(active)
             self._cache(pos, buf)
         return appended
+
+    def _check_caps(self, caps: Mapping[int, QueueCap], entries: dict[int, tuple[bytes, int]]) -> None:
+        for q, (packed, added) in entries.items():
+            cap = caps.get(q)
+            if cap is None:
+                continue
+            qi = self._queues[q]
+            held = qi.next - qi.first
+            if cap.max_messages is not None and held + len(packed) // ENTRY_SIZE > cap.max_messages:
+                raise QueueCapReached(q, held, cap.max_messages, "messages")
+            if cap.max_bytes is not None and qi.bytes + added > cap.max_bytes:
+                raise QueueCapReached(q, qi.bytes, cap.max_bytes, "bytes")
 
     def _cache(self, pos: int, buf: bytes) -> None:
         limit = self.options.tail_cache_bytes
@@ -458,7 +502,7 @@ class Store:
         tag_hashes: frozenset[int] | None,
         max_scan: int,
     ) -> tuple[list[StoredMessage], int]:
-        self._check_open()
+        self.check_open()
         qi = self._queue(queue_id)
         start = max(offset, qi.first)
         end = min(qi.next, start + (max_scan if tag_hashes is not None else max_count))
@@ -487,51 +531,33 @@ class Store:
         return src, off - pos, pos - pos % self._size + self._size, c, False
 
     def _read_run(self, qi: QueueIndex, start: int, end: int) -> list[StoredMessage]:
-        """The hot read path: every entry of [start, end), no filter, no byte budget."""
+        """The hot read path: every entry of [start, end), no filter, no byte budget. Each run of
+        entries one source serves (a chunk's mmap, or a cached batch) is decoded by record.read_run."""
         out: list[StoredMessage] = []
-        add = out.append
         verify = self.options.verify_reads
-        hi = 0  # entries with hi_lo < p1 <= hi are served by src (p1 = position + 1)
-        hi_lo = 0
-        src: object = None
-        delta = 0
+        entries = enumerate(_iter_entries(qi.raw(start, end - start)), start)
+        pending = next(entries, None)
         cur: Chunk | None = None
         cached = False
-        check = verify
         mark = 0
-        version = VERSION
-        frame, payload, fields, width, rare = FRAME, PAYLOAD, FIELDS_AT, WIDTH, L_TAG | L_IDEM | L_MULTI
         try:
-            for o, (p1, length, _th) in enumerate(_iter_entries(qi.raw(start, end - start)), start):
-                if not hi_lo < p1 <= hi:
-                    if not p1:
-                        continue  # a hole (data lost to quarantine)
-                    if cur is not None:
-                        self._count(cur, cached, len(out) - mark)
-                    mark = len(out)
-                    src, delta, hi, cur, cached = self._locate(p1 - 1)
-                    if src is None:
-                        hi = hi_lo = 0
-                        continue  # chunk deleted or quarantined: the entry is gone
-                    hi_lo = p1 - 1
-                    delta -= 1
-                    check = verify and not cached  # the tail cache holds the bytes we wrote
-                    version = cur.version if cur is not None and not cached else VERSION
-                off = p1 + delta
-                if version == VERSION:  # a short record without tag, key or several placements: inline
-                    b, crc, ts_lo, ts_hi, flags, layout = _head_from(src, off)  # type: ignore[call-overload]
-                    if b + frame == length and not layout & rare:
-                        e = off + payload + b
-                        if check and crc32(src[off + payload : e]) != crc:  # type: ignore[index]
-                            raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
-                                               position=p1 - 1)
-                        add((o, p1 - 1, ts_lo | ts_hi << 32, flags, b"", src[off + fields + width[layout & L_WIDTHS] : e]))  # type: ignore[index]
-                        continue
-                got = fields_at(src, off, length, check, version)  # type: ignore[arg-type]
-                if got is None:
-                    raise CorruptChunk(f"record at {p1 - 1} fails validation", chunk=(p1 - 1) // self._size,
-                                       position=p1 - 1)
-                add((o, p1 - 1, *got))
+            while pending is not None:
+                p1 = pending[1][0]
+                if cur is not None:
+                    self._count(cur, cached, len(out) - mark)
+                    cur = None
+                mark = len(out)
+                if not p1:  # a hole (data lost to quarantine)
+                    pending = next(entries, None)
+                    continue
+                src, delta, hi, cur, cached = self._locate(p1 - 1)
+                if src is None:  # chunk deleted or quarantined: the entry is gone
+                    pending = next(entries, None)
+                    continue
+                version = cur.version if cur is not None and not cached else VERSION
+                # the tail cache holds the bytes we wrote: no CRC check for them
+                pending = read_run(src, delta - 1, p1 - 1, hi, itertools.chain((pending,), entries), out,
+                                   verify and not cached, version, self._size)
         except ValueError:
             pass  # a chunk closed under us by retention: what was read so far stands
         if cur is not None:
@@ -545,11 +571,11 @@ class Store:
         are decoded one by one and appended to the buffer."""
         import numpy as np
 
-        self._check_open()
+        self.check_open()
         qi = self._queue(queue_id)
         start = max(offset, qi.first)
         end = min(qi.next, start + max(max_count, 0))
-        entries = np.frombuffer(qi.raw(start, end - start) if start < end else b"", _ENTRY_DTYPE)
+        entries = np.frombuffer(qi.raw(start, end - start) if start < end else b"", ENTRY_DTYPE)
         offsets = np.flatnonzero(entries["p1"]) + start
         entries = entries[entries["p1"] != 0]  # holes: data lost to a quarantine
         positions = entries["p1"].astype(np.int64) - 1
@@ -677,7 +703,7 @@ class Store:
 
     def read_at(self, position: int) -> Record:
         """The record at a global position; KeyError if deleted or not a record start."""
-        self._check_open()
+        self.check_open()
         c = self._chunks.get(position // self._size) if position >= 0 else None
         if c is None:
             raise KeyError(position)
@@ -729,9 +755,9 @@ class Store:
 
     def scan(self, from_position: int = 0) -> Iterator[Record]:
         """Every valid record at or after ``from_position`` (a record start), in log order."""
-        self._check_open()
+        self.check_open()
         end = self._end
-        for c in self._files():
+        for c in self.chunk_files():
             if c.end <= from_position:
                 continue
             if c.moved_positions is None:
@@ -753,7 +779,7 @@ class Store:
     def scan_since(self, timestamp_ms: int) -> Iterator[Record]:
         """Records with timestamp >= timestamp_ms, starting at the first chunk that can hold one."""
         start = None
-        for c in self._files():
+        for c in self.chunk_files():
             if c.records and c.last_ts >= timestamp_ms:
                 start = c.base
                 break
@@ -783,11 +809,54 @@ class Store:
             threshold = self.options.gc_threshold or 0.5
         return collect(self, threshold, 1.0)
 
-    def _files(self) -> list[Chunk]:
+    # ------------------------------------------------------------------ for recovery.py, retention.py, gc.py
+    @property
+    def chunk_size(self) -> int:
+        return self._size
+
+    @property
+    def writer_lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def queue_indexes(self) -> dict[int, QueueIndex]:
+        return self._queues
+
+    @property
+    def chunk_map(self) -> dict[int, Chunk]:
+        return self._chunks
+
+    @property
+    def active_chunk(self) -> Chunk | None:
+        return self._active
+
+    def adopt(self, chunks: dict[int, Chunk], queues: dict[int, QueueIndex], next_number: int) -> None:
+        """Install the chunks and queue indexes recovery found (by number, each file once): the
+        newest chunk becomes the active one, a rewritten file is mapped to every number it replaced,
+        and appends continue at the active chunk's end (or at chunk `next_number`)."""
+        self._chunks = dict(sorted(chunks.items()))
+        self._queues = queues
+        for c in self._chunks.values():
+            if c.sealed:
+                c.release_fd()
+        self._active = self._chunks[max(self._chunks)] if self._chunks else None
+        for c in list(self._chunks.values()):
+            for alias in range(c.number + 1, c.last + 1):  # the numbers a rewritten file replaced
+                self._chunks[alias] = c
+        self._next_number = next_number
+        a = self._active
+        self._end = a.base + a.data_bytes if a is not None else next_number * self._size
+        self._last_ts = max((c.last_ts for c in self._chunks.values()), default=0)
+
+    def chunk_files(self) -> list[Chunk]:
         """Every chunk file once, by number (a merged file is also reachable by the numbers it replaced)."""
         return [c for n, c in sorted(list(self._chunks.items())) if c.number == n]
 
-    def _forget(self, c: Chunk) -> None:
+    def forget(self, c: Chunk) -> None:
         """Take a chunk file and every number it stands for out of the map (writer lock held)."""
         for n in range(c.number, c.last + 1):
             if self._chunks.get(n) is c:
@@ -813,17 +882,15 @@ class Store:
                 live[number] = c.data_bytes
         return live
 
-    def active_room(self) -> int:
-        """Bytes of records the active chunk can still take; 0 when the next append creates a chunk."""
-        active = self._active
-        if active is None or active.sealed:
-            return 0
-        return self._size - active.data_bytes
-
     @property
     def chunk_file_bytes(self) -> int:
         """Size of one chunk file (allocated whole when it is created)."""
         return CHUNK_HEADER + self._size + CHUNK_FOOTER
+
+    @property
+    def index_file_bytes(self) -> int:
+        """Size of one full queue index file (sparse: its blocks are allocated as entries fill it)."""
+        return index_file_size(self.options.index_chunk_entries)
 
     def chunks(self) -> list[ChunkInfo]:
         live = self.live_bytes()
@@ -831,7 +898,7 @@ class Store:
             ChunkInfo(c.number, "active" if c is self._active and not c.sealed else "sealed", c.path,
                       c.data_bytes, c.records, c.reads_cache, c.reads_disk, c.writes, c.created_ms, c.first_ts,
                       live.get(c.number, 0), c.file_bytes, c.rewritten, c.last)
-            for c in self._files()
+            for c in self.chunk_files()
         ]
 
     def disk_bytes(self) -> int:
@@ -849,7 +916,7 @@ class Store:
     def verify(self) -> list[int]:
         """Check every record of every sealed chunk; quarantine the corrupt ones. Returns their numbers."""
         bad: list[int] = []
-        for c in self._files():
+        for c in self.chunk_files():
             if not c.sealed:
                 continue
             if c.scan(0, c.data_bytes)[4] != c.data_bytes:
@@ -864,7 +931,7 @@ class Store:
             c = self._chunks.get(number)
             if c is None or c.number != number or (c is self._active and not c.sealed):
                 raise StorageError(f"chunk {number} is not a sealed chunk of this store")
-            self._forget(c)
+            self.forget(c)
         log.error("chunk %d is corrupt: quarantined as %s", number, files.with_suffix(c.path, files.BAD_SUFFIX))
         files.quarantine(c.path)
         c.close()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from chunkmq.api import streams as stream_routes
-from chunkmq.broker import codes
 from chunkmq.config import Settings
 from chunkmq.main import create_app
+from chunkmq.wire import codes
 
 DOC = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
 

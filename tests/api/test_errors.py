@@ -17,8 +17,8 @@ from fastapi import FastAPI
 
 import chunkmq
 from chunkmq.api import errors
-from chunkmq.broker import codes
 from chunkmq.broker.errors import BrokerError
+from chunkmq.wire import codes
 
 LAYERS = ("chunkmq.storage", "chunkmq.meta", "chunkmq.broker")
 

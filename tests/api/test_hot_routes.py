@@ -13,9 +13,9 @@ import orjson
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from chunkmq.broker.message import BATCH_MEDIA_TYPE
 from chunkmq.config import Settings
 from chunkmq.main import App, create_app
+from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
 
 JSON = {"content-type": "application/json"}
 PUBLISH = orjson.dumps({"messages": [{"body": "hello"}]})

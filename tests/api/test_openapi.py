@@ -10,9 +10,9 @@ import httpx
 import orjson
 from playwright.sync_api import expect, sync_playwright
 
-from chunkmq.broker import codes
 from chunkmq.config import Settings
 from chunkmq.main import create_app
+from chunkmq.wire import codes
 from tests.server import ServerProcess
 
 

@@ -11,8 +11,9 @@ import orjson
 import pytest
 
 from chunkmq.broker.binary_page import _gather, render_page
+from chunkmq.broker.blob import encode_blob
 from chunkmq.broker.broker import Broker
-from chunkmq.broker.message import encode_blob, render_binary
+from chunkmq.broker.message import render_binary
 from chunkmq.client import _batch
 from chunkmq.storage import NewMessage, Store, StoreOptions
 from chunkmq.storage.model import ColumnPage

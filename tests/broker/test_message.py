@@ -18,9 +18,7 @@ from chunkmq.broker.message import (
     FLAG_BINARY,
     MessageLimits,
     _parse_any,
-    blob_fields,
     decode_data,
-    encode_blob,
     parse_batch,
     parse_binary_batch,
     parse_message,
@@ -73,14 +71,6 @@ def test_the_blob_leaves_out_what_is_empty() -> None:
     assert parse_message({"body": "x"}, "", 0, LIMITS).data == b"\x80x"
     binary = parse_message({"body_base64": "AAEC"}, "", 0, LIMITS).data
     assert binary == b"\x88\x00\x01\x02"  # raw bytes, base64 again on delivery
-
-
-@pytest.mark.parametrize("size", [0, 254, 255, 65_000])
-def test_blob_fields_round_trip(size: int) -> None:
-    exchange, key, headers = b"e" * size, b"k" * min(size, 300), b'{"h":"%b"}' % (b"v" * size)
-    blob = encode_blob(exchange, key, headers, b"body", False)
-    assert blob_fields(blob) == (exchange, key, headers, b"body", False)
-    assert blob_fields(encode_blob(b"", b"", None, b"\x00\xff", True)) == (b"", b"", None, b"\x00\xff", True)
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,9 @@
-"""The client's error table is the server's (app/broker/codes.py): every code gets the right class."""
+"""The client's error table is the server's (app/wire/codes.py): every code gets the right class."""
 
 from __future__ import annotations
 
-from chunkmq.broker import codes
 from chunkmq.client import errors
+from chunkmq.wire import codes
 
 
 def test_every_server_code_maps_to_its_status_and_class() -> None:

@@ -150,10 +150,10 @@ def test_a_reader_keeps_the_old_mmap(open_store: Callable[..., Store]) -> None:
     audit = _fill(store, 400, 10)
     store.retain({EVENTS: store.next_offset(EVENTS)})
     _, pos, data = audit[0]
-    old = store._chunks[pos // SMALL.chunk_size]
+    old = store.chunk_map[pos // SMALL.chunk_size]
     inode = os.stat(old.path).st_ino
     store.collect()
-    assert store._chunks[pos // SMALL.chunk_size] is not old
+    assert store.chunk_map[pos // SMALL.chunk_size] is not old
     assert not old.path.exists() or os.stat(old.path).st_ino != inode
     local = old.local_of(pos) + 64
     assert data in old.mm[local : local + 200]  # the old file is gone or replaced; its mapping still reads

@@ -312,3 +312,64 @@ def test_a_store_written_in_record_format_1_stays_readable(tmp_path: Path) -> No
         assert s.chunks()[3].data_bytes == last - 3 * 8192
         assert {c.number: c.path.exists() for c in s.chunks()} == {0: True, 1: True, 2: True, 3: True, 4: True}
         assert sum(1 for _ in reader.read_chunk(s.chunks()[0].path)) > 0
+
+
+def test_recovery_retention_and_gc_use_the_stores_internal_interface_only() -> None:
+    """recovery.py, retention.py and gc.py reach the store through the interface its docstring lists,
+    never through its private attributes."""
+    import ast
+
+    import chunkmq.storage as storage_package
+
+    folder = Path(storage_package.__file__).parent
+    reaches = []
+    for name in ("recovery.py", "retention.py", "gc.py"):
+        for node in ast.walk(ast.parse((folder / name).read_text())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value
+                if (isinstance(owner, ast.Name) and owner.id == "store") or \
+                        (isinstance(owner, ast.Attribute) and owner.attr == "store"):
+                    reaches.append(f"{name}:{node.lineno} {node.attr}")
+    assert reaches == []
+    for documented in ("chunk_size", "writer_lock", "closed", "check_open", "queue_indexes", "chunk_map",
+                       "chunk_files", "active_chunk", "forget", "adopt"):
+        assert f"``{documented}" in (Store.__doc__ or "") and hasattr(Store, documented)
+
+
+def test_caps_refuse_a_whole_batch_with_its_exact_sizes(tmp_path: Path) -> None:
+    s = storage.Store.open(tmp_path / "s", StoreOptions(chunk_size=64 * 1024))
+    s.create_queue(1)
+    s.create_queue(2)
+    batch = [NewMessage(b"x" * 100, [1]), NewMessage(b"y" * 300, [1, 2])]
+    size = storage.record_size(100, 1, queue_id=1, offset=0) + storage.record_size(300, 2)
+    end = s.end_position
+    with pytest.raises(storage.QueueCapReached) as refused:
+        s.append(batch, {1: storage.QueueCap(None, size - 1)})
+    assert (refused.value.queue_id, refused.value.unit, refused.value.limit) == (1, "bytes", size - 1)
+    with pytest.raises(storage.QueueCapReached, match="more than its 1 messages"):
+        s.append(batch, {2: storage.QueueCap(None, None), 1: storage.QueueCap(1, None)})
+    assert (s.end_position, s.next_offset(1), s.next_offset(2)) == (end, 0, 0)  # nothing written
+    appended, durable = s.publish(batch, {1: storage.QueueCap(2, size)})  # exactly the cap
+    assert durable.done() and s.queue_bytes(1) == size and len(appended) == 2
+    s.close()
+
+
+def test_admit_sees_the_space_of_a_batch_before_it_is_written(tmp_path: Path) -> None:
+    s = storage.Store.open(tmp_path / "s", StoreOptions(chunk_size=64 * 1024))
+    s.create_queue(1)
+    s.create_queue(2)
+    seen: list[storage.BatchSpace] = []
+
+    def refuse(space: storage.BatchSpace) -> None:
+        seen.append(space)
+        raise RuntimeError("no room")
+
+    batch = [NewMessage(b"x" * 100, [1]), NewMessage(b"y", [1, 2])]
+    with pytest.raises(RuntimeError):
+        s.append(batch, admit=refuse)
+    assert s.end_position == 0 and s.next_offset(1) == 0
+    s.append(batch, admit=seen.append)
+    assert seen == [storage.BatchSpace(s.end_position, True, 3, 2)] * 2
+    s.append(batch, admit=seen.append)
+    assert seen[-1].new_chunk is False
+    s.close()

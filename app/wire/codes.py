@@ -1,7 +1,8 @@
 """Every error code the API answers with, and its HTTP status: the one table of API.md's error codes.
 
 A code names what went wrong; its status says which class of error it is. The names may change, the
-strings may not: clients (app/client/errors.py derives its table from this one) match on them.
+strings may not: clients match on them (app/client/errors.py derives its table from this one, which
+is why it lives beside the wire format: the client imports it without the server).
 """
 
 from __future__ import annotations
