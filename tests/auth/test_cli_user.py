@@ -51,7 +51,7 @@ def test_create_passwd_delete(tmp_path: Path) -> None:
 
 
 def test_a_short_password_is_refused_with_the_minimum(tmp_path: Path) -> None:
-    where = ("--data-dir", str(tmp_path / "data"))
+    where = ("--data-dir", str(broker_data(tmp_path / "data")))
     short = _chunkmq("create", "dave", "--password-stdin", *where, stdin="x\n", cwd=tmp_path)
     assert short.returncode == 2
     assert "a password needs at least 12 characters (this one has 1)" in short.stderr
