@@ -123,7 +123,7 @@ def parse_footer(raw: bytes) -> Footer | None:
     return Footer(data_bytes, records, first_ts, last_ts)
 
 
-def parse_moved(buf: bytes | mmap.mmap, start: int, data_bytes: int, end: int) -> tuple[array[int], array[int], int] | None:
+def parse_moved(buf: bytes | mmap.mmap | memoryview, start: int, data_bytes: int, end: int) -> tuple[array[int], array[int], int] | None:
     """The moved table of a rewritten chunk whose data region starts at `start` in `buf` and ends at
     `end`: (positions, data offsets, last chunk number), or None when it is damaged."""
     at = start + _align8(data_bytes)
@@ -133,7 +133,8 @@ def parse_moved(buf: bytes | mmap.mmap, start: int, data_bytes: int, end: int) -
     stop = at + MOVED_HEAD.size + 16 * count
     if magic != MOVED_MAGIC or stop + CRC.size > end or CRC.unpack_from(buf, stop)[0] != zlib.crc32(buf[at:stop]):
         return None
-    table = array("Q", buf[at + MOVED_HEAD.size : stop])
+    table = array("Q")
+    table.frombytes(buf[at + MOVED_HEAD.size : stop])  # any bytes-like: array() would take a view's bytes one by one
     if not _LITTLE:
         table.byteswap()
     return table[0::2], table[1::2], last

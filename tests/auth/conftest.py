@@ -1,5 +1,5 @@
-"""The auth tests use the metadata fixtures: a migrated SQLite file and a MetaStore over it."""
+"""The auth tests use the metadata fixtures: a migrated database (SQLite and PostgreSQL) and a MetaStore over it."""
 
-from tests.meta.conftest import meta_url, store
+from tests.meta.conftest import meta_url, sqlite_url, store
 
-__all__ = ["meta_url", "store"]
+__all__ = ["meta_url", "sqlite_url", "store"]

@@ -39,10 +39,10 @@ def test_wrong_tokens_are_not_found(store: MetaStore) -> None:
     assert store.find_token(hash_token(plain)) is None  # the stored hash is not a credential
 
 
-def test_only_the_hash_is_stored(store: MetaStore, meta_url: str) -> None:
-    _, plain = store.create_token("ci")
-    store.close()  # checkpoints the WAL into the main file
-    db = Path(meta_url.removeprefix("sqlite:///"))
+def test_only_the_hash_is_stored(sqlite_url: str) -> None:
+    with MetaStore(sqlite_url) as store:  # closing checkpoints the WAL into the main file
+        _, plain = store.create_token("ci")
+    db = Path(sqlite_url.removeprefix("sqlite:///"))
     content = b"".join(p.read_bytes() for p in db.parent.glob("meta.db*"))
     assert plain.encode() not in content
     assert hash_token(plain).encode() in content
