@@ -20,7 +20,6 @@ def test_storage_benchmark_runs_with_tiny_counts(capsys: pytest.CaptureFixture[s
     assert data[-1]["records"] * size >= 1 << 20
 
 
-
 def test_the_codec_timings_time_both_codecs_on_every_case() -> None:
     rows = bench.codec_timings(repeat=1, total=2000)
     assert [(r["records"], r["codec"]) for r in rows] == [
