@@ -13,7 +13,7 @@ from pydantic_core import ErrorDetails
 from starlette.responses import HTMLResponse, Response
 
 from chunkmq.alerts.jobs import Alerts
-from chunkmq.alerts.rules import DESCRIPTIONS, UNITS, Kind, RuleSpec
+from chunkmq.alerts.rules import DESCRIPTIONS, GROUP_KINDS, UNITS, Kind, RuleSpec
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.meta.alerts import AlertRuleRow
 from chunkmq.meta.errors import InvalidValue
@@ -102,7 +102,7 @@ async def alerts_page(request: Request, session: Session = Depends(current_sessi
     return render(
         request, "alerts.html", session, rules=rules, describe=describe, current=alerts.engine.current(),
         events=events, kinds=[k.value for k in Kind], units={k.value: u for k, u in UNITS.items()},
-        states=EVENT_STATES, state=state, queue=queue, rule_id=rule_id,
+        group_kinds={k.value for k in GROUP_KINDS}, states=EVENT_STATES, state=state, queue=queue, rule_id=rule_id,
         mail={"sent": outbox.sent, "failed": outbox.failed, "given_up": outbox.given_up, "waiting": outbox.waiting,
               "configured": bool(alerts.settings.smtp_host)},
     )

@@ -117,6 +117,22 @@ async def test_firing_alerts_and_the_history_are_shown_filtered_and_escaped(
     assert len(mailbox.received) == 1
 
 
+async def test_an_alert_on_a_queue_without_groups_says_so(admin: Console, mail_app: FastAPI) -> None:
+    alerts: Alerts = mail_app.state.alerts
+    token = (mail_app.state.settings.data_dir / "admin-token").read_text().strip()
+    api = {"authorization": f"Bearer {token}"}
+    assert (await admin.client.put("/api/v1/queues/unread", headers=api)).status_code == 201
+    body = {"messages": [{"body": "x"}] * 2}
+    assert (await admin.client.post("/api/v1/queues/unread/publish", json=body, headers=api)).status_code == 200
+    await admin.act("/alerts/rules", {"kind": "lag_messages", "threshold": "1", "queue": "unread", "enabled": "yes"})
+    await alerts.engine.evaluate()
+    page = (await admin.get("/alerts")).text
+    [now] = [row for row in rows(page, "Now") if " unread " in row]
+    assert "lag_messages unread (no consumer group) 2 messages" in now, now
+    history = [row for row in rows(page, "History") if " unread " in row]
+    assert history and all("(no consumer group)" in row for row in history), history
+
+
 async def test_settings_show_the_mail_settings_but_never_the_password_and_send_a_test_mail(
     admin: Console, mailbox: Mailbox
 ) -> None:
