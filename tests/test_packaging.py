@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import httpx
+import pytest
 from packaging.requirements import Requirement
 
 from tests.server import ServerProcess, free_port
@@ -34,11 +35,14 @@ SERVER_ONLY = {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "jinj
                "pydantic", "pydantic-settings", "uvloop", "httptools", "rich", "isal"}
 
 
-def _build_wheel(out: Path) -> Path:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once for the module's tests (a build compiles the record codec)."""
+    out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
                    check=True, capture_output=True, timeout=300)
-    (wheel,) = out.glob("chunkmq-*.whl")
-    return wheel
+    (built,) = out.glob("chunkmq-*.whl")
+    return built
 
 
 def _venv_with(wheel: Path, where: Path) -> Path:
@@ -53,8 +57,8 @@ def _venv_with(wheel: Path, where: Path) -> Path:
     return where / "bin"
 
 
-def test_the_wheel_holds_only_the_chunkmq_package(tmp_path: Path) -> None:
-    names = zipfile.ZipFile(_build_wheel(tmp_path)).namelist()
+def test_the_wheel_holds_only_the_chunkmq_package(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert tops == {"chunkmq", "chunkmq-0.1.0.dist-info"}, tops
     for shipped in ("chunkmq/migrations/env.py", "chunkmq/migrations/versions/0001_initial.py",
@@ -80,8 +84,10 @@ def test_without_a_c_compiler_the_build_goes_on_and_the_record_codec_runs_in_pyt
     assert ran.stdout.split() == ["pure", "Python", "(the", "compiled", "extension", "is", "not", "built)", "18"]
 
 
-def test_an_installed_wheel_serves_and_its_client_works_beside_a_projects_own_app_package(tmp_path: Path) -> None:
-    bin_dir = _venv_with(_build_wheel(tmp_path / "wheel"), tmp_path / "venv")
+def test_an_installed_wheel_serves_and_its_client_works_beside_a_projects_own_app_package(
+    wheel: Path, tmp_path: Path
+) -> None:
+    bin_dir = _venv_with(wheel, tmp_path / "venv")
     project = tmp_path / "project"  # a user's FastAPI project: its own top-level `app`
     (project / "app").mkdir(parents=True)
     (project / "app" / "__init__.py").write_text("NAME = 'the-projects-own-app'\n")
@@ -127,8 +133,8 @@ def _requirements(wheel: Path) -> list[Requirement]:
             if line.startswith("Requires-Dist:")]
 
 
-def test_the_wheel_requires_only_the_clients_dependencies_and_the_broker_is_the_server_extra(tmp_path: Path) -> None:
-    requirements = _requirements(_build_wheel(tmp_path))
+def test_the_wheel_requires_only_the_clients_dependencies_and_the_broker_is_the_server_extra(wheel: Path) -> None:
+    requirements = _requirements(wheel)
     plain = {r.name.lower() for r in requirements if r.marker is None}
     assert plain == CLIENT_DEPENDENCIES
     server = {r.name.lower().replace("_", "-") for r in requirements
@@ -139,10 +145,9 @@ def test_the_wheel_requires_only_the_clients_dependencies_and_the_broker_is_the_
     assert not uvicorn.specifier.contains("0.55.0") and uvicorn.specifier.contains("0.54.0")
 
 
-def test_pip_install_chunkmq_gives_a_working_client_and_no_server_dependency(tmp_path: Path) -> None:
+def test_pip_install_chunkmq_gives_a_working_client_and_no_server_dependency(wheel: Path, tmp_path: Path) -> None:
     """A real `pip install` of the wheel into an empty venv (versions from constraints.txt), then the
     client against a real server: nothing of the broker's stack is installed, and none is needed."""
-    wheel = _build_wheel(tmp_path / "wheel")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")

@@ -14,6 +14,7 @@ from chunkmq.broker.errors import Forbidden, Unauthorized
 from chunkmq.meta import MetaStore
 
 _CACHE_SECONDS = 30.0  # a token deleted from the CLI stops working within this time
+_OUTAGE_RETRY_SECONDS = 1.0  # while the database is unreachable, a known token's answer is kept this long
 _ALL = Permissions(is_admin=True)
 
 
@@ -80,7 +81,9 @@ class TokenAuth:
             # until it is back (revoking one needs the database too); a new one gets 503 unavailable.
             if stale is None:
                 raise
-            return stale
+            # retried once a second, not by every request (each try can wait on a connect timeout)
+            self._cache[key] = (now + _OUTAGE_RETRY_SECONDS, stale[1])
+            return self._cache[key]
         principal = Principal(row.name, Permissions.of(row), row.id) if row is not None else None
         if len(self._cache) > 10_000:
             self._cache.clear()
