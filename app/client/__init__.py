@@ -37,7 +37,7 @@ from chunkmq.client.models import (
     PulledBatch,
     QueueInfo,
 )
-from chunkmq.client.producer import AsyncProducer
+from chunkmq.client.producer import AsyncProducer, Producer
 from chunkmq.client.sync import Client
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "Page",
     "Placement",
     "PreconditionFailed",
+    "Producer",
     "PublishResult",
     "Published",
     "PulledBatch",

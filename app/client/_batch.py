@@ -8,19 +8,32 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-import httpx
 import orjson
 
+from chunkmq.client._http import Response
 from chunkmq.client.models import Message, OutgoingMessage, Placement, Published, PublishResult, PulledBatch
 from chunkmq.wire import batch as wire
 from chunkmq.wire.batch import BINARY, COUNT, MEDIA_TYPE
 
-__all__ = ["COUNT", "MEDIA_TYPE", "decode", "decode_batch", "encode", "published"]
+__all__ = ["COUNT", "MEDIA_TYPE", "decode", "decode_batch", "encode", "encode_if_plain", "published"]
+
+
+_NEEDS_JSON = ("a binary batch carries bodies and routing keys only: publish headers, tags and idempotency keys as "
+               "JSON (binary=False)")
 
 
 def encode(messages: Iterable[str | bytes | OutgoingMessage], routing_key: str = "") -> bytes:
     """A binary publish body: str bodies as text, bytes as binary. An OutgoingMessage may carry its
-    own routing key, but not headers, a tag or an idempotency key (publish those as JSON)."""
+    own routing key, but not headers, a tag or an idempotency key (ValueError: publish those as JSON)."""
+    body = encode_if_plain(messages, routing_key)
+    if body is None:
+        raise ValueError(_NEEDS_JSON)
+    return body
+
+
+def encode_if_plain(messages: Iterable[str | bytes | OutgoingMessage], routing_key: str = "") -> bytes | None:
+    """The binary publish body of `messages`, or None when one needs JSON (headers, a tag or an
+    idempotency key). TypeError for what is not a message."""
     default_key = routing_key.encode()
     if type(messages) is list and messages:  # the common case, text bodies: C loops, no object per message
         try:
@@ -38,8 +51,7 @@ def encode(messages: Iterable[str | bytes | OutgoingMessage], routing_key: str =
         key = default_key
         if isinstance(m, OutgoingMessage):
             if m.headers or m.tag is not None or m.idempotency_key is not None:
-                raise ValueError("a binary batch carries bodies and routing keys only: publish headers, "
-                                 "tags and idempotency keys as JSON (binary=False)")
+                return None
             if m.routing_key is not None:
                 key = m.routing_key.encode()
             m = m.body
@@ -50,7 +62,7 @@ def encode(messages: Iterable[str | bytes | OutgoingMessage], routing_key: str =
             bodies.append(bytes(m))
             flags.append(BINARY)
         else:
-            raise TypeError(f"cannot publish a {type(m).__name__} in a binary batch: give str, bytes or OutgoingMessage")
+            raise TypeError(f"cannot publish a {type(m).__name__}: give str, bytes or OutgoingMessage")
         keys.append(key)
     return wire.encode_publish(bodies, keys, flags)
 
@@ -95,7 +107,7 @@ def _hex_ids(column: bytes) -> list[str]:
     return [digits[i:i + 16] for i in range(len(digits) - 16, -1, -16)]
 
 
-def published(answer: httpx.Response) -> Published:
+def published(answer: Response) -> Published:
     """The binary answer to a binary publish; its results are built on first use."""
     content = answer.content
     (n,) = COUNT.unpack_from(content)

@@ -11,11 +11,12 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlencode
 
-import httpx
 import orjson
 
 from chunkmq.client import _batch
+from chunkmq.client._http import Response
 from chunkmq.client.errors import from_body
 from chunkmq.client.models import (
     _NO_JSON,
@@ -40,10 +41,15 @@ _NOT_A_MESSAGE = ("a {} is not a message: publish it as a JSON body with json=..
                   "with OutgoingMessage(body or json=..., headers=..., tag=..., ...)")
 _JSON_HEADERS = {"content-type": "application/json"}
 _BATCH_HEADERS = {"content-type": _batch.MEDIA_TYPE}
+_SEND_BATCH_HEADERS = {"content-type": _batch.MEDIA_TYPE, "accept": _batch.MEDIA_TYPE}
+_ASK_BATCH_HEADERS = {"accept": _batch.MEDIA_TYPE}
+_JSON_ASK_BATCH_HEADERS = {"content-type": "application/json", "accept": _batch.MEDIA_TYPE}
 
 
 @dataclass(frozen=True, slots=True)
 class Call(Generic[T]):
+    """One request of the API: what to send, and how its answer becomes the result."""
+
     method: str
     path: str
     parse: Callable[[Any], T]
@@ -51,32 +57,29 @@ class Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     extra_seconds: float = 0.0  # on top of the client's timeout: long polls
     batch: bytes | None = None  # a binary batch body (app/client/_batch.py) instead of the JSON body
-    binary_answer: bool = False  # ask for a binary batch answer; `parse` gets the httpx.Response
+    binary_answer: bool = False  # ask for a binary batch answer; `parse` gets the Response
 
-    def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
-        content = orjson.dumps(self.body) if self.body is not None else None
-        headers = _JSON_HEADERS if content is not None else None
+    @property
+    def target(self) -> str:
+        """The path and its query."""
+        return f"{self.path}?{urlencode(self.params)}" if self.params else self.path
+
+    def content(self) -> tuple[bytes | None, dict[str, str] | None]:
+        """The request's body and the headers that describe it."""
         if self.batch is not None:
-            content, headers = self.batch, _BATCH_HEADERS
+            return self.batch, _SEND_BATCH_HEADERS if self.binary_answer else _BATCH_HEADERS
+        content = orjson.dumps(self.body) if self.body is not None else None
         if self.binary_answer:
-            headers = {**(headers or {}), "accept": _batch.MEDIA_TYPE}
-        timeout = http.timeout
-        if self.extra_seconds:
-            timeout = httpx.Timeout(
-                connect=timeout.connect, write=timeout.write, pool=timeout.pool,
-                read=(timeout.read or 0) + self.extra_seconds,
-            )
-        return http.build_request(
-            self.method, self.path, content=content, params=self.params,
-            headers=headers, timeout=timeout,
-        )
+            return content, _JSON_ASK_BATCH_HEADERS if content is not None else _ASK_BATCH_HEADERS
+        return content, _JSON_HEADERS if content is not None else None
 
-    def finish(self, response: httpx.Response) -> T:
-        if self.binary_answer and response.status_code < 400:
+    def finish(self, response: Response) -> T:
+        if self.binary_answer and response.status < 400:
             return self.parse(response)
-        data = orjson.loads(response.content) if response.content else None
-        if response.status_code >= 400:
-            raise from_body(response.status_code, data)
+        content = response.content
+        data = orjson.loads(content) if content else None
+        if response.status >= 400:
+            raise from_body(response.status, data)
         return self.parse(data)
 
 
@@ -210,28 +213,37 @@ def unbind(binding_id: int) -> Call[None]:
 # --------------------------------------------------------------------------------------- publish
 
 def publish(exchange: str, messages: MessageLike | Iterable[MessageLike], routing_key: str, mandatory: bool,
-            binary: bool) -> Call[Published]:
+            binary: bool | None) -> Call[Published]:
     return _publish(f"/api/v1/exchanges/{exchange_path(exchange)}/publish", messages, routing_key, mandatory, binary)
 
 
 def publish_to_queue(queue: str, messages: MessageLike | Iterable[MessageLike], mandatory: bool,
-                     binary: bool) -> Call[Published]:
+                     binary: bool | None) -> Call[Published]:
     return _publish(f"/api/v1/queues/{queue}/publish", messages, "", mandatory, binary)
 
 
 def _publish(path: str, messages: MessageLike | Iterable[MessageLike], routing_key: str, mandatory: bool,
-             binary: bool) -> Call[Published]:
-    """JSON by default; `binary`: a binary batch body (str and bytes bodies, routing keys only)."""
-    if not binary:
+             binary: bool | None) -> Call[Published]:
+    """A binary batch body when `binary`, or by default (None) when no message needs JSON (headers,
+    a tag, an idempotency key); else the JSON body."""
+    batch = None
+    if binary is not False:
+        if isinstance(messages, str | bytes | bytearray | memoryview | OutgoingMessage):
+            messages = [messages]
+        if isinstance(messages, list | tuple) and messages:
+            try:
+                batch = _batch.encode(messages, routing_key) if binary else _batch.encode_if_plain(messages, routing_key)
+            except TypeError:
+                if binary:
+                    raise
+                # not messages: the JSON encoder says what to give instead
+        elif binary:
+            raise TypeError("a binary batch is a non-empty list of str, bytes or OutgoingMessage")
+    if batch is None:
         body = {"messages": encode_messages(messages, routing_key), "mandatory": mandatory}
         return Call("POST", path, Published.from_json, body)
-    if isinstance(messages, str | bytes | bytearray | memoryview | OutgoingMessage):
-        messages = [messages]
-    elif isinstance(messages, Mapping) or not isinstance(messages, list | tuple):
-        raise TypeError("a binary batch is a list of str, bytes or OutgoingMessage")
     params = {"mandatory": "true"} if mandatory else None
-    return Call("POST", path, _batch.published, params=params, batch=_batch.encode(messages, routing_key),
-                binary_answer=True)
+    return Call("POST", path, _batch.published, params=params, batch=batch, binary_answer=True)
 
 
 # -------------------------------------------------------------------------------- consumer groups

@@ -4,9 +4,12 @@ and the reconnect backoff."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -17,6 +20,7 @@ from chunkmq.client.sync import auth_headers
 
 # Close codes after which reconnecting can help: going away, abnormal (no close frame), server error,
 # service restart, try again later, bad gateway.
+T = TypeVar("T")
 RETRYABLE_CLOSE = frozenset({1001, 1006, 1011, 1012, 1013, 1014})
 MAX_FRAME = 1 << 28
 
@@ -74,3 +78,44 @@ def frame_error(frame: dict[str, object]) -> ChunkmqError:
     if isinstance(error, dict):
         return api_error(str(error.get("code", "error")), str(error.get("message", "")))
     return ConnectionFailed(f"unexpected frame from the server: {frame!r}"[:300])
+
+
+class LoopThread:
+    """An event loop on a thread of its own, started on first use: the blocking Consumer and
+    Producer run their asyncio twins on it, and wait for each call."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def submit(self, work: Coroutine[Any, Any, T]) -> Any:
+        """The concurrent.futures.Future of `work`, run on the loop."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name=self.name, daemon=True)
+            self._thread.start()
+        return asyncio.run_coroutine_threadsafe(work, self._loop)
+
+    def call(self, work: Coroutine[Any, Any, T]) -> T:
+        future = self.submit(work)
+        try:
+            return future.result()  # type: ignore[no-any-return]
+        except BaseException:
+            future.cancel()  # interrupted (Ctrl-C) while waiting: stop the wait in the loop too
+            with contextlib.suppress(BaseException):
+                future.result(timeout=5)
+            raise
+
+    @property
+    def running(self) -> bool:
+        return self._loop is not None
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        self._loop = self._thread = None
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

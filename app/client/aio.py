@@ -10,6 +10,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
+import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -17,6 +20,7 @@ import httpx
 
 from chunkmq.client import _calls as calls
 from chunkmq.client._calls import NO_JSON, Call, MessageLike
+from chunkmq.client._http import BACKOFF, IDEMPOTENT, RETRY_STATUSES, Response, ssl_context
 from chunkmq.client.consumer import AsyncConsumer
 from chunkmq.client.errors import ConnectionFailed
 from chunkmq.client.models import (
@@ -41,11 +45,16 @@ class AsyncClient:
     """Non-blocking client for one event loop. Errors are `chunkmq.client.errors` exceptions carrying the
     API error code. Close it (or use `async with`) to release its connections."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:
-        """`url` defaults to CHUNKMQ_URL (else http://127.0.0.1:8000), `token` to CHUNKMQ_TOKEN."""
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0, *,
+                 retries: int = 2, verify: bool | str | ssl.SSLContext = True, proxy: str | None = None) -> None:
+        """The arguments of `Client`: `url` defaults to CHUNKMQ_URL (else http://127.0.0.1:8000),
+        `token` to CHUNKMQ_TOKEN; `timeout`, `retries`, `verify` and `proxy` as there."""
         self.url = calls.default_url(url)
         self.token = calls.default_token(token)
-        self.http = httpx.AsyncClient(base_url=self.url, headers=auth_headers(self.token), timeout=timeout)
+        self.timeout = timeout
+        self.retries = retries
+        self.http = httpx.AsyncClient(base_url=self.url, headers=auth_headers(self.token), timeout=timeout,
+                                      verify=ssl_context(verify), proxy=proxy)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -57,11 +66,26 @@ class AsyncClient:
         await self.http.aclose()
 
     async def _run(self, call: Call[T]) -> T:
-        try:
-            response = await self.http.send(call.request(self.http))
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"{call.method} {call.path}: {exc!r}") from exc
-        return call.finish(response)
+        """The call, retried as Client's are (see `_http.Transport`)."""
+        content, headers = call.content()
+        timeout = self.timeout + call.extra_seconds
+        delay = BACKOFF
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                r = await self.http.request(call.method, call.target, content=content, headers=headers, timeout=timeout)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ProxyError) as exc:  # not sent
+                if last:
+                    raise ConnectionFailed(f"{call.method} {call.path}: {exc!r}") from exc
+            except httpx.TransportError as exc:
+                if last or call.method not in IDEMPOTENT:
+                    raise ConnectionFailed(f"{call.method} {call.path}: {exc!r}") from exc
+            else:
+                if r.status_code not in RETRY_STATUSES or last:
+                    return call.finish(Response(r.status_code, r.content, r.headers))  # type: ignore[arg-type]
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay *= 2
+        raise AssertionError("unreachable")
 
     # streams
     def consume(self, queue: str, group: str, *, consumer: str | None = None, credit: int = 1000,
@@ -131,18 +155,18 @@ class AsyncClient:
     # publish
     async def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
                       json: Any = NO_JSON, routing_key: str = "", mandatory: bool = False,
-                      binary: bool = False) -> Published:
+                      binary: bool | None = None) -> Published:
         """One atomic batch through an exchange ("" is the default exchange): a str (text body),
         bytes (binary body), an OutgoingMessage (headers, tag, idempotency key, own routing key), or a
         list of them. `json=value` publishes one message whose body is the value as JSON text (a dict
         is never taken as a message). `mandatory=True`: Unroutable, and nothing stored, if a message
-        reaches no queue. `binary=True` sends a binary batch (str and bytes bodies with routing keys,
-        no JSON or base64: the fast way to publish large batches); headers, tags and idempotency keys
-        need the default JSON body."""
+        reaches no queue. A batch in which no message has headers, a tag or an idempotency key goes
+        as a binary batch (no JSON or base64 on either side); `binary=False` sends JSON, `binary=True`
+        insists (ValueError for a message that needs JSON)."""
         return await self._run(calls.publish(exchange, calls.to_publish(messages, json), routing_key, mandatory, binary))
 
     async def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
-                               json: Any = NO_JSON, mandatory: bool = False, binary: bool = False) -> Published:
+                               json: Any = NO_JSON, mandatory: bool = False, binary: bool | None = None) -> Published:
         """As publish, straight into one queue (no exchange, no routing key)."""
         return await self._run(calls.publish_to_queue(queue, calls.to_publish(messages, json), mandatory, binary))
 
@@ -161,9 +185,9 @@ class AsyncClient:
         await self._run(calls.delete_group(queue, group))
 
     async def pull(self, queue: str, group: str, max_messages: int = 100, wait_ms: int = 0,
-             consumer: str = "default", *, ack_up_to: int | None = None, binary: bool = False) -> list[Message]:
-        """`ack_up_to` acknowledges every offset below it first, in the same round trip; `binary=True`
-        asks for a binary batch (no JSON or base64 to decode: the fast way to read large batches)."""
+             consumer: str = "default", *, ack_up_to: int | None = None, binary: bool = True) -> list[Message]:
+        """`ack_up_to` acknowledges every offset below it first, in the same round trip. The answer
+        comes as a binary batch (no JSON or base64 to decode); `binary=False` asks for JSON."""
         return await self._run(calls.pull(queue, group, max_messages, wait_ms, consumer, ack_up_to, binary))
 
     async def pull_batch(self, queue: str, group: str, max_messages: int = 100, wait_ms: int = 0,

@@ -27,7 +27,6 @@ import os
 import re
 import secrets
 import socket
-import threading
 import time
 from collections import deque
 from collections.abc import Coroutine, Iterable
@@ -38,7 +37,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from chunkmq.client._batch import decode
-from chunkmq.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
+from chunkmq.client._ws import Backoff, LoopThread, Lost, closed_error, frame_error, open_stream, ws_url
 from chunkmq.client.models import Message
 
 ACK_EVERY_S = 0.1
@@ -89,20 +88,50 @@ class AsyncConsumer:
         return self
 
     async def __anext__(self) -> Message:
+        message = await self.next()
+        if message is None:
+            raise StopAsyncIteration
+        return message
+
+    async def next(self, timeout: float | None = None) -> Message | None:
+        """The next message, or None when none came within `timeout` seconds (None: wait for one)
+        or the consumer is closed. Moving on acks the message before (auto_ack), as the loop does."""
         if self._ws is None and not self._closed:
             raise RuntimeError("the consumer is not open: iterate it inside its `with` (or `async with`) block")
         if self._current is not None:
             self._acks.append(self._current.offset)
             self._current = None
+        deadline = None if timeout is None else time.monotonic() + timeout
         while not self._buffer:
             if self._closed:
-                raise StopAsyncIteration
+                return None
             await self._flush()
-            await self._receive()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            await self._receive(left)
         message = self._buffer.popleft()
         self._taken += 1
         if self._taken >= self._refill_at or (self._acks and time.monotonic() - self._flushed > ACK_EVERY_S):
             await self._flush()
+        if self.auto_ack:
+            self._current = message
+        return message
+
+    def ready(self) -> Message | None:
+        """The next message if taking it needs no I/O (it is buffered, and no credit or acks are due),
+        else None. The blocking Consumer takes most messages this way, without a trip to its loop's
+        thread; both run only while the loop runs nothing of this consumer."""
+        buffer = self._buffer
+        if not buffer or self._closed or self._taken + 1 >= self._refill_at:
+            return None
+        if (self._acks or self._current is not None) and time.monotonic() - self._flushed > ACK_EVERY_S:
+            return None
+        if self._current is not None:
+            self._acks.append(self._current.offset)
+            self._current = None
+        message = buffer.popleft()
+        self._taken += 1
         if self.auto_ack:
             self._current = message
         return message
@@ -165,10 +194,15 @@ class AsyncConsumer:
         except ConnectionClosed:
             pass  # kept for the next connection
 
-    async def _receive(self) -> None:
+    async def _receive(self, timeout: float | None = None) -> None:
         assert self._ws is not None
         try:
-            raw = await self._ws.recv()
+            if timeout is None:
+                raw = await self._ws.recv()
+            else:  # recv may be cancelled: a frame it did not return stays for the next one
+                raw = await asyncio.wait_for(self._ws.recv(), timeout)
+        except TimeoutError:
+            return
         except ConnectionClosed as exc:
             error = closed_error(exc)
             if not isinstance(error, Lost):
@@ -223,8 +257,7 @@ class Consumer:
                  credit: int = 1000, auto_ack: bool = True, retry_for: float = 60.0) -> None:
         self._async = AsyncConsumer(url, token, queue, group, consumer=consumer, credit=credit, auto_ack=auto_ack,
                                     retry_for=retry_for)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop = LoopThread(f"chunkmq-consumer-{self._async.consumer}")
 
     @property
     def consumer(self) -> str:
@@ -235,19 +268,7 @@ class Consumer:
         return self._async.reconnects
 
     def _call(self, work: Coroutine[Any, Any, T]) -> T:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name=f"chunkmq-consumer-{self.consumer}",
-                                            daemon=True)
-            self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(work, self._loop)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()  # interrupted (Ctrl-C) while waiting: stop the wait in the loop too
-            with contextlib.suppress(BaseException):
-                future.result(timeout=5)
-            raise
+        return self._loop.call(work)
 
     def __enter__(self) -> Consumer:
         try:
@@ -267,10 +288,15 @@ class Consumer:
         return self
 
     def __next__(self) -> Message:
-        try:
-            return self._call(self._async.__anext__())
-        except StopAsyncIteration:
-            raise StopIteration from None
+        message = self._async.ready() or self._call(self._async.next())
+        if message is None:
+            raise StopIteration
+        return message
+
+    def next(self, timeout: float | None = None) -> Message | None:
+        """The next message, or None when none came within `timeout` seconds (None: wait for one)
+        or the consumer is closed."""
+        return self._async.ready() or self._call(self._async.next(timeout))
 
     def ack(self, messages: Iterable[Message | int]) -> None:
         """Acknowledge messages (or offsets): see AsyncConsumer.ack."""
@@ -287,16 +313,10 @@ class Consumer:
     def close(self, requeue: bool = True) -> None:
         """Send pending acks, hand unprocessed messages back (requeue), close the stream and its thread."""
         try:
-            if self._loop is not None:
+            if self._loop.running:
                 self._call(self._async.close(requeue))
         finally:
             self._stop_loop()
 
     def _stop_loop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        self._loop = self._thread = None
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+        self._loop.stop()

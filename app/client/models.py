@@ -9,7 +9,7 @@ import base64
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -59,10 +59,10 @@ def json_text(value: Any) -> str:
         raise TypeError(f"cannot publish as JSON: {exc}") from None
 
 
-@dataclass(slots=True)
-class Message:
+class Message(NamedTuple):
     """A delivered message (API.md "Messages as delivered"). `body` is a str for text messages and
-    bytes for binary ones; `data` is always bytes."""
+    bytes for binary ones; `data` is always bytes. A named tuple: a pull of 1,000 messages builds
+    them from its columns in one C loop, about a fifth of what as many dataclass objects cost."""
 
     queue: str
     offset: int
@@ -138,10 +138,9 @@ class PulledBatch:
         return len(self.offsets)
 
     def messages(self) -> list[Message]:
-        n = len(self.offsets)
-        return list(map(Message, itertools.repeat(self.queue, n), self.offsets, self.ids, self.timestamps,
-                        self.routing_keys, self.exchanges, self.headers, self.tags, self.bodies,
-                        self.delivery_counts))
+        rows = zip(itertools.repeat(self.queue, len(self.offsets)), self.offsets, self.ids, self.timestamps,
+                   self.routing_keys, self.exchanges, self.headers, self.tags, self.bodies, self.delivery_counts, strict=True)
+        return list(map(tuple.__new__, itertools.repeat(Message), rows))  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)

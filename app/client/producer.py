@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import secrets
 from collections import deque
@@ -32,21 +33,26 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from chunkmq.client import _batch
 from chunkmq.client._calls import NO_JSON, MessageLike, encode_messages, exchange_path, to_publish
-from chunkmq.client._ws import Backoff, Lost, closed_error, frame_error, open_stream, ws_url
+from chunkmq.client._ws import Backoff, LoopThread, Lost, closed_error, frame_error, open_stream, ws_url
 from chunkmq.client.errors import ChunkmqError, ConnectionFailed
 from chunkmq.client.models import Published, PublishResult
 
 
+def _size(frame: _Frame) -> int:
+    return frame.messages if isinstance(frame.messages, int) else len(frame.messages)
+
+
 @dataclass(eq=False, slots=True)
 class _Frame:
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, Any]] | int  # JSON messages, or the count of a binary batch
     futures: list[asyncio.Future[PublishResult]] | None  # one per message (single publishes)
     batch: asyncio.Future[Published] | None  # or one for the frame (publish_batch)
     mandatory: bool = False
     sealed: bool = False  # no more single publishes join it
     seq: int = -1
-    payload: bytes = field(default=b"", repr=False)
+    payload: str | bytes = field(default="", repr=False)  # text: a JSON frame; bytes: a binary batch
 
 
 class AsyncProducer:
@@ -63,7 +69,9 @@ class AsyncProducer:
         self.retry_for = retry_for
         self.reconnects = 0
         self._token = token
-        self._url = ws_url(url, f"/api/v1/exchanges/{exchange_path(exchange)}/stream")
+        # format=binary: a batch whose messages need no JSON goes as a binary frame; JSON goes as text.
+        self._url = ws_url(url, f"/api/v1/exchanges/{exchange_path(exchange)}/stream", {"format": "binary"})
+        self._binary_seq = 0  # binary frames sent on this connection: their seq in the confirms
         self._key_prefix = f"p-{secrets.token_hex(8)}-"
         self._keys = 0
         self._waiting: deque[_Frame] = deque()  # not sent yet
@@ -121,9 +129,10 @@ class AsyncProducer:
         await self._wait_for_room()
         future: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         last = self._waiting[-1] if self._waiting else None
-        if last is None or last.sealed or last.futures is None or len(last.messages) >= self.batch_size:
+        if last is None or last.sealed or last.futures is None or _size(last) >= self.batch_size:
             last = _Frame([], [], None)
             self._waiting.append(last)
+        assert isinstance(last.messages, list)
         last.messages.append(self._keyed(message))
         assert last.futures is not None
         last.futures.append(future)
@@ -137,14 +146,25 @@ class AsyncProducer:
 
     async def send_batch(self, messages: Iterable[MessageLike], *, routing_key: str = "",
                          mandatory: bool = False) -> asyncio.Future[Published]:
-        """Queue one atomic batch; returns the future of its confirm."""
+        """Queue one atomic batch; returns the future of its confirm. A batch of str and bytes bodies
+        (no headers, tags or idempotency keys) goes as a binary frame."""
+        batch = None
+        if not mandatory and not self.idempotent and isinstance(messages, list) and messages:
+            batch = _batch.encode_if_plain(messages, routing_key)  # TypeError for what is not a message
+        if batch is not None:
+            frame = _Frame(len(messages), None, None, sealed=True, payload=batch)  # type: ignore[arg-type]
+            return await self._queue_batch(frame)
         encoded = [self._keyed(m) for m in encode_messages(messages, routing_key)]
+        return await self._queue_batch(_Frame(encoded, None, None, mandatory, sealed=True))
+
+    async def _queue_batch(self, frame: _Frame) -> asyncio.Future[Published]:
         await self._wait_for_room()
         future: asyncio.Future[Published] = asyncio.get_running_loop().create_future()
+        frame.batch = future
         if self._waiting:
             self._waiting[-1].sealed = True  # keep the order of sends: nothing joins a frame before this one
-        self._waiting.append(_Frame(encoded, None, future, mandatory, sealed=True))
-        self._queued(len(encoded))
+        self._waiting.append(frame)
+        self._queued(_size(frame))
         return future
 
     async def flush(self) -> None:
@@ -193,7 +213,7 @@ class AsyncProducer:
         self._wake.set()
 
     def _confirmed(self, frame: _Frame, answer: dict[str, Any]) -> None:
-        self._unconfirmed -= len(frame.messages)
+        self._unconfirmed -= _size(frame)
         if answer.get("type") == "confirm":
             if frame.batch is not None:
                 if not frame.batch.done():
@@ -259,6 +279,7 @@ class AsyncProducer:
                 self._in_flight.clear()
                 self.reconnects += 1
                 self._ws = await self._open()
+                self._binary_seq = 0
         except asyncio.CancelledError:
             raise
         except ChunkmqError as exc:
@@ -275,11 +296,14 @@ class AsyncProducer:
                 continue
             frame = waiting.popleft()
             frame.sealed = True
-            if not frame.payload:
+            if isinstance(frame.payload, bytes):  # binary frames are numbered per connection
+                self._binary_seq += 1
+                frame.seq = self._binary_seq
+            elif not frame.payload:
                 self._seq += 1
                 frame.seq = self._seq
                 frame.payload = orjson.dumps({"type": "publish", "seq": frame.seq, "messages": frame.messages,
-                                              "mandatory": frame.mandatory})
+                                              "mandatory": frame.mandatory}).decode()
             in_flight.append(frame)
             try:
                 await ws.send(frame.payload)
@@ -302,3 +326,74 @@ class AsyncProducer:
             if not self._in_flight or self._in_flight[0].seq != seq:
                 return ConnectionFailed(f"confirm for seq {seq} out of order")
             self._confirmed(self._in_flight.popleft(), answer)
+
+
+class Producer:
+    """The blocking twin of AsyncProducer (`Client.producer`): the same producer, with the same
+    batching, pipelining and reconnects, runs on an event loop in a thread of its own.
+
+        with client.producer("") as producer:
+            producer.publish_batch(["a", "b"], routing_key="orders")  # waits for the confirm
+            futures = [producer.send(f"m{n}", routing_key="orders") for n in range(1000)]  # pipelined
+            results = [f.result() for f in futures]
+    """
+
+    def __init__(self, url: str, token: str | None, exchange: str, *, batch_size: int = 100,
+                 max_in_flight: int = 10, idempotent: bool = False, retry_for: float = 60.0) -> None:
+        self._async = AsyncProducer(url, token, exchange, batch_size=batch_size, max_in_flight=max_in_flight,
+                                    idempotent=idempotent, retry_for=retry_for)
+        self._loop = LoopThread(f"chunkmq-producer-{exchange or 'amq.default'}")
+
+    @property
+    def reconnects(self) -> int:
+        return self._async.reconnects
+
+    def __enter__(self) -> Producer:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        try:
+            if exc_type is None:
+                self.flush()
+        finally:
+            self.close()
+
+    def start(self) -> None:
+        """Open the stream (see AsyncProducer.start)."""
+        try:
+            self._loop.call(self._async.start())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def publish(self, body: str | bytes | None = None, *, json: Any = NO_JSON, routing_key: str = "",
+                headers: Mapping[str, str] | None = None, tag: str | None = None,
+                idempotency_key: str | None = None) -> PublishResult:
+        """Publish one message and wait for its confirm (`send` does not wait)."""
+        return self._loop.call(self._async.publish(body, json=json, routing_key=routing_key, headers=headers, tag=tag,
+                                                   idempotency_key=idempotency_key))
+
+    def send(self, body: str | bytes | None = None, *, json: Any = NO_JSON, routing_key: str = "",
+             headers: Mapping[str, str] | None = None, tag: str | None = None,
+             idempotency_key: str | None = None) -> concurrent.futures.Future[PublishResult]:
+        """Queue one message, batched with others; returns the future of its confirm at once."""
+        return self._loop.submit(self._async.publish(body, json=json, routing_key=routing_key,  # type: ignore[no-any-return]
+                                                     headers=headers, tag=tag, idempotency_key=idempotency_key))
+
+    def publish_batch(self, messages: Iterable[MessageLike], *, routing_key: str = "",
+                      mandatory: bool = False) -> Published:
+        """Publish one atomic batch (one frame; binary when no message needs JSON) and wait for its confirm."""
+        return self._loop.call(self._async.publish_batch(messages, routing_key=routing_key, mandatory=mandatory))
+
+    def flush(self) -> None:
+        """Wait until everything sent so far is confirmed."""
+        self._loop.call(self._async.flush())
+
+    def close(self) -> None:
+        """Close the stream and its thread; publishes not yet confirmed fail with ConnectionFailed."""
+        try:
+            if self._loop.running:
+                self._loop.call(self._async.close())
+        finally:
+            self._loop.stop()

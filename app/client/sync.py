@@ -1,4 +1,4 @@
-"""The synchronous client: every REST call of the API over one httpx connection pool.
+"""The synchronous client: every REST call of the API over kept-alive HTTP connections (`_http.py`).
 
     with Client("http://127.0.0.1:8000", token="...") as mq:
         mq.declare_queue("orders")
@@ -10,14 +10,13 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
-
 from chunkmq.client import _calls as calls
 from chunkmq.client._calls import NO_JSON, Call, MessageLike
-from chunkmq.client.errors import ConnectionFailed
+from chunkmq.client._http import Transport, env_proxy
 from chunkmq.client.models import (
     AckResult,
     BindingInfo,
@@ -33,6 +32,7 @@ from chunkmq.client.models import (
 
 if TYPE_CHECKING:
     from chunkmq.client.consumer import Consumer
+    from chunkmq.client.producer import Producer
 
 T = TypeVar("T")
 
@@ -43,13 +43,20 @@ def auth_headers(token: str | None) -> dict[str, str]:
 
 class Client:
     """Blocking client. Errors are `chunkmq.client.errors` exceptions carrying the API error code.
-    Thread-safe as httpx.Client is; close it (or use `with`) to release its connections."""
+    Thread-safe; close it (or use `with`) to release its connections."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:
-        """`url` defaults to CHUNKMQ_URL (else http://127.0.0.1:8000), `token` to CHUNKMQ_TOKEN."""
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0, *,
+                 retries: int = 2, verify: bool | str | ssl.SSLContext = True, proxy: str | None = None) -> None:
+        """`url` defaults to CHUNKMQ_URL (else http://127.0.0.1:8000), `token` to CHUNKMQ_TOKEN.
+        `timeout`: seconds for each call (long polls add their wait). `retries`: further attempts,
+        with exponential backoff, of a call the broker refused without changing anything (429, 503,
+        507) or that could not connect, and of reads and declares whose connection was lost.
+        `verify`: for https, True (the system's CA certificates), a CA file, an SSLContext, or
+        False. `proxy`: an http:// proxy URL; by default HTTP_PROXY, HTTPS_PROXY and NO_PROXY."""
         self.url = calls.default_url(url)
         self.token = calls.default_token(token)
-        self.http = httpx.Client(base_url=self.url, headers=auth_headers(self.token), timeout=timeout)
+        self.http = Transport(self.url, auth_headers(self.token), timeout, verify=verify,
+                              proxy=proxy if proxy is not None else env_proxy(self.url), retries=retries)
 
     def __enter__(self) -> Client:
         return self
@@ -61,11 +68,8 @@ class Client:
         self.http.close()
 
     def _run(self, call: Call[T]) -> T:
-        try:
-            response = self.http.send(call.request(self.http))
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"{call.method} {call.path}: {exc!r}") from exc
-        return call.finish(response)
+        content, headers = call.content()
+        return call.finish(self.http.request(call.method, call.target, content, headers, call.extra_seconds))
 
     # streams
     def consume(self, queue: str, group: str, *, consumer: str | None = None, credit: int = 1000,
@@ -76,6 +80,15 @@ class Client:
 
         return Consumer(self.url, self.token, queue, group, consumer=consumer, credit=credit, auto_ack=auto_ack,
                         retry_for=retry_for)
+
+    def producer(self, exchange: str, *, batch_size: int = 100, max_in_flight: int = 10,
+                 idempotent: bool = False, retry_for: float = 60.0) -> Producer:
+        """A producer on the exchange's publish stream ("" is the default exchange); use with `with`.
+        The same producer as AsyncClient.producer (batching, pipelining, reconnects), run on a thread."""
+        from chunkmq.client.producer import Producer  # the stream modules import this one
+
+        return Producer(self.url, self.token, exchange, batch_size=batch_size, max_in_flight=max_in_flight,
+                        idempotent=idempotent, retry_for=retry_for)
 
     # exchanges
     def exchanges(self) -> list[ExchangeInfo]:
@@ -130,18 +143,18 @@ class Client:
     # publish
     def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
                 json: Any = NO_JSON, routing_key: str = "", mandatory: bool = False,
-                binary: bool = False) -> Published:
+                binary: bool | None = None) -> Published:
         """One atomic batch through an exchange ("" is the default exchange): a str (text body),
         bytes (binary body), an OutgoingMessage (headers, tag, idempotency key, own routing key), or a
         list of them. `json=value` publishes one message whose body is the value as JSON text (a dict
         is never taken as a message). `mandatory=True`: Unroutable, and nothing stored, if a message
-        reaches no queue. `binary=True` sends a binary batch (str and bytes bodies with routing keys,
-        no JSON or base64: the fast way to publish large batches); headers, tags and idempotency keys
-        need the default JSON body."""
+        reaches no queue. A batch in which no message has headers, a tag or an idempotency key goes
+        as a binary batch (no JSON or base64 on either side); `binary=False` sends JSON, `binary=True`
+        insists (ValueError for a message that needs JSON)."""
         return self._run(calls.publish(exchange, calls.to_publish(messages, json), routing_key, mandatory, binary))
 
     def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
-                         json: Any = NO_JSON, mandatory: bool = False, binary: bool = False) -> Published:
+                         json: Any = NO_JSON, mandatory: bool = False, binary: bool | None = None) -> Published:
         """As publish, straight into one queue (no exchange, no routing key)."""
         return self._run(calls.publish_to_queue(queue, calls.to_publish(messages, json), mandatory, binary))
 
@@ -160,9 +173,9 @@ class Client:
         self._run(calls.delete_group(queue, group))
 
     def pull(self, queue: str, group: str, max_messages: int = 100, wait_ms: int = 0,
-             consumer: str = "default", *, ack_up_to: int | None = None, binary: bool = False) -> list[Message]:
-        """`ack_up_to` acknowledges every offset below it first, in the same round trip; `binary=True`
-        asks for a binary batch (no JSON or base64 to decode: the fast way to read large batches)."""
+             consumer: str = "default", *, ack_up_to: int | None = None, binary: bool = True) -> list[Message]:
+        """`ack_up_to` acknowledges every offset below it first, in the same round trip. The answer
+        comes as a binary batch (no JSON or base64 to decode); `binary=False` asks for JSON."""
         return self._run(calls.pull(queue, group, max_messages, wait_ms, consumer, ack_up_to, binary))
 
     def pull_batch(self, queue: str, group: str, max_messages: int = 100, wait_ms: int = 0,

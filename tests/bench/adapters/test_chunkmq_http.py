@@ -1,15 +1,18 @@
-"""The chunkmq-http adapter against a real server: JSON bodies, and binary batches in bulk phases (B)."""
+"""The chunkmq-http adapter against a real server, through the public client only."""
 
 from __future__ import annotations
 
+import ast
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+import chunkmq.client
+from bench.adapters import chunkmq_http, chunkmq_ws
 from bench.adapters.chunkmq_http import ChunkmqHttpAdapter
 from bench.peers.server import Endpoint
-from chunkmq.client import _batch
 
 
 @pytest.mark.parametrize("bulk", [False, True])
@@ -28,19 +31,14 @@ def test_round_trip_of_every_body_with_acks(endpoint: Endpoint, bulk: bool) -> N
     assert (group["ack_floor"], group["in_flight"]) == (len(bodies), 0)
 
 
-def test_bulk_phases_speak_binary_batches(endpoint: Endpoint) -> None:
-    """A bulk publish sends a binary body and reads a binary answer; a bulk pull asks for one."""
-    with ChunkmqHttpAdapter(endpoint, bulk=True) as a:
-        a.declare("adapter-wire")
-        sent: list[dict[str, str]] = []
-        request = a.http.request
-
-        def recording(*args: object, **kw: object) -> tuple[int, bytes]:
-            sent.append(kw.get("headers") or {})  # type: ignore[arg-type]
-            return request(*args, **kw)  # type: ignore[arg-type]
-
-        a.http.request = recording  # type: ignore[method-assign]
-        a.produce("adapter-wire", [b"x"] * 10)
-        assert a.consume("adapter-wire", 10, time.monotonic() + 30) == 10
-    assert sent[0] == {"content-type": _batch.MEDIA_TYPE, "accept": _batch.MEDIA_TYPE}
-    assert sent[1] == {"accept": _batch.MEDIA_TYPE}
+def test_the_chunkmq_adapters_use_only_the_public_client() -> None:
+    """As every peer is driven through its public client library: from chunkmq, only the names
+    `chunkmq` exports (docs/client.md), nothing of the client's private modules or the wire codec."""
+    for module in (chunkmq_http, chunkmq_ws):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("chunkmq") for a in node.names), ast.unparse(node)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("chunkmq"):
+                assert node.module == "chunkmq", ast.unparse(node)
+                assert {a.name for a in node.names} <= set(chunkmq.client.__all__), ast.unparse(node)
