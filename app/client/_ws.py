@@ -4,23 +4,21 @@ and the reconnect backoff."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import threading
 import time
-from collections.abc import Coroutine, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.sync.client import ClientConnection as SyncConnection
+from websockets.sync.client import connect as sync_connect
 
 from chunkmq.client.errors import ChunkmqError, ConnectionFailed, api_error
 from chunkmq.client.sync import auth_headers
 
 # Close codes after which reconnecting can help: going away, abnormal (no close frame), server error,
 # service restart, try again later, bad gateway.
-T = TypeVar("T")
 RETRYABLE_CLOSE = frozenset({1001, 1006, 1011, 1012, 1013, 1014})
 MAX_FRAME = 1 << 28
 
@@ -45,6 +43,16 @@ async def open_stream(url: str, token: str | None) -> ClientConnection:
         raise Lost(f"cannot open {url}: {exc!r}") from exc
 
 
+def open_blocking_stream(url: str, token: str | None) -> SyncConnection:
+    """open_stream for blocking code: the socket is read and written by the calling thread (and
+    websockets' own reader thread), with no event loop to hand each call to."""
+    try:
+        return sync_connect(url, additional_headers=auth_headers(token), compression=None, max_size=MAX_FRAME,
+                            open_timeout=10, ping_interval=20, ping_timeout=20)
+    except (OSError, InvalidHandshake, TimeoutError) as exc:
+        raise Lost(f"cannot open {url}: {exc!r}") from exc
+
+
 def closed_error(exc: ConnectionClosed) -> Exception:
     """Lost (reconnect) or the error to raise for a stream the server closed."""
     close = exc.rcvd
@@ -65,12 +73,17 @@ class Backoff:
         self.delay = first
         self.longest = longest
 
-    async def wait(self, cause: BaseException) -> None:
+    def next_delay(self, cause: BaseException) -> float:
+        """Seconds to wait before the next attempt; ConnectionFailed past the deadline."""
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise ConnectionFailed(f"gave up reconnecting: {cause}") from cause
-        await asyncio.sleep(min(left, self.delay * random.uniform(0.5, 1.0)))
+        delay = min(left, self.delay * random.uniform(0.5, 1.0))
         self.delay = min(self.longest, self.delay * 2)
+        return delay
+
+    async def wait(self, cause: BaseException) -> None:
+        await asyncio.sleep(self.next_delay(cause))
 
 
 def frame_error(frame: dict[str, object]) -> ChunkmqError:
@@ -79,43 +92,3 @@ def frame_error(frame: dict[str, object]) -> ChunkmqError:
         return api_error(str(error.get("code", "error")), str(error.get("message", "")))
     return ConnectionFailed(f"unexpected frame from the server: {frame!r}"[:300])
 
-
-class LoopThread:
-    """An event loop on a thread of its own, started on first use: the blocking Consumer and
-    Producer run their asyncio twins on it, and wait for each call."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def submit(self, work: Coroutine[Any, Any, T]) -> Any:
-        """The concurrent.futures.Future of `work`, run on the loop."""
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name=self.name, daemon=True)
-            self._thread.start()
-        return asyncio.run_coroutine_threadsafe(work, self._loop)
-
-    def call(self, work: Coroutine[Any, Any, T]) -> T:
-        future = self.submit(work)
-        try:
-            return future.result()  # type: ignore[no-any-return]
-        except BaseException:
-            future.cancel()  # interrupted (Ctrl-C) while waiting: stop the wait in the loop too
-            with contextlib.suppress(BaseException):
-                future.result(timeout=5)
-            raise
-
-    @property
-    def running(self) -> bool:
-        return self._loop is not None
-
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        self._loop = self._thread = None
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()

@@ -29,7 +29,7 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import orjson
@@ -37,7 +37,16 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from chunkmq.client._batch import decode
-from chunkmq.client._ws import Backoff, LoopThread, Lost, closed_error, frame_error, open_stream, ws_url
+from chunkmq.client._ws import (
+    Backoff,
+    Lost,
+    SyncConnection,
+    closed_error,
+    frame_error,
+    open_blocking_stream,
+    open_stream,
+    ws_url,
+)
 from chunkmq.client.models import Message
 
 ACK_EVERY_S = 0.1
@@ -114,24 +123,6 @@ class AsyncConsumer:
         self._taken += 1
         if self._taken >= self._refill_at or (self._acks and time.monotonic() - self._flushed > ACK_EVERY_S):
             await self._flush()
-        if self.auto_ack:
-            self._current = message
-        return message
-
-    def ready(self) -> Message | None:
-        """The next message if taking it needs no I/O (it is buffered, and no credit or acks are due),
-        else None. The blocking Consumer takes most messages this way, without a trip to its loop's
-        thread; both run only while the loop runs nothing of this consumer."""
-        buffer = self._buffer
-        if not buffer or self._closed or self._taken + 1 >= self._refill_at:
-            return None
-        if (self._acks or self._current is not None) and time.monotonic() - self._flushed > ACK_EVERY_S:
-            return None
-        if self._current is not None:
-            self._acks.append(self._current.offset)
-            self._current = None
-        message = buffer.popleft()
-        self._taken += 1
         if self.auto_ack:
             self._current = message
         return message
@@ -242,8 +233,8 @@ class AsyncConsumer:
 
 
 class Consumer:
-    """The blocking twin of AsyncConsumer (`Client.consume`): the same consumer, with the same credit,
-    acks and reconnects, runs on an event loop in a thread of its own; iterating waits for it.
+    """The blocking twin of AsyncConsumer (`Client.consume`): the same credit, acks and reconnects,
+    on websockets' blocking client, so taking a message never waits for another thread.
 
         with client.consume("orders", "billing") as stream:
             for message in stream:
@@ -255,68 +246,161 @@ class Consumer:
 
     def __init__(self, url: str, token: str | None, queue: str, group: str, *, consumer: str | None = None,
                  credit: int = 1000, auto_ack: bool = True, retry_for: float = 60.0) -> None:
-        self._async = AsyncConsumer(url, token, queue, group, consumer=consumer, credit=credit, auto_ack=auto_ack,
-                                    retry_for=retry_for)
-        self._loop = LoopThread(f"chunkmq-consumer-{self._async.consumer}")
-
-    @property
-    def consumer(self) -> str:
-        return self._async.consumer
-
-    @property
-    def reconnects(self) -> int:
-        return self._async.reconnects
-
-    def _call(self, work: Coroutine[Any, Any, T]) -> T:
-        return self._loop.call(work)
+        if not 1 <= credit <= 1_000_000:
+            raise ValueError("credit must be from 1 to 1000000")
+        self.queue = queue
+        self.group = group
+        self.consumer = consumer or default_consumer_id()
+        self.credit = credit
+        self.auto_ack = auto_ack
+        self.retry_for = retry_for
+        self.reconnects = 0
+        self._token = token
+        self._url = ws_url(url, f"/api/v1/queues/{queue}/groups/{group}/stream",
+                           {"consumer": self.consumer, "resume": "true", "format": "binary"})
+        self._ws: SyncConnection | None = None
+        self._buffer: deque[Message] = deque()
+        self._current: Message | None = None
+        self._acks: list[int] = []
+        self._taken = 0
+        self._refill_at = max(1, credit // 2)
+        self._flushed = time.monotonic()
+        self._closed = False
 
     def __enter__(self) -> Consumer:
-        try:
-            self._call(self._async.__aenter__())
-        except BaseException:
-            self._stop_loop()
-            raise
+        self._connect()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        try:
-            self._call(self._async.__aexit__(exc_type, exc, tb))
-        finally:
-            self._stop_loop()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is not None:
+            self._current = None  # the loop body failed on it: it is handed back, not acked
+        self.close()
 
     def __iter__(self) -> Consumer:
         return self
 
     def __next__(self) -> Message:
-        message = self._async.ready() or self._call(self._async.next())
+        message = self.next()
         if message is None:
             raise StopIteration
         return message
 
     def next(self, timeout: float | None = None) -> Message | None:
         """The next message, or None when none came within `timeout` seconds (None: wait for one)
-        or the consumer is closed."""
-        return self._async.ready() or self._call(self._async.next(timeout))
+        or the consumer is closed. Moving on acks the message before (auto_ack), as the loop does."""
+        if self._ws is None and not self._closed:
+            raise RuntimeError("the consumer is not open: iterate it inside its `with` block")
+        if self._current is not None:
+            self._acks.append(self._current.offset)
+            self._current = None
+        if not self._buffer:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._buffer:
+                if self._closed:
+                    return None
+                self._flush()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._receive(left)
+        message = self._buffer.popleft()
+        self._taken += 1
+        if self._taken >= self._refill_at or (self._acks and time.monotonic() - self._flushed > ACK_EVERY_S):
+            self._flush()
+        if self.auto_ack:
+            self._current = message
+        return message
 
     def ack(self, messages: Iterable[Message | int]) -> None:
         """Acknowledge messages (or offsets): see AsyncConsumer.ack."""
-        self._call(self._async.ack(messages))
+        self._acks.extend(m if isinstance(m, int) else m.offset for m in messages)
+        self._flush()
 
     def ack_up_to(self, offset: int) -> None:
         """Cumulative ack of every offset below `offset`, for groups with this one consumer only."""
-        self._call(self._async.ack_up_to(offset))
+        self._send({"type": "ack", "up_to": offset})
 
     def nack(self, messages: Iterable[Message | int], delay_ms: int = 0, *, requeue: bool = True) -> None:
         """Hand messages back: see AsyncConsumer.nack."""
-        self._call(self._async.nack(messages, delay_ms, requeue=requeue))
+        offsets = [m if isinstance(m, int) else m.offset for m in messages]
+        self._send({"type": "nack", "offsets": offsets, "delay_ms": delay_ms, "requeue": requeue})
 
     def close(self, requeue: bool = True) -> None:
-        """Send pending acks, hand unprocessed messages back (requeue), close the stream and its thread."""
-        try:
-            if self._loop.running:
-                self._call(self._async.close(requeue))
-        finally:
-            self._stop_loop()
+        """Send pending acks, ask the server to hand unprocessed messages back (requeue), and close."""
+        if self._closed:
+            return
+        if self._current is not None:
+            self._acks.append(self._current.offset)
+            self._current = None
+        self._closed = True
+        ws = self._ws
+        if ws is None:
+            return
+        with contextlib.suppress(ConnectionClosed, OSError, TimeoutError):
+            self._flush(credit=False)
+            ws.send(orjson.dumps({"type": "close", "requeue": requeue}))
+            deadline = time.monotonic() + 5
+            while True:  # until the server closes: what it still sends is handed back with the rest
+                ws.recv(timeout=max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(Exception):
+            ws.close()
 
-    def _stop_loop(self) -> None:
-        self._loop.stop()
+    def _send(self, frame: dict[str, Any]) -> None:
+        assert self._ws is not None
+        with contextlib.suppress(ConnectionClosed):  # the next receive notices and reconnects
+            self._ws.send(orjson.dumps(frame))
+
+    def _flush(self, credit: bool = True) -> None:
+        assert self._ws is not None
+        self._flushed = time.monotonic()
+        try:
+            if self._acks:
+                self._ws.send(orjson.dumps({"type": "ack", "offsets": self._acks}))
+                self._acks = []
+            if credit and self._taken >= self._refill_at:
+                self._ws.send(b'{"type":"credit","n":%d}' % self._taken)
+                self._taken = 0
+        except ConnectionClosed:
+            pass  # kept for the next connection
+
+    def _receive(self, timeout: float | None) -> None:
+        assert self._ws is not None
+        try:
+            raw = self._ws.recv(timeout=timeout)
+        except TimeoutError:
+            return
+        except ConnectionClosed as exc:
+            error = closed_error(exc)
+            if not isinstance(error, Lost):
+                raise error from exc
+            self._reconnect()
+            return
+        if isinstance(raw, bytes):  # messages: a binary batch (format=binary); other frames are JSON text
+            self._buffer.extend(decode(raw, self.queue))
+            return
+        frame = orjson.loads(raw)
+        if frame.get("type") == "error":
+            self._closed = True
+            with contextlib.suppress(Exception):
+                self._ws.close()
+            raise frame_error(frame)
+
+    def _connect(self) -> None:
+        backoff = Backoff(self.retry_for)
+        while True:
+            try:
+                self._ws = open_blocking_stream(self._url, self._token)
+                break
+            except Lost as exc:
+                time.sleep(backoff.next_delay(exc))
+        # Acks first, so what was done is not redelivered by resume; then a whole credit (the buffer is empty).
+        self._taken = self.credit
+        self._flush()
+
+    def _reconnect(self) -> None:
+        self.reconnects += 1
+        self._buffer.clear()  # in flight at the server: redelivered to us after the resume
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                self._ws.close()
+        self._connect()

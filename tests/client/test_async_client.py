@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chunkmq import AsyncClient, InvalidRequest, NotFound, OutgoingMessage, Unroutable
+from chunkmq import (
+    AsyncClient,
+    Client,
+    ConnectionFailed,
+    InvalidRequest,
+    NotFound,
+    OutgoingMessage,
+    QueueFull,
+    Unroutable,
+)
+from tests.client.relay import Relay, self_signed
 from tests.server import ServerProcess
 
 
@@ -184,3 +195,28 @@ def test_streams_survive_a_server_restart(server: ServerProcess, name: str) -> N
             assert seen == {str(i) for i in range(total)}
 
     run(main(), timeout=120)
+
+
+def test_tls_proxies_and_retries_as_the_blocking_clients(shared_server: ServerProcess, name: str,
+                                                          tmp_path: Path) -> None:
+    certificate = self_signed(tmp_path)
+
+    async def main() -> None:
+        with Relay(shared_server.port, tls=certificate) as tls, Relay(tls.port, proxy=True) as proxy:
+            async with AsyncClient(f"https://127.0.0.1:{tls.port}", verify=str(certificate[0]),
+                                   proxy=f"http://127.0.0.1:{proxy.port}") as mq:
+                await mq.declare_queue(name, max_messages=1, overflow="reject_publish")
+                await mq.publish_to_queue(name, "fills it")
+                assert proxy.seen == [f"CONNECT 127.0.0.1:{tls.port} HTTP/1.1".encode()]
+                purger = asyncio.get_running_loop().call_later(0.15, lambda: Client(shared_server.url).purge(name))
+                mq.retries = 6
+                await mq.publish_to_queue(name, "fits once purged")  # QueueFull, retried with backoff
+                purger.cancel()
+                mq.retries = 0
+                with pytest.raises(QueueFull):
+                    await mq.publish_to_queue(name, "no room")
+            async with AsyncClient(f"https://127.0.0.1:{tls.port}", retries=0) as untrusted:
+                with pytest.raises(ConnectionFailed, match="CERTIFICATE_VERIFY_FAILED"):
+                    await untrusted.queues()
+
+    run(main())
