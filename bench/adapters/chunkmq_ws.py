@@ -1,6 +1,7 @@
 """chunkmq over its WebSocket streams through the public Python client: `Client.producer` (one
-`publish_batch` per batch, its confirm awaited) and `Client.consume` (credit = the pull window, acks
-sent by the consumer as it goes). Declares and deletes go over REST, as there is no stream for them."""
+`publish_batch` per batch, its confirm awaited) and `Client.consume` (credit = the pull window; as
+the group's one consumer, a cumulative `ack_up_to` every 100 messages, as the NATS and RabbitMQ
+adapters ack). Declares and deletes go over REST, as there is no stream for them."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from bench.adapters.base import ConsumeTimeout, OnBody
 from bench.adapters.chunkmq_http import CONSUMER, GROUP, ChunkmqHttpAdapter
 from chunkmq import Producer
 
+ACK_EVERY = 100  # messages per cumulative ack
+
 
 class ChunkmqWsAdapter(ChunkmqHttpAdapter):
     name = "chunkmq-ws"
     setup = (f"chunkmq.Client streams (websockets {version('websockets')}): Client.producer on the default "
              "exchange, one publish_batch per batch (a binary frame), its confirm awaited; Client.consume with "
-             "credit = the pull window (binary batches, refilled once half of it is used, acks sent as it goes)")
+             "credit = the pull window (binary batches, refilled once half of it is used), a cumulative ack_up_to "
+             "every 100 messages and at the end")
 
     def open(self) -> None:
         super().open()
@@ -39,7 +43,8 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
 
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
         got = 0
-        with self.client.consume(queue, GROUP, consumer=CONSUMER, credit=max(1, min(self.pull, n))) as stream:
+        credit = max(1, min(self.pull, n))
+        with self.client.consume(queue, GROUP, consumer=CONSUMER, credit=credit, auto_ack=False) as stream:
             while got < n:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -51,4 +56,6 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
                     body = message.body
                     on_body(body.encode() if isinstance(body, str) else body)
                 got += 1
+                if got % ACK_EVERY == 0 or got == n:
+                    stream.ack_up_to(message.offset + 1)
         return got

@@ -324,3 +324,19 @@ def test_ctrl_c_in_a_sync_worker_hands_its_messages_back_at_once(shared_server: 
         # "slow" failed and "unseen" was never looked at: both ready again, without the ack timeout
         again = mq.pull(name, "g", 10)
         assert [(m.body, m.delivery_count) for m in again] == [("slow", 2), ("unseen", 2)]
+
+
+def test_the_blocking_producer_sends_unconfirmed_frames_again_after_a_server_restart(
+        server: ServerProcess, name: str) -> None:
+    with Client(server.url) as mq:
+        mq.declare_queue(name)
+        with mq.producer("", idempotent=True, batch_size=50) as producer:
+            assert producer.publish_batch(["first"], routing_key=name).results[0].routed[0].offset == 0
+            server.restart()
+            futures = [producer.send(f"m{i}", routing_key=name) for i in range(200)]
+            producer.flush()
+            assert producer.reconnects >= 1
+            assert sorted(f.result().routed[0].offset for f in futures) == list(range(1, 201))
+        assert mq.queue(name).messages == 201  # keyed: a frame sent twice is stored once
+        with pytest.raises(ConnectionFailed, match="closed"):
+            producer.publish("after close", routing_key=name)
