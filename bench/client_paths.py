@@ -4,9 +4,11 @@
 
 Starts a chunkmq server (fsync every 100 ms, the default) and a Redis server (appendfsync everysec),
 then alternates rounds of: `chunkmq.Client.publish_to_queue` of batches of 100 text bodies of 100 B
-against redis-py's XADD pipelines of 100; `Client.pull(queue, group, 1000)` (each pull carrying the
+and `Client.producer("").publish_batch` of the same over the WebSocket stream, against redis-py's
+XADD pipelines of 100; `Client.pull(queue, group, 1000)` (each pull carrying the
 previous batch's ack, `ack_up_to`, the last one acked with `Client.ack`) and `Client.pull_batch` the
-same way, against XREADGROUP COUNT 1000 + XACK of the batch. Prints msgs/s and client CPU µs per
+same way, and `Client.consume` (credit 1,000, acked as it goes), against XREADGROUP COUNT 1000 +
+XACK of the batch. Prints msgs/s and client CPU µs per
 message, one JSON line per measurement, with the load average beside each.
 """
 
@@ -36,6 +38,20 @@ def chunkmq_publish(mq: Client, queue: str, count: int) -> None:
     batch = [BODY] * BATCH
     for _ in range(count // BATCH):
         mq.publish_to_queue(queue, batch)
+
+
+def chunkmq_produce(mq: Client, queue: str, count: int) -> None:
+    batch = [BODY] * BATCH
+    with mq.producer("") as producer:
+        for _ in range(count // BATCH):
+            producer.publish_batch(batch, routing_key=queue)
+
+
+def chunkmq_consume(mq: Client, queue: str, count: int) -> None:
+    with mq.consume(queue, "g3", credit=PULL) as stream:
+        for n, _message in enumerate(stream, 1):
+            if n == count:
+                break
 
 
 def chunkmq_pull(mq: Client, queue: str, count: int) -> None:
@@ -108,13 +124,19 @@ def main() -> None:
                 mq.declare_queue(queue)
                 mq.declare_group(queue, "g")
                 mq.declare_group(queue, "g2")
+                mq.declare_queue(queue + "-ws")
                 r.xgroup_create(queue, "g", id="0", mkstream=True)
                 timed("chunkmq Client.publish_to_queue, batches of 100", count, chunkmq_publish, mq, queue, count)
+                timed("chunkmq Client.producer publish_batch of 100 (WebSocket)", count, chunkmq_produce, mq,
+                      queue + "-ws", count)
                 timed("redis-py XADD pipeline of 100", count, redis_publish, r, queue, count)
                 timed("chunkmq Client.pull 1,000 + ack", count, chunkmq_pull, mq, queue, count)
                 timed("chunkmq Client.pull_batch 1,000 + ack", count, chunkmq_pull_batch, mq, queue, count)
+                timed("chunkmq Client.consume, credit 1,000, acked as it goes (WebSocket)", count, chunkmq_consume, mq,
+                      queue + "-ws", count)
                 timed("redis-py XREADGROUP 1,000 + XACK", count, redis_pull, r, queue, count)
                 mq.delete_queue(queue, force=True)
+                mq.delete_queue(queue + "-ws", force=True)
                 r.delete(queue)
             mq.close()
             r.close()
