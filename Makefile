@@ -15,12 +15,13 @@ $(BIN)/python:
 PIP_INSTALL := $(BIN)/pip install --quiet --constraint constraints.txt
 
 # The broker alone (`make run`: a quick first start); tests and benchmarks add the extras.
-# setup.py also builds the record codec's compiled twin (app/storage/_recordc.c) when it can.
-$(RUNTIME): pyproject.toml setup.py app/storage/_recordc.c constraints.txt | $(BIN)/python
+# setup.py also builds the formats' compiled twins (the C files) when it can.
+CSOURCES := app/storage/_recordc.c app/wire/_batchc.c app/broker/_blobc.c
+$(RUNTIME): pyproject.toml setup.py $(CSOURCES) constraints.txt | $(BIN)/python
 	$(PIP_INSTALL) -e '.[server]'
 	touch $(RUNTIME)
 
-$(STAMP): pyproject.toml setup.py app/storage/_recordc.c constraints.txt | $(BIN)/python
+$(STAMP): pyproject.toml setup.py $(CSOURCES) constraints.txt | $(BIN)/python
 	$(PIP_INSTALL) -e '.[server,dev,bench,spark]'
 	touch $(STAMP) $(RUNTIME)
 
@@ -58,15 +59,15 @@ test: $(STAMP) java postgresql | $(CHROMIUM)
 	$(BIN)/ruff check app tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# The record codec's compiled twin rebuilt with AddressSanitizer, the record format tests run on it
-# (libasan preloaded into Python; Python's own allocations through malloc, so that ASan sees them),
+# The compiled twins rebuilt with AddressSanitizer, the format tests run on them (record, wire batch,
+# blob; libasan preloaded into Python; Python's own allocations through malloc, so that ASan sees them),
 # then the normal build put back.
 ASAN_FLAGS := -fsanitize=address -fno-omit-frame-pointer -g
 asan: $(STAMP)
 	CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address" $(BIN)/python setup.py -q build_ext --inplace --force
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc \
 	  $(BIN)/python -m pytest -q -p no:cacheprovider -n 0 tests/storage/test_recordc.py tests/storage/test_record.py \
-	  -k "not pythonmalloc_debug"; status=$$?; \
+	  tests/wire tests/broker/test_blobc.py tests/broker/test_blob.py -k "not pythonmalloc_debug"; status=$$?; \
 	$(BIN)/python setup.py -q build_ext --inplace --force && exit $$status
 
 lint: $(STAMP)

@@ -3,9 +3,10 @@
 The migration scripts (`alembic/`) and the browser assets (`static/`) go inside it, so that a wheel
 has no top-level name but `chunkmq` (app/resources.py finds them in either layout).
 
-The record codec's compiled twin (app/storage/_recordc.c) is built with the machine's C compiler and
-Python headers; it is optional: where it cannot be built the install goes on and chunkmq runs the
-pure-Python codec (`chunkmq serve` logs which one). CFLAGS/LDFLAGS from the environment are added
+The compiled twins of the byte formats' hot loops (the record codec app/storage/_recordc.c, the wire
+batch app/wire/_batchc.c, the blob parser app/broker/_blobc.c) are built with the machine's C compiler
+and Python headers; each is optional: where one cannot be built the install goes on and chunkmq runs
+its pure-Python twin (`chunkmq serve` logs which ones run). CFLAGS/LDFLAGS from the environment are added
 (`make asan` builds it with AddressSanitizer that way).
 """
 
@@ -21,8 +22,9 @@ setup(
     ],
     package_dir={"chunkmq": "app", "chunkmq.migrations": "alembic", "chunkmq.static": "static"},
     ext_modules=[
-        Extension("chunkmq.storage._recordc", ["app/storage/_recordc.c"],
-                  extra_compile_args=["-Wall", "-Werror"], optional=True),
+        Extension(f"chunkmq.{module}", [f"app/{module.replace('.', '/')}.c"], extra_compile_args=["-Wall", "-Werror"],
+                  optional=True)
+        for module in ("storage._recordc", "wire._batchc", "broker._blobc")
     ],
     package_data={
         "chunkmq.web": ["templates/*"],

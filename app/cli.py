@@ -167,9 +167,12 @@ def _serve(args: argparse.Namespace) -> int:
     except DirectoryLocked as exc:
         print(f"chunkmq: {exc}", file=sys.stderr)
         return 1
-    from chunkmq.storage.record import IMPLEMENTATION
+    from chunkmq.broker import blob
+    from chunkmq.storage import record
+    from chunkmq.wire import batch
 
-    logging.getLogger("chunkmq").info("record codec: %s", IMPLEMENTATION)
+    for what, module in (("record codec", record), ("wire batch codec", batch), ("blob parser", blob)):
+        logging.getLogger("chunkmq").info("%s: %s", what, module.IMPLEMENTATION)
     uvicorn.run(
         app,
         host=settings.host,

@@ -10,9 +10,11 @@ Cases:
 - read back every queue sequentially (1,000 per read call), right after the interval run
 - reopen after SIGKILL with an unflushed tail of --tail-mib MiB (the recovery scan + index replay)
 
-``--codec`` times only the record codec, in this process: µs of CPU per record of encode_batch for
-batches of 1, 10, 100 and 1,000 records of 100 bytes, and of the column read of a page of 1,000
-(record.columns, CRCs checked), on the pure-Python path and on the compiled twin.
+``--codec`` times only the byte formats' codecs, in this process, on the pure-Python path and on the
+compiled twin: µs of CPU per record of encode_batch for batches of 1, 10, 100 and 1,000 records of
+100 bytes, of the column read of a page of 1,000 (record.columns, CRCs checked), of the wire batch's
+encoders and decoders (chunkmq.wire.batch) and of the blob parser (chunkmq.broker.blob.parse) for
+batches and pages of 1, 100 and 1,000 messages of 100 bytes.
 
 First it prints the bytes one message takes on disk: a 100-byte text message with a 9-character
 routing key, no headers, published through the default exchange and through a named one (the
@@ -239,36 +241,79 @@ def _per_record(fn, records: int, repeat: int, total: int) -> float:  # type: ig
 
 
 def codec_timings(repeat: int = 5, total: int = 200_000) -> list[dict[str, object]]:
-    """µs per record of the record codec's hot loops, Python path against compiled twin."""
+    """µs per record of the byte formats' hot loops, Python path against compiled twin, in pairs."""
     import numpy as np
 
+    from chunkmq.broker import _blobc, blob
     from chunkmq.storage import MessageColumns, record
     from chunkmq.storage import _recordc as compiled  # whatever CHUNKMQ_PURE_PYTHON says: both are timed
+    from chunkmq.wire import _batchc
+    from chunkmq.wire import batch as wire
     rows: list[dict[str, object]] = []
 
-    def on(codec: object, name: str, records: int, fn) -> None:  # type: ignore[no-untyped-def]
-        saved = record._recordc
-        record._recordc = codec
-        try:
-            rows.append({"what": name, "records": records,
-                         "codec": "compiled" if codec is not None else "python",
-                         "us": _per_record(fn, records, repeat, total)})
-        finally:
-            record._recordc = saved
+    def on(module: object, attr: str, twin: object, name: str, records: int, fn) -> None:  # type: ignore[no-untyped-def]
+        for codec in (None, twin):
+            saved = getattr(module, attr)
+            setattr(module, attr, codec)
+            try:
+                rows.append({"what": name, "records": records,
+                             "codec": "compiled" if codec is not None else "python",
+                             "us": _per_record(fn, records, repeat, total)})
+            finally:
+                setattr(module, attr, saved)
 
     for n in (1, 10, 100, 1000):
         batch = MessageColumns([b"x" * RECORD_BYTES] * n, [(1,)] * n)
-        for codec in (None, compiled):
-            on(codec, f"encode_batch, batches of {n:,}", n,
-               lambda batch=batch: record.encode_batch(batch, 1_700_000_000_000, 0, {1: 70_000}, 1 << 20, {}))
+        on(record, "_recordc", compiled, f"encode_batch, batches of {n:,}", n,
+           lambda batch=batch: record.encode_batch(batch, 1_700_000_000_000, 0, {1: 70_000}, 1 << 20, {}))
     batch = MessageColumns([b"x" * RECORD_BYTES] * 1000, [(1,)] * 1000)
     buf, appended, _ = record.encode_records(batch, 1_700_000_000_000, 0, {1: 70_000}, 1 << 20, {})
     starts = np.array(appended.positions, np.int64)
     lengths = np.diff(np.append(starts, len(buf)))
     verify = np.ones(len(starts), bool)
-    for codec in (None, compiled):
-        on(codec, "column read of 1,000, CRCs checked", 1000, lambda: record.columns(buf, starts, lengths, verify))
+    on(record, "_recordc", compiled, "column read of 1,000, CRCs checked", 1000,
+       lambda: record.columns(buf, starts, lengths, verify))
+    for n in (1, 100, 1000):
+        for name, fn in _wire_cases(wire, blob, n).items():
+            on(blob if name.startswith("blob") else wire, "_blobc" if name.startswith("blob") else "_batchc",
+               _blobc if name.startswith("blob") else _batchc, f"{name}, {n:,}", n, fn)
     return rows
+
+
+def _wire_cases(wire, blob, n: int) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The wire batch's encoders and decoders and the blob parser on n messages of 100 bytes with a
+    9-byte routing key, as the client and the server call them."""
+    import numpy as np
+
+    key, bodies = b"orders.eu", b"x" * RECORD_BYTES * n
+    body = wire.encode_publish_text([RECORD_BYTES] * n, key, bodies)
+    ids = list(range(1 << 30, (1 << 30) + 117 * n, 117))
+    offsets = list(range(70_000, 70_000 + n))
+    results = wire.encode_results(ids, None, offsets, b"\x06" * n, b"orders" * n)
+    columns = (np.array(offsets, np.int64), np.array(ids, np.int64), np.full(n, 1_700_000_000_000, np.int64),
+               np.broadcast_to(1, (n,)), np.zeros(n, bool), np.zeros(n, np.int64), np.full(n, len(key), np.int64),
+               np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, RECORD_BYTES, np.int64))
+    regions = (b"", key * n, b"", b"", bodies)
+    delivered = wire.encode_delivered(n, columns, regions)
+    blobs = [blob.encode_blob(b"", key, None, b"x" * RECORD_BYTES, False) for _ in range(n)]
+    page = np.frombuffer(b"".join(bytes(6) + b for b in blobs), np.uint8)  # 6: a record's framing between
+    starts = np.arange(n, dtype=np.int64) * (len(blobs[0]) + 6) + 6
+    sizes = np.full(n, len(blobs[0]), np.int64)
+
+    def decode_publish() -> None:
+        got = wire.decode_publish(body, n)
+        wire.slices(body, got.keys_start, got.key_lengths)
+        wire.slices(body, got.bodies_start, got.body_lengths)
+
+    return {
+        "wire encode_publish_text (client)": lambda: wire.encode_publish_text([RECORD_BYTES] * n, key, bodies),
+        "wire decode_publish and slices (server)": decode_publish,
+        "wire encode_results (server)": lambda: wire.encode_results(ids, None, offsets, b"\x06" * n, b"orders" * n),
+        "wire decode_results (client)": lambda: wire.decode_results(results),
+        "wire encode_delivered, numpy columns (server)": lambda: wire.encode_delivered(n, columns, regions),
+        "wire decode_delivered (client)": lambda: wire.decode_delivered(delivered),
+        "blob parse, a page": lambda: blob.parse(page, starts, sizes),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -113,10 +113,10 @@ def test_x_forwarded_for_counts_only_from_a_proxy_the_setting_names(tmp_path: Pa
         proxied.stop()
 
 
-def test_serve_logs_which_record_codec_it_runs_and_serves_on_either(tmp_path: Path) -> None:
-    """One line at start says compiled or pure Python; CHUNKMQ_PURE_PYTHON=1 serves on the Python codec."""
-    for name, pure, says in (("c", "0", "record codec: compiled"),
-                             ("p", "1", "record codec: pure Python (CHUNKMQ_PURE_PYTHON is set)")):
+def test_serve_logs_which_codecs_it_runs_and_serves_on_either(tmp_path: Path) -> None:
+    """One line per format at start says compiled or pure Python; CHUNKMQ_PURE_PYTHON=1 serves on the
+    Python codecs."""
+    for name, pure, says in (("c", "0", "compiled"), ("p", "1", "pure Python (CHUNKMQ_PURE_PYTHON is set)")):
         server = ServerProcess(tmp_path / name / "data", CHUNKMQ_AUTH="off", CHUNKMQ_LOG_LEVEL="info",
                                CHUNKMQ_PURE_PYTHON=pure).start()
         try:
@@ -127,4 +127,5 @@ def test_serve_logs_which_record_codec_it_runs_and_serves_on_either(tmp_path: Pa
                 assert bodies(api, "q") == ["one", *(f"m{i}" for i in range(300))]
         finally:
             server.stop()
-        assert server.log().count("record codec:") == 1 and says in server.log(), server.log()
+        for what in ("record codec", "wire batch codec", "blob parser"):
+            assert server.log().count(f"{what}:") == 1 and f"{what}: {says}" in server.log(), server.log()

@@ -65,7 +65,8 @@ def test_the_wheel_holds_only_the_chunkmq_package(wheel: Path) -> None:
                     "chunkmq/static/console.css", "chunkmq/static/favicon.svg", "chunkmq/static/vendor/htmx/htmx.min.js",
                     "chunkmq/web/templates/base.html", "chunkmq/client/__init__.py"):
         assert shipped in names, shipped
-    assert any(name.startswith("chunkmq/storage/_recordc.") and name.endswith(".so") for name in names)
+    for twin in ("storage/_recordc", "wire/_batchc", "broker/_blobc"):  # the formats' compiled twins
+        assert any(name.startswith(f"chunkmq/{twin}.") and name.endswith(".so") for name in names), twin
 
 
 def test_without_a_c_compiler_the_build_goes_on_and_the_record_codec_runs_in_python(tmp_path: Path) -> None:
@@ -73,7 +74,8 @@ def test_without_a_c_compiler_the_build_goes_on_and_the_record_codec_runs_in_pyt
                             "--build-temp", str(tmp_path / "tmp"), "--force"], cwd=ROOT,
                            env={**os.environ, "CC": "false"}, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    assert 'building extension "chunkmq.storage._recordc" failed' in built.stderr
+    for twin in ("storage._recordc", "wire._batchc", "broker._blobc"):
+        assert f'building extension "chunkmq.{twin}" failed' in built.stderr
     assert not list(tmp_path.rglob("*.so"))
     # where the module is missing, the store runs (and says it runs) the Python codec
     script = ("import sys; sys.modules['chunkmq.storage._recordc'] = None\n"

@@ -19,13 +19,16 @@ Records written before this layout hold the JSON members themselves, without the
 (`"exchange":"","headers":{},"tag":null,"routing_key":"k","body":"text"`): their first byte is a
 quote (`FORMAT1`, 0x22), which no head byte is (message.py's `decode_data` reads them).
 
-numpy is imported by `parse` only, so serving JSON never loads it.
+numpy is imported by `parse` only, so serving JSON never loads it. `parse` has a compiled twin
+(_blobc.c), run where it is built and CHUNKMQ_PURE_PYTHON is not set; the numpy code stays the
+reference and the fallback.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,6 +41,21 @@ BINARY = 0x08
 MEMBERS = (HAS_EXCHANGE, HAS_ROUTING_KEY, HAS_HEADERS)  # in the order they follow the head
 FORMAT1 = 0x22  # the first byte of a blob written in the older JSON-members form
 LONG = 0xFF  # a length byte saying the length follows as u16
+
+
+def _compiled() -> tuple[Any, str]:
+    """The compiled twin of `parse` (_blobc.c), or None where it is not built or CHUNKMQ_PURE_PYTHON
+    is set; and which parser runs, in words."""
+    if os.environ.get("CHUNKMQ_PURE_PYTHON", "") not in ("", "0"):
+        return None, "pure Python (CHUNKMQ_PURE_PYTHON is set)"
+    try:
+        from . import _blobc
+    except ImportError:
+        return None, "pure Python (the compiled extension is not built)"
+    return _blobc, "compiled"
+
+
+_blobc, IMPLEMENTATION = _compiled()
 
 
 def _length(n: int) -> bytes:
@@ -104,10 +122,15 @@ class Blobs:
 def parse(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> Blobs:
     """The blobs at (start, length) of `buf` (uint8) as columns, with a numpy pass per member present
     in the page: no Python loop over the rows. Probes past a short blob are clamped into the buffer
-    (such rows come out odd)."""
+    (such rows come out odd). By the compiled twin where it runs (one pass over the rows)."""
     import numpy as np
 
     n = len(start)
+    if _blobc is not None:
+        out, flags = np.empty(9 * n, np.int64), np.empty(2 * n, bool)
+        if _blobc.parse(buf, start, length, out, flags):  # None: arrays it leaves to numpy
+            c, f = out.reshape(9, n), flags.reshape(2, n)
+            return Blobs(c[0], (c[1], c[2]), (c[3], c[4]), (c[5], c[6]), (c[7], c[8]), f[0], f[1])
     if not len(buf):  # every blob empty (odd): something to clamp the probes into
         buf = np.zeros(1, np.uint8)
     last = len(buf) - 1

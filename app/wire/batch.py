@@ -19,6 +19,11 @@ over the records, in order).
 Flag bit 0 (`BINARY`): the body is bytes, else UTF-8 text. Each column is read or written in one C
 call and the lengths give every field's slice: no Python loop over the records on the way in or
 out. Standard library only (numpy arrays are written when a caller hands them over).
+
+The encoders and decoders have a compiled twin (_batchc.c), tried first where it is built and
+CHUNKMQ_PURE_PYTHON is not set: it handles well-formed batches and answers None for anything else
+(damaged input, values beyond a column, other types), and the Python code below runs: it stays the
+reference, and every error is its own.
 """
 
 from __future__ import annotations
@@ -26,11 +31,27 @@ from __future__ import annotations
 import array
 import functools
 import itertools
+import os
 import struct
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+
+def _compiled() -> tuple[Any, str]:
+    """The compiled twin of this module's encoders and decoders (_batchc.c), or None where it is not
+    built or CHUNKMQ_PURE_PYTHON is set; and which codec runs, in words."""
+    if os.environ.get("CHUNKMQ_PURE_PYTHON", "") not in ("", "0"):
+        return None, "pure Python (CHUNKMQ_PURE_PYTHON is set)"
+    try:
+        from . import _batchc
+    except ImportError:
+        return None, "pure Python (the compiled extension is not built)"
+    return _batchc, "compiled"
+
+
+_batchc, IMPLEMENTATION = _compiled()
 
 MEDIA_TYPE = "application/vnd.chunkmq.batch"
 COUNT = struct.Struct("<I")  # the record count that starts a batch (and the placement count of results)
@@ -91,6 +112,8 @@ def cut_columns(buffer: bytes, start: int, count: int, codes: str) -> tuple[list
 def slices(buffer: bytes, start: int, lengths: list[int]) -> Sequence[bytes]:
     """`buffer` cut into consecutive pieces of `lengths` from `start`: pieces of one length (most
     batches) by one struct call, which builds them three times faster than slicing does."""
+    if _batchc is not None and (cut := _batchc.slices(buffer, start, lengths)) is not None:
+        return cut  # type: ignore[no-any-return]
     if not lengths:
         return []
     if lengths.count(lengths[0]) == len(lengths):
@@ -108,6 +131,8 @@ def _cutter(length: int, count: int) -> struct.Struct:
 
 def encode_publish(bodies: Sequence[bytes], keys: Sequence[bytes], flags: Sequence[int]) -> bytes:
     """A publish batch of these bodies, routing keys (UTF-8) and flags."""
+    if _batchc is not None and (out := _batchc.encode_publish(bodies, keys, flags)) is not None:
+        return out  # type: ignore[no-any-return]
     if not bodies:
         raise ValueError("a batch needs at least one message")
     columns = (list(map(len, bodies)), list(map(len, keys)), flags)
@@ -116,6 +141,8 @@ def encode_publish(bodies: Sequence[bytes], keys: Sequence[bytes], flags: Sequen
 
 def encode_publish_text(lengths: list[int], key: bytes, bodies: bytes) -> bytes:
     """A publish batch of text bodies on one routing key: `bodies` joined, cut by `lengths`."""
+    if _batchc is not None and (out := _batchc.encode_publish_text(lengths, key, bodies)) is not None:
+        return out  # type: ignore[no-any-return]
     n = len(lengths)
     if not n:
         raise ValueError("a batch needs at least one message")
@@ -138,6 +165,8 @@ def decode_publish(body: bytes, max_records: int) -> PublishColumns:
     """The columns of a publish batch. Raises MalformedBatch when the body is not one (no records,
     truncated columns, lengths that do not add up to the body, unknown flags) and TooManyRecords
     past `max_records`."""
+    if _batchc is not None and (got := _batchc.decode_publish(body, max_records)) is not None:
+        return PublishColumns(*got)
     if len(body) < COUNT.size:
         raise MalformedBatch("a binary batch starts with its record count (4 bytes)")
     (count,) = COUNT.unpack_from(body)
@@ -166,6 +195,8 @@ def encode_results(ids: Sequence[int], counts: Sequence[int] | None, offsets: Se
                    name_lengths: bytes, names: bytes) -> bytes:
     """The answer to a binary publish: each message's id and placement count (None: one each),
     then each placement's queue offset and the length of its queue's name, and the names."""
+    if _batchc is not None and (out := _batchc.encode_results(ids, counts, offsets, name_lengths, names)) is not None:
+        return out  # type: ignore[no-any-return]
     n = len(ids)
     return b"".join((
         COUNT.pack(n), column_bytes("Q", ids), column_bytes("H", counts) if counts is not None else b"\x01\x00" * n,
@@ -185,6 +216,8 @@ class Results(NamedTuple):
 
 def decode_results(content: bytes) -> Results:
     """The columns of the answer to a binary publish."""
+    if _batchc is not None and (got := _batchc.decode_results(content)) is not None:
+        return Results(*got)
     (n,) = COUNT.unpack_from(content)
     (ids, counts), pos = cut_columns(content, COUNT.size, n, RESULT_COLUMNS)
     (p,) = COUNT.unpack_from(content, pos)
@@ -199,6 +232,8 @@ def encode_delivered(n: int, columns: Sequence[Any], regions: Sequence[bytes]) -
     """A batch of `n` delivered messages: the columns in DELIVERED_COLUMNS order (each a sequence of
     ints or a numpy array, or bytes already encoded), then the regions exchange, routing key, tag,
     headers and body, each joined."""
+    if _batchc is not None and (out := _batchc.encode_delivered(n, columns, regions)) is not None:
+        return out  # type: ignore[no-any-return]
     if len(columns) != len(DELIVERED_COLUMNS) or len(regions) != 5:
         raise ValueError("a delivered batch has 10 columns and 5 regions")
     encoded = [c if type(c) is bytes else column_bytes(code, c) for code, c in zip(DELIVERED_COLUMNS, columns, strict=True)]
@@ -225,6 +260,8 @@ class Delivered:
 
 def decode_delivered(batch: bytes) -> Delivered:
     """The fields of a batch of delivered messages (columns are decoded only where needed)."""
+    if _batchc is not None and (got := _batchc.decode_delivered(batch)) is not None:
+        return Delivered(*got)
     (n,) = COUNT.unpack_from(batch)
     cols, pos = cut_columns(batch, COUNT.size, n, DELIVERED_COLUMNS)
     regions: list[list[bytes] | None] = []

@@ -22,6 +22,8 @@ def test_storage_benchmark_runs_with_tiny_counts(capsys: pytest.CaptureFixture[s
 
 def test_the_codec_timings_time_both_codecs_on_every_case() -> None:
     rows = bench.codec_timings(repeat=1, total=2000)
-    assert [(r["records"], r["codec"]) for r in rows] == [
-        (n, codec) for n in (1, 10, 100, 1000, 1000) for codec in ("python", "compiled")]
+    record = [(n, codec) for n in (1, 10, 100, 1000, 1000) for codec in ("python", "compiled")]
+    wire = [(n, codec) for n in (1, 100, 1000) for _ in range(7) for codec in ("python", "compiled")]
+    assert [(r["records"], r["codec"]) for r in rows] == record + wire
+    assert sum(str(r["what"]).startswith("blob parse") for r in rows) == 6
     assert all(isinstance(r["us"], float) and r["us"] > 0 for r in rows)
