@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    # The client's names are classes. `from chunkmq import web` asks for the submodule here first: a
+    # lower-case name must not load the client (httpx, websockets, rich), a third of a server's start.
+    if not name[:1].isupper():
+        raise AttributeError(f"module 'chunkmq' has no attribute {name!r}")
     client = importlib.import_module("chunkmq.client")
     if name in client.__all__:
         return getattr(client, name)

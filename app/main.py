@@ -29,6 +29,7 @@ from chunkmq.meta.migrate import upgrade
 from chunkmq.metrics import registry
 from chunkmq.storage.files import private_dir
 from chunkmq.storage.lock import DirectoryLock
+from chunkmq.web import render as web_render
 
 log = logging.getLogger("chunkmq")
 
@@ -36,6 +37,7 @@ TOKEN_USE_SECONDS = 5.0  # tokens' last-used times are written behind at most th
 SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
 FORGET_CONSUMERS_SECONDS = 10.0  # consumers unseen for 5 minutes leave the lists this often
 DISK_MEASURE_SECONDS = 1.0  # the data directory is walked this often for the disk budget (disk.py)
+WARM_UP_DELAY_SECONDS = 1.0  # what start-up left out is loaded this long after the server answers
 
 
 class ConfigError(RuntimeError):
@@ -61,14 +63,33 @@ async def _every(seconds: float, work: Callable[[], Awaitable[object] | object],
             log.exception("background task %s failed", name)
 
 
+async def _later(seconds: float, work: Callable[..., Awaitable[object]], *args: object) -> None:
+    await asyncio.sleep(seconds)
+    await work(*args)
+
+
 def tune_gc() -> None:
     """Every publish and pull allocates thousands of short-lived dicts and lists; with CPython's
     default thresholds the cyclic GC then runs full collections over everything the broker holds,
     which measured as 3x slower publishing (60k vs 204k msgs/s in-process, bench/http_publish.py).
-    Our hot paths create no reference cycles, so: freeze what start-up built, collect rarely."""
-    gc.collect()
+    Our hot paths create no reference cycles, so: freeze what start-up built, collect rarely.
+    A server's first start freezes without a collection: it leaves a few dozen unreachable objects,
+    and a full pass over the 100,000 it built costs about 0.1 s of CPU before the server answers. A
+    later app in the same process (tests, benchmarks) collects first, or the cycles an earlier app
+    left would be frozen for good."""
+    if gc.get_freeze_count():
+        gc.collect()
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
+
+
+def warm_up() -> None:
+    """Load what the first requests do not need, so that the first request that does (a large publish
+    or binary pull: numpy; a console page: Jinja2 and its templates' environment) does not wait for
+    it, then freeze what they built as start-up's objects are (tune_gc)."""
+    importlib.import_module("numpy")
+    web_render.environment()
+    gc.freeze()
 
 
 def configure_logging(level: str) -> None:
@@ -152,9 +173,7 @@ def create_app(settings: Settings | None = None) -> App:
             asyncio.create_task(_every(TOKEN_USE_SECONDS, app.state.auth.flush_last_used, "token last use")),
             asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
             *await alerts.start(),
-            # numpy (large publishes are encoded with it, large binary pulls read with it) is imported
-            # in a thread at start, not by the first such request (about 0.1 s of CPU)
-            asyncio.create_task(asyncio.to_thread(importlib.import_module, "numpy")),
+            asyncio.create_task(_later(WARM_UP_DELAY_SECONDS, asyncio.to_thread, warm_up)),
         ]
         try:
             yield

@@ -4,22 +4,23 @@ links to the console) and sent with aiosmtplib. `send` never raises anything but
 from __future__ import annotations
 
 import email.policy
+import functools
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import make_msgid
+from typing import TYPE_CHECKING
 from urllib.parse import quote
-
-import aiosmtplib
-from aiosmtplib import SMTPStatus
-from jinja2 import Environment
 
 from chunkmq.alerts.rules import DESCRIPTIONS, GROUP_KINDS, UNITS, Kind, Observation
 from chunkmq.alerts.state import Notice
 from chunkmq.config import Settings
 from chunkmq.meta.alerts import AlertRuleRow
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 SPARKS = "▁▂▃▄▅▆▇█"
 # RFC 5322 allows 998 characters a line. At the usual 78, Python folds some Subjects right after
@@ -140,8 +141,7 @@ def _item(n: Notification, links: Links) -> _Item:
     )
 
 
-_env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
-_TEXT = Environment(autoescape=False, trim_blocks=True, lstrip_blocks=True).from_string("""\
+_TEXT = """\
 {% for i in items %}
 {{ i.title }}
   {{ i.headline }}
@@ -157,8 +157,8 @@ _TEXT = Environment(autoescape=False, trim_blocks=True, lstrip_blocks=True).from
 
 {% endfor %}
 All alerts: {{ alerts_link }}
-""")
-_HTML = _env.from_string("""\
+"""
+_HTML = """\
 <!doctype html>
 <html><body style="font-family: sans-serif; font-size: 14px">
 {% for i in items %}
@@ -182,7 +182,16 @@ _HTML = _env.from_string("""\
 {% endfor %}
 <p><a href="{{ alerts_link }}">All alerts</a></p>
 </body></html>
-""")
+"""
+
+
+@functools.cache
+def _templates() -> tuple[Template, Template]:
+    """The text and HTML templates, made by the first mail: Jinja2 is not imported at start."""
+    from jinja2 import Environment
+
+    text = Environment(autoescape=False, trim_blocks=True, lstrip_blocks=True).from_string(_TEXT)
+    return text, Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string(_HTML)
 
 
 def compose(notifications: Sequence[Notification], settings: Settings, recipients: Sequence[str],
@@ -202,14 +211,18 @@ def compose(notifications: Sequence[Notification], settings: Settings, recipient
     msg["To"] = ", ".join(recipients)
     msg["Date"] = datetime.now(UTC)
     msg["Message-ID"] = message_id or make_msgid(domain="chunkmq")
-    msg.set_content(_TEXT.render(items=items, alerts_link=links.alerts))
-    msg.add_alternative(_HTML.render(items=items, alerts_link=links.alerts), subtype="html")
+    text, html = _templates()
+    msg.set_content(text.render(items=items, alerts_link=links.alerts))
+    msg.add_alternative(html.render(items=items, alerts_link=links.alerts), subtype="html")
     return msg
 
 
 async def send(message: EmailMessage, settings: Settings) -> str:
     """Deliver `message`; returns the server's answer with its code ("250 2.0.0 queued"). MailError
     on any failure."""
+    import aiosmtplib  # loaded by the first mail, not at start
+    from aiosmtplib import SMTPStatus
+
     password = settings.smtp_password.get_secret_value()
     recipients = [a.strip() for a in str(message["To"]).split(",") if a.strip()]
     try:

@@ -16,11 +16,11 @@ holds messages and tokens, which are nobody else's to read, whatever the process
 
 from __future__ import annotations
 
-import ctypes
 import errno
+import functools
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 LOG_DIR = "log"
@@ -131,17 +131,26 @@ def release_reserve(root: Path) -> bool:
     return True
 
 
-_LIBC = ctypes.CDLL(None, use_errno=True)
 _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+
+
+@functools.cache
+def _fallocate() -> Callable[..., int] | None:
+    """libc's fallocate, loaded by the first hole punched: ctypes is not imported at start."""
+    import ctypes
+
+    return getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)
 
 
 def punch_hole(fd: int, start: int, length: int) -> bool:
     """Give the blocks of [start, start + length) back to the file system, keeping the file's size;
     the range reads as zeros afterwards. False where the file system (or the OS) cannot punch holes:
     the blocks stay, and nothing else changes."""
-    fallocate = getattr(_LIBC, "fallocate", None)
+    fallocate = _fallocate()
     if fallocate is None or length <= 0:
         return False
+    import ctypes
+
     mode = _FALLOC_FL_KEEP_SIZE | _FALLOC_FL_PUNCH_HOLE
     if fallocate(fd, mode, ctypes.c_int64(start), ctypes.c_int64(length)) == 0:
         return True

@@ -4,18 +4,21 @@ security headers every console response carries."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from fastapi import Request
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from chunkmq import __version__
 from chunkmq.broker.queue import QueueSettings
 from chunkmq.web.session import Session
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 DASH = "\u2013"  # an en dash for "no value"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -79,17 +82,6 @@ def segment(name: str) -> str:
     return quote(name, safe="")
 
 
-env = Environment(
-    loader=FileSystemLoader(TEMPLATES),
-    autoescape=True,  # every template, whatever its name: all output is escaped unless marked safe
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-env.filters.update(bytes=human_bytes, seconds=human_seconds, num=number, ms=epoch_ms, when=when, seg=segment)
-env.globals["version"] = __version__
-env.globals["blank_settings"] = QueueSettings().as_dict()
-
 # The navigation: (path, label). Other parts of the console append their pages here (Alerts,
 # Settings); base.html renders the list in order.
 NAV: list[tuple[str, str]] = [
@@ -101,10 +93,27 @@ NAV: list[tuple[str, str]] = [
     ("/access", "Access"),
     ("/definitions", "Definitions"),
 ]
-env.globals["nav"] = NAV
 # Pages only administrators may open (they answer 403 to others): the navigation hides them from others.
 ADMIN_PAGES = {"/definitions", "/settings"}
-env.globals["admin_pages"] = ADMIN_PAGES
+
+
+@functools.cache
+def environment() -> Environment:
+    """The console's one Jinja2 environment, made by the first page rendered: Jinja2 is not imported
+    before then, so a server's start does not wait for it."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,  # every template, whatever its name: all output is escaped unless marked safe
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(bytes=human_bytes, seconds=human_seconds, num=number, ms=epoch_ms, when=when, seg=segment)
+    env.globals.update(version=__version__, blank_settings=QueueSettings().as_dict(), nav=NAV,
+                       admin_pages=ADMIN_PAGES)
+    return env
 
 
 def since_start(request: Request) -> str:
@@ -116,7 +125,7 @@ def since_start(request: Request) -> str:
 def render(
     request: Request, template: str, session: Session | None = None, status: int = 200, **context: Any
 ) -> HTMLResponse:
-    html = env.get_template(template).render(
+    html = environment().get_template(template).render(
         request=request,
         path=request.url.path,
         live_url=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
