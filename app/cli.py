@@ -149,29 +149,10 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     return HttpProtocol
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from chunkmq.main import ConfigError, create_app
-    from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
-
-    settings = _settings_from(args)
-    os.umask(0o077)  # whatever the server or a library creates (SQLite's journals too) is owner-only
-    try:
-        app = create_app(settings)
-    except ConfigError as exc:
-        print(f"chunkmq: {exc}", file=sys.stderr)
-        return 2
-    try:  # before anything in the directory is read, recovered or created
-        app.state.dir_lock = DirectoryLock.acquire(settings.data_dir)
-    except DirectoryLocked as exc:
-        print(f"chunkmq: {exc}", file=sys.stderr)
-        return 1
-    from chunkmq.storage.record import IMPLEMENTATION
-
-    logging.getLogger("chunkmq").info("record codec: %s", IMPLEMENTATION)
-    uvicorn.run(
-        app,
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The server stack `chunkmq serve` runs the app on: uvicorn's arguments (the W8 benchmark's bare
+    ASGI floor runs on exactly these too, bench/floor.py)."""
+    return dict(
         host=settings.host,
         port=settings.port,
         loop="uvloop",
@@ -193,6 +174,30 @@ def _serve(args: argparse.Namespace) -> int:
         proxy_headers=bool(settings.forwarded_allow_ips),
         forwarded_allow_ips=settings.forwarded_allow_ips or None,
     )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from chunkmq.main import ConfigError, create_app
+    from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
+
+    settings = _settings_from(args)
+    os.umask(0o077)  # whatever the server or a library creates (SQLite's journals too) is owner-only
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"chunkmq: {exc}", file=sys.stderr)
+        return 2
+    try:  # before anything in the directory is read, recovered or created
+        app.state.dir_lock = DirectoryLock.acquire(settings.data_dir)
+    except DirectoryLocked as exc:
+        print(f"chunkmq: {exc}", file=sys.stderr)
+        return 1
+    from chunkmq.storage.record import IMPLEMENTATION
+
+    logging.getLogger("chunkmq").info("record codec: %s", IMPLEMENTATION)
+    uvicorn.run(app, **uvicorn_options(settings))
     return 0
 
 
