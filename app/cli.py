@@ -149,6 +149,33 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     return HttpProtocol
 
 
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The server stack `chunkmq serve` runs the app on: uvicorn's arguments (the W8 benchmark's bare
+    ASGI floor runs on exactly these too, bench/floor.py)."""
+    return dict(
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http=_http_protocol(settings.request_header_timeout_seconds),
+        # Past this many open connections (WebSockets included) a new request is answered 503.
+        limit_concurrency=settings.max_connections,
+        ws=_websocket_protocol(),
+        # A publish-stream frame may carry a whole batch; uvicorn's default would cap it at 16 MiB.
+        ws_max_size=settings.max_batch_bytes + 1024 * 1024,
+        ws_ping_interval=settings.ws_ping_interval,
+        ws_ping_timeout=settings.ws_ping_timeout,
+        log_level=settings.log_level,
+        # uvicorn formats every request's access-log arguments before the logger drops the line:
+        # 4% of the server's time on binary publishes with the log level at warning.
+        access_log=settings.log_level.lower() in ("trace", "debug", "info"),
+        timeout_graceful_shutdown=5,
+        # X-Forwarded-* only from the proxies CHUNKMQ_FORWARDED_ALLOW_IPS names (uvicorn's own default
+        # trusts 127.0.0.1, and anyone on the machine could then pick the address the login limit counts)
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips or None,
+    )
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -173,29 +200,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     for what, module in (("record codec", record), ("wire batch codec", batch), ("blob parser", blob)):
         logging.getLogger("chunkmq").info("%s: %s", what, module.IMPLEMENTATION)
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        loop="uvloop",
-        http=_http_protocol(settings.request_header_timeout_seconds),
-        # Past this many open connections (WebSockets included) a new request is answered 503.
-        limit_concurrency=settings.max_connections,
-        ws=_websocket_protocol(),
-        # A publish-stream frame may carry a whole batch; uvicorn's default would cap it at 16 MiB.
-        ws_max_size=settings.max_batch_bytes + 1024 * 1024,
-        ws_ping_interval=settings.ws_ping_interval,
-        ws_ping_timeout=settings.ws_ping_timeout,
-        log_level=settings.log_level,
-        # uvicorn formats every request's access-log arguments before the logger drops the line:
-        # 4% of the server's time on binary publishes with the log level at warning.
-        access_log=settings.log_level.lower() in ("trace", "debug", "info"),
-        timeout_graceful_shutdown=5,
-        # X-Forwarded-* only from the proxies CHUNKMQ_FORWARDED_ALLOW_IPS names (uvicorn's own default
-        # trusts 127.0.0.1, and anyone on the machine could then pick the address the login limit counts)
-        proxy_headers=bool(settings.forwarded_allow_ips),
-        forwarded_allow_ips=settings.forwarded_allow_ips or None,
-    )
+    uvicorn.run(app, **uvicorn_options(settings))
     return 0
 
 

@@ -17,7 +17,7 @@ from chunkmq import __version__, web
 from chunkmq.alerts.jobs import Alerts
 from chunkmq.api import allow, docs, errors, logs, publish, pull, router, schemas
 from chunkmq.api.auth import TokenAuth
-from chunkmq.api.guard import LocalChecks, LocalOnly
+from chunkmq.api.guard import Guard, every_request
 from chunkmq.api.hot_routes import ROUTES as HOT_ROUTES
 from chunkmq.api.hot_routes import HotRoutes
 from chunkmq.api.operations import AlertCollector, BrokerCollector
@@ -171,6 +171,7 @@ def create_app(settings: Settings | None = None) -> App:
             asyncio.create_task(_every(settings.history_flush_seconds, broker.history.flush, "history flush")),
             asyncio.create_task(_every(DISK_MEASURE_SECONDS, broker.disk.measure, "disk measure")),
             asyncio.create_task(_every(TOKEN_USE_SECONDS, app.state.auth.flush_last_used, "token last use")),
+            asyncio.create_task(_every(logs.FLUSH_SECONDS, logs.flush, "access log")),
             asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
             *await alerts.start(),
             asyncio.create_task(_later(WARM_UP_DELAY_SECONDS, asyncio.to_thread, warm_up)),
@@ -187,6 +188,7 @@ def create_app(settings: Settings | None = None) -> App:
                 await broker.history.close()
                 await app.state.auth.flush_last_used()
             finally:
+                logs.flush()
                 for collector in collectors:
                     registry.unregister(collector)
                 await asyncio.to_thread(broker.close)
@@ -200,13 +202,13 @@ def create_app(settings: Settings | None = None) -> App:
     app.state.settings = settings
     errors.install(app)
     docs.install(app)
-    # Publish and pull are served ahead of the middleware added here (app/api/hot_routes.py): a new
-    # middleware that must see them belongs in HotRoutes.serve too.
-    local_checks = LocalChecks(settings.host) if settings.auth == "off" else None
-    if local_checks is not None:
-        app.add_middleware(LocalOnly, checks=local_checks)
+    # Publish and pull are served ahead of the middleware added here (app/api/hot_routes.py): what
+    # every request must pass is the one list of guard.every_request, which both apply.
+    checks = every_request(settings)
+    if checks:
+        app.add_middleware(Guard, checks=checks)
     app.add_middleware(allow.HeadAsGet)
-    app.hot_routes = HotRoutes(local_checks)
+    app.hot_routes = HotRoutes(checks)
     app.router.routes.extend(HOT_ROUTES)  # the router has them too: OPTIONS, HEAD and 405 name them
     router.install(app)  # every route behind its rule (app/api/access.py)
     web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first

@@ -38,6 +38,8 @@ def parse(argv: list[str]) -> Config:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--latency-rate", type=int, default=2000, help="W4 messages per second")
     p.add_argument("--latency-seconds", type=float, default=10.0)
+    p.add_argument("--w8-conns", type=int, default=8, help="W8 connections, one request in flight on each")
+    p.add_argument("--w8-seconds", type=float, default=5.0, help="W8 seconds per measurement")
     p.add_argument("--batch", type=int, default=100, help="messages per confirmed produce call")
     p.add_argument("--pull", type=int, default=1000, help="messages per pull / prefetch window")
     p.add_argument("--fsync", choices=["interval", "always", "never"], default="interval",
@@ -57,7 +59,7 @@ def parse(argv: list[str]) -> Config:
     return Config(peers=a.peers, workloads=a.workloads, count=a.count, repeat=a.repeat,
                   latency_rate=a.latency_rate, latency_seconds=a.latency_seconds, batch=a.batch,
                   pull=a.pull, backlog=a.backlog, max_seconds=a.max_seconds, fsync=a.fsync, timeout=a.timeout, out_dir=a.out,
-                  profile=a.profile)
+                  profile=a.profile, w8_conns=a.w8_conns, w8_seconds=a.w8_seconds)
 
 
 def main(argv: list[str] | None = None) -> int:

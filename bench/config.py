@@ -7,9 +7,10 @@ from pathlib import Path
 
 # W1-W7 run in the default durability class; B is the batch workload (publish in batches of 1,000,
 # read back with acks); D is W1 + W2 again in the fsync-before-ack class, on servers restarted for it.
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "B", "D")
+# W8 is single-message publishes at full speed (bench/single.py).
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "B", "D", "W8")
 #: what `python -m bench` runs without --workloads: the side-by-side table of docs/benchmarks.md
-DEFAULT_WORKLOADS = ("W1", "W2", "W4", "W6", "B", "D")
+DEFAULT_WORKLOADS = ("W1", "W2", "W4", "W6", "B", "D", "W8")
 DURABLE_WORKLOADS = ("D",)
 ALL_PEERS = ("chunkmq-http", "chunkmq-ws", "rabbitmq", "rabbitmq-stream", "redis", "nats", "rabbitmq-http")
 BIG_BATCH = 1000  # B: messages per publish and per pull
@@ -37,6 +38,8 @@ class Config:
     out_dir: Path = Path("bench/results")
     profile: bool = False  # py-spy the chunkmq server during W1, W2, W4 and B (first repeat)
     smoke: bool = False
+    w8_conns: int = 8  # W8: connections, one request in flight on each
+    w8_seconds: float = 5.0  # W8: seconds per measurement
 
     @property
     def w3_count(self) -> int:
@@ -59,4 +62,5 @@ class Config:
     def smoke_config(cls, out_dir: Path) -> Config:
         """Tiny counts, chunkmq only: proves the harness end to end in seconds (`make test`)."""
         return cls(peers=["chunkmq-http", "chunkmq-ws"], workloads=list(ALL_WORKLOADS), count=1_000, repeat=1,
-                   latency_rate=200, latency_seconds=0.5, backlog=1_000, timeout=60.0, out_dir=out_dir, smoke=True)
+                   latency_rate=200, latency_seconds=0.5, backlog=1_000, timeout=60.0, out_dir=out_dir, smoke=True,
+                   w8_seconds=1.0)

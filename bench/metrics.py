@@ -38,6 +38,12 @@ METRICS: dict[str, Metric] = {m.key: m for m in (
     Metric("b_read", "B", "B read back + ack, 1,000 per pull", "msgs/s", True),
     Metric("d_produce", "D", "D W1 produce, fsync before ack", "msgs/s", True),
     Metric("d_consume", "D", "D W2 consume + ack, fsync before ack", "msgs/s", True),
+    Metric("w8_rate", "W8", "W8 single-message publishes", "req/s", True),
+    Metric("w8_cpu_us", "W8", "W8 server CPU per request", "us", False),
+    Metric("w8_p50", "W8", "W8 latency p50", "ms", False),
+    Metric("w8_p99", "W8", "W8 latency p99", "ms", False),
+    Metric("w8_always_1", "W8", "W8 fsync=always, 1 connection", "req/s", True, compared=False),
+    Metric("w8_always_n", "W8", "W8 fsync=always, N connections", "req/s", True, compared=False),
 )}
 
 

@@ -12,10 +12,12 @@ from bench.config import ALL_PEERS
 from bench.metrics import METRICS, Summary, summarize
 
 Records = list[dict[str, Any]]
+#: W8's bare ASGI apps on chunkmq's server stack (bench/floor.py): beside chunkmq, never its peer
+FLOORS = {"floor-http": "chunkmq-http", "floor-ws": "chunkmq-ws"}
 
 
 def _fmt(value: float, unit: str) -> str:
-    if unit == "msgs/s":
+    if unit in ("msgs/s", "req/s"):
         return f"{value:,.0f}"
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
@@ -103,7 +105,7 @@ def ratios(records: Records) -> list[Ratio]:
             continue
         medians = {p: s.median for (k, p), v in values.items() if k == key and (s := summarize(v))}
         ours = {p: v for p, v in medians.items() if p in CHUNKMQ}
-        theirs = {p: v for p, v in medians.items() if p not in CHUNKMQ}
+        theirs = {p: v for p, v in medians.items() if p not in CHUNKMQ and p not in FLOORS}
         if not ours or not theirs:
             continue
         pick = max if m.higher_is_better else min
@@ -122,6 +124,24 @@ def ratio_lines(records: Records) -> str:
         lines.append(f"- {m.title}: {r.chunkmq_peer} {_fmt(r.chunkmq_value, m.unit)} / {r.best_peer} "
                      f"{_fmt(r.best_value, m.unit)} {m.unit} = **{r.ratio:.2f}x** ({direction}; {verdict})")
     return "\n".join(lines) if lines else "- (no workload had both a chunkmq and a peer result)"
+
+
+def floor_lines(records: Records) -> str:
+    """W8: chunkmq over the bare ASGI floor of its own server stack, and fsync=always's group commit."""
+    medians = {k: s.median for k, v in _grouped(records).items() if (s := summarize(v))}
+    lines = []
+    for floor, ours in FLOORS.items():
+        for key in ("w8_cpu_us", "w8_rate"):
+            if (key, floor) in medians and (key, ours) in medians:
+                m = METRICS[key]
+                lines.append(f"- {m.title}: {ours} {_fmt(medians[(key, ours)], m.unit)} / {floor} "
+                             f"{_fmt(medians[(key, floor)], m.unit)} {m.unit} = "
+                             f"**{medians[(key, ours)] / medians[(key, floor)]:.2f}x**")
+    one, many = medians.get(("w8_always_1", "chunkmq-http")), medians.get(("w8_always_n", "chunkmq-http"))
+    if one and many:
+        lines.append(f"- W8 fsync=always: N connections {_fmt(many, 'req/s')} / 1 connection {_fmt(one, 'req/s')} "
+                     f"req/s = **{many / one:.2f}x** (group commit)")
+    return "\n".join(lines)
 
 
 def _load(records: Records) -> str:
@@ -170,4 +190,5 @@ def render(records: Records) -> str:
         cpu_table(records),
         "chunkmq / best peer (median of the best chunkmq variant over the median of the best peer):",
         ratio_lines(records),
+        *([floors] if (floors := floor_lines(records)) else []),
     ]) + "\n"

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import orjson
 
-from bench.adapters.registry import ADAPTERS, HTTP_CAPABLE, HTTP_ONLY
+from bench.adapters.registry import ADAPTERS, HTTP_CAPABLE, HTTP_ONLY, W8_CAPABLE
 from bench.client import init_worker
 from bench.config import DURABLE_WORKLOADS, Config
 from bench.metrics import METRICS, Sample
@@ -38,7 +38,9 @@ def workloads_for(adapter: str, selected: list[str]) -> list[str]:
     for name, (_fn, covers) in ROUTINES.items():
         if not set(covers) & set(selected):
             continue
-        if adapter in HTTP_ONLY and name != "W7":
+        if adapter in HTTP_ONLY and name not in ("W7", "W8"):
+            continue
+        if name == "W8" and adapter not in W8_CAPABLE:
             continue
         if name == "W7" and adapter not in HTTP_CAPABLE:
             continue

@@ -1,4 +1,4 @@
-"""The workloads W1-W7, B and D, run from the parent against one running server through one adapter's clients.
+"""The workloads W1-W8, B and D, run from the parent against one running server through one adapter's clients.
 
 Each workload function runs one repeat and returns its samples. Phases that belong together share a
 queue inside one repeat (W1 produces what W2 consumes; W5 fills the backlog that W6 restarts with and
@@ -19,6 +19,17 @@ from bench.config import BIG_BATCH, Config
 from bench.metrics import METRICS, Sample
 from bench.peers.server import Server
 from bench.profile import Profiler
+from bench.single import (
+    ChunkmqAlways,
+    FloorServer,
+    Request,
+    chunkmq_request,
+    rabbitmq_request,
+    run_when_up,
+    run_wrk,
+    run_ws,
+    ws_publish_frame,
+)
 
 MiB = 1024 * 1024
 
@@ -163,6 +174,58 @@ def d(s: Session, r: int) -> None:
         s.throughput("d_consume", r, "consume", q, n, bulk=True)  # as W2's
 
 
+def w8(s: Session, r: int) -> None:
+    """Single-message publishes, one per request on `w8_conns` connections (bench/single.py), with the
+    bare ASGI floor of the same server stack beside chunkmq's figures; on chunkmq-http also fsync=always
+    on 1 and on `w8_conns` connections (group commit across connections)."""
+    cfg = s.cfg
+    port = s.server.endpoint().http_port
+    ws = s.adapter == "chunkmq-ws"
+    with s.queue(f"bench-w8-{r}") as q:
+        if ws:
+            url, frame = f"ws://127.0.0.1:{port}/api/v1/exchanges/amq.default/stream", ws_publish_frame(q, cfg.size)
+            load = lambda: run_ws(url, frame, cfg.w8_conns, cfg.w8_seconds)  # noqa: E731
+        else:
+            request = (rabbitmq_request if s.adapter == "rabbitmq-http" else chunkmq_request)(port, q, cfg.size)
+            load = lambda: run_wrk(request, cfg.w8_conns, cfg.w8_seconds)  # noqa: E731
+        with s.profiled("W8", r):
+            _w8_sample(s, s.adapter, "w8", r, s.server, load)
+    if s.adapter not in ("chunkmq-http", "chunkmq-ws"):
+        return
+    with run_when_up(FloorServer) as floor:
+        fport = floor.endpoint().port
+        if ws:
+            load = lambda: run_ws(f"ws://127.0.0.1:{fport}/", ws_publish_frame("q", cfg.size), cfg.w8_conns,  # noqa: E731
+                                  cfg.w8_seconds)
+            _w8_sample(s, "floor-ws", "w8", r, floor, load)
+        else:
+            floor_request = Request(chunkmq_request(fport, "q", cfg.size).url, request.body, request.headers)
+            _w8_sample(s, "floor-http", "w8", r, floor, lambda: run_wrk(floor_request, cfg.w8_conns, cfg.w8_seconds))
+    if ws:
+        return
+    with (run_when_up(ChunkmqAlways) as durable,
+          Session(cfg, durable, s.adapter, s.pool, s.ready).queue(f"bench-w8a-{r}") as q):
+        request = chunkmq_request(durable.endpoint().port, q, cfg.size)
+        for conns in (1, cfg.w8_conns):
+            _w8_sample(s, s.adapter, "w8_always_1" if conns == 1 else "w8_always_n", r, durable,
+                       lambda c=conns: run_wrk(request, c, cfg.w8_seconds), rate_only=True, connections=conns)
+
+
+def _w8_sample(s: Session, peer: str, metric: str, r: int, server: Server, load: Callable[[], dict[str, float]],
+               rate_only: bool = False, **extra: Any) -> None:
+    cpu0 = server.cpu_seconds()
+    got = load()
+    cpu = server.cpu_seconds() - cpu0
+    n = int(got["requests"])
+    rate = n / got["seconds"]
+    common = {"messages": n, "seconds": got["seconds"], "server_cpu_s": cpu,
+              "extra": {"connections": s.cfg.w8_conns, **extra}}
+    values = {metric: rate} if rate_only else {
+        "w8_rate": rate, "w8_cpu_us": cpu / max(n, 1) * 1e6, "w8_p50": got["p50_ms"], "w8_p99": got["p99_ms"]}
+    for key, value in values.items():
+        s.samples.append(Sample(peer, key, r, value, METRICS[key].unit, **common))  # type: ignore[arg-type]
+
+
 # workload name -> (function, the workloads whose metrics it produces)
 ROUTINES: dict[str, tuple[Callable[[Session, int], None], tuple[str, ...]]] = {
     "W1+W2": (w1_w2, ("W1", "W2")),
@@ -172,5 +235,6 @@ ROUTINES: dict[str, tuple[Callable[[Session, int], None], tuple[str, ...]]] = {
     "W5+W6": (w5_w6, ("W5", "W6")),
     "W7": (w7, ("W7",)),
     "D": (d, ("D",)),
+    "W8": (w8, ("W8",)),
 }
 

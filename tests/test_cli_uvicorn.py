@@ -1,6 +1,6 @@
 """The shape of uvicorn's private classes that `chunkmq serve` subclasses (app/cli.py).
 
-pyproject.toml holds uvicorn to the minor version these checks passed with; when `make lock` or a
+pyproject.toml holds uvicorn to the release these checks passed with; when `make lock` or a
 range change brings another one, this file says what moved before a server misbehaves.
 tests/test_cli_connections.py checks the behaviour itself on real servers.
 """
@@ -28,8 +28,8 @@ def _assigns(cls: type, method: str, *attributes: str) -> bool:
     return all(f"self.{attribute} =" in source or f"self.{attribute}:" in source for attribute in attributes)
 
 
-def test_uvicorn_is_the_tested_minor_version() -> None:
-    assert Version("0.54") <= Version(uvicorn.__version__) < Version("0.55")
+def test_uvicorn_is_the_tested_release() -> None:
+    assert Version(uvicorn.__version__) == Version("0.54.0")
 
 
 def test_the_http_protocol_methods_the_subclass_overrides_keep_their_signatures() -> None:

@@ -20,12 +20,12 @@ from typing import Any, Literal
 
 from fastapi import Depends
 from fastapi.params import Depends as DependsParam
-from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from chunkmq.api.auth import NOBODY, Principal, TokenAuth, bearer
+from chunkmq.api.body import header
 from chunkmq.api.errors import Refused, refuse
 from chunkmq.auth.permissions import Action
 from chunkmq.broker.errors import BrokerError, Forbidden
@@ -177,6 +177,6 @@ class Authorized:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope["app"].state
-        token = bearer(Headers(scope=scope).get("authorization"))
+        token = bearer(header(scope, b"authorization"))
         await self.need.authorize(state.auth, token, scope["path_params"])
         await self.app(scope, receive, send)

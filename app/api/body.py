@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 from fastapi import Request
-from starlette.types import Receive
+from starlette.types import Receive, Scope
 
 from chunkmq.broker.errors import InvalidInput, TooLarge
 from chunkmq.wire import codes
@@ -35,6 +35,16 @@ async def read_body(
         if not message.get("more_body", False):
             break
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of a request header (`name` in lower case, as ASGI servers give names), or
+    None: what starlette's `Headers(scope=scope).get` answers, without a KeyError per missing header
+    (the hot routes look up four or five per request)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 def media_type(content_type: str | None) -> str:

@@ -17,15 +17,19 @@ With tokens on, neither applies: a page cannot read or guess a bearer token.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from chunkmq.api.body import media_type
+from chunkmq.api.body import header, media_type
 from chunkmq.api.errors import send_error
+from chunkmq.config import Settings
 from chunkmq.wire import codes
 from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
+
+#: One check of every request: (kind, scope, headers) -> (status, code, message) of its refusal, or None
+Check = Callable[[str, Scope], "tuple[int, str, str] | None"]
 
 _CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _BODY_TYPES = frozenset({"application/json", BATCH_MEDIA_TYPE})  # neither is sent by a page without a preflight
@@ -43,28 +47,43 @@ class LocalChecks:
         name = value.rsplit(":", 1)[0] if not value.endswith("]") else value
         return name.lower() in self.hosts
 
-    def check(self, kind: str, scope: Scope, headers: Headers) -> tuple[int, str, str] | None:
+    def check(self, kind: str, scope: Scope) -> tuple[int, str, str] | None:
         """(status, code, message) of the refusal, or None when the request may pass."""
-        host = headers.get("host")
+        host = header(scope, b"host")
         if not self._host_ok(host):
             return 400, codes.INVALID_HOST, f"this server answers to {sorted(self.hosts)}, not Host {host!r}"
         if not scope["path"].startswith("/api/v1/") and scope["path"] != "/api/v1":
             return None
         if kind == "http" and scope["method"] not in _CHANGES:
             return None
-        origin = headers.get("origin")
+        origin = header(scope, b"origin")
         if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != (host or "").lower()):
             return 403, codes.CROSS_ORIGIN, f"requests from another site ({origin}) may not change the broker"
-        content_type = headers.get("content-type")
+        content_type = header(scope, b"content-type")
         if kind == "http" and content_type is not None and media_type(content_type) not in _BODY_TYPES:
             return 415, codes.UNSUPPORTED_MEDIA_TYPE, f"bodies must be application/json, not {content_type}"
         return None
 
 
-class LocalOnly:
-    """ASGI middleware: LocalChecks on every HTTP request and WebSocket handshake."""
+def every_request(settings: Settings) -> list[Check]:
+    """What every HTTP request and WebSocket handshake must pass before any route, in order: the one
+    list that both the middleware stack (`Guard`) and the hot routes (app/api/hot_routes.py) apply.
+    A check that must cover every request is added here, not as a middleware of its own."""
+    return [LocalChecks(settings.host).check] if settings.auth == "off" else []
 
-    def __init__(self, app: ASGIApp, checks: LocalChecks) -> None:
+
+def first_problem(checks: list[Check], kind: str, scope: Scope) -> tuple[int, str, str] | None:
+    for check in checks:
+        problem = check(kind, scope)
+        if problem is not None:
+            return problem
+    return None
+
+
+class Guard:
+    """ASGI middleware: the checks of `every_request` on every HTTP request and WebSocket handshake."""
+
+    def __init__(self, app: ASGIApp, checks: list[Check]) -> None:
         self.app = app
         self.checks = checks
 
@@ -73,7 +92,7 @@ class LocalOnly:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        problem = self.checks.check(kind, scope, Headers(scope=scope))
+        problem = first_problem(self.checks, kind, scope)
         if problem is None:
             await self.app(scope, receive, send)
         elif kind == "websocket":  # refuse the handshake: a 403 without a body

@@ -3,11 +3,12 @@ middleware stack.
 
 At one message per request, the layers a request passes before its endpoint cost as much as the
 endpoint: Starlette's ServerErrorMiddleware, FastAPI's telemetry and body-limit middlewares,
-HeadAsGet, LocalOnly, ExceptionMiddleware, AsyncExitStackMiddleware and the router's matching took
+HeadAsGet, Guard, ExceptionMiddleware, AsyncExitStackMiddleware and the router's matching took
 a quarter of the server's CPU on a one-message publish and its pull (docs/benchmarks.md, "What
-dominates"). A hot request needs two of them: LocalOnly's checks when tokens are off, and the error
-map. Both are applied here as the stack applies them, so a hot request is answered exactly as it
-would be through the stack; any other method or path goes through the stack.
+dominates"). A hot request needs two of them: the checks every request passes (app/api/guard.py
+`every_request`, one list that the stack's Guard applies too) and the error map. Both are applied
+here as the stack applies them, so a hot request is answered exactly as it would be through the
+stack; any other method or path goes through the stack.
 
 The routes stay in the app's router too, so OPTIONS, HEAD and 405 `Allow` name them as any route.
 Their endpoints are wrapped in their rules (app/api/access.py, `Authorized`), so a hot request is
@@ -16,23 +17,21 @@ authorised by the same table as every other, whichever way it comes.
 
 from __future__ import annotations
 
-from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chunkmq.api import publish, pull
 from chunkmq.api.errors import api_error, send_error
-from chunkmq.api.guard import LocalChecks
+from chunkmq.api.guard import Check, first_problem
 
 ROUTES: list[Route] = [*publish.routes, pull.route]
 
 
 class HotRoutes:
-    """Matches a request to a hot route and serves it; `guard` is LocalOnly's checks on a server
-    without tokens (None with tokens on)."""
+    """Matches a request to a hot route and serves it, after `checks` (guard.every_request)."""
 
-    def __init__(self, guard: LocalChecks | None) -> None:
-        self.guard = guard
+    def __init__(self, checks: list[Check]) -> None:
+        self.checks = checks
         self.routes = [(route.path_regex, route.endpoint) for route in ROUTES]
 
     def match(self, scope: Scope) -> ASGIApp | None:
@@ -50,11 +49,10 @@ class HotRoutes:
         return None
 
     async def serve(self, endpoint: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.guard is not None:
-            problem = self.guard.check("http", scope, Headers(scope=scope))
-            if problem is not None:
-                await send_error(send, *problem)
-                return
+        problem = first_problem(self.checks, "http", scope)
+        if problem is not None:
+            await send_error(send, *problem)
+            return
         started = False
 
         async def sending(message: Message) -> None:

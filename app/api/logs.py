@@ -1,5 +1,6 @@
-"""Secrets out of the server's log lines: a `?token=` query parameter (WebSocket clients that cannot
-set headers) would otherwise be written in full by uvicorn's access and WebSocket log lines."""
+"""The server's request log lines: secrets out of them (a `?token=` query parameter, from WebSocket
+clients that cannot set headers, would otherwise be written in full by uvicorn's access and WebSocket
+lines), and the access log written in batches rather than with one write per request."""
 
 from __future__ import annotations
 
@@ -25,9 +26,40 @@ class RedactTokens(logging.Filter):
         return True
 
 
+class Batched(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler whose lines reach the stream's buffer at once and the file every FLUSH_SECONDS
+    (`flush`, from the app's background tasks) or when the buffer fills: a flush per line was a
+    write(2) per request, on the one thread that serves them all."""
+
+    def flush(self) -> None:  # called by emit() after every line: the periodic flush_now() does it
+        pass
+
+    def flush_now(self) -> None:
+        super().flush()
+
+
+FLUSH_SECONDS = 1.0
+
+
 def install() -> None:
     """On every logger that writes request lines: uvicorn's access log and its WebSocket lines."""
     for name in ("uvicorn.access", "uvicorn.error", "uvicorn"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, RedactTokens) for f in logger.filters):
             logger.addFilter(RedactTokens())
+    access = logging.getLogger("uvicorn.access")
+    for i, handler in enumerate(access.handlers):
+        if type(handler) is logging.StreamHandler:  # uvicorn's own: one line per request
+            batched = Batched(handler.stream)
+            batched.setLevel(handler.level)
+            batched.setFormatter(handler.formatter)
+            for f in handler.filters:
+                batched.addFilter(f)
+            access.handlers[i] = batched
+
+
+def flush() -> None:
+    """Write out the access log lines held since the last flush."""
+    for handler in logging.getLogger("uvicorn.access").handlers:
+        if isinstance(handler, Batched):
+            handler.flush_now()

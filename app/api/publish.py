@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.datastructures import Headers, QueryParams
+from starlette.datastructures import QueryParams
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from chunkmq.api import schemas
 from chunkmq.api.access import Authorized
-from chunkmq.api.body import media_type, parse_json, read_body
+from chunkmq.api.body import header, media_type, parse_json, read_body
 from chunkmq.api.deps import send_body, send_json
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
@@ -60,16 +60,15 @@ class PublishEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope["app"].state
         broker: Broker = state.broker
-        headers = Headers(scope=scope)
         name: str = scope["path_params"]["name"]  # checked with the permission (app/api/access.py)
         exchange = "" if self.to_queue else exchange_from_path(name)
-        raw = await read_body(receive, headers.get("content-length"), broker.settings.max_batch_bytes)
-        binary = media_type(headers.get("content-type")) == BATCH_MEDIA_TYPE
+        raw = await read_body(receive, header(scope, b"content-length"), broker.settings.max_batch_bytes)
+        binary = media_type(header(scope, b"content-type")) == BATCH_MEDIA_TYPE
         if binary:
             messages, mandatory = raw, binary_mandatory(scope)  # parsed by the broker, column by column
         else:
             messages, mandatory = publish_args(parse_json(raw))
-        binary_answer = binary and BATCH_MEDIA_TYPE in headers.get("accept", "")
+        binary_answer = binary and BATCH_MEDIA_TYPE in (header(scope, b"accept") or "")
         outcome = await broker.publish(exchange, messages, mandatory, queue_name=name if self.to_queue else None,
                                        binary_answer=binary_answer)
         if binary_answer:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from chunkmq.api import schemas
 from chunkmq.api.access import Authorized
-from chunkmq.api.body import MAX_OBJECT_BYTES, object_of, read_body
+from chunkmq.api.body import MAX_OBJECT_BYTES, header, object_of, read_body
 from chunkmq.api.deps import send_body, send_json
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
@@ -40,10 +39,9 @@ class PullEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope["app"].state
         broker: Broker = state.broker
-        headers = Headers(scope=scope)
         queue: str = scope["path_params"]["queue"]  # checked with the permission (app/api/access.py)
         group: str = scope["path_params"]["group"]
-        raw = await read_body(receive, headers.get("content-length"), MAX_OBJECT_BYTES, codes.BODY_TOO_LARGE)
+        raw = await read_body(receive, header(scope, b"content-length"), MAX_OBJECT_BYTES, codes.BODY_TOO_LARGE)
         body = object_of(raw, required=False)
         reject_unknown(body, ("max_messages", "wait_ms", "consumer", "ack"))
         max_messages = body.get("max_messages", 100)
@@ -54,7 +52,7 @@ class PullEndpoint:
         if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
             raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
         check_name(consumer, "consumer id")
-        binary = BATCH_MEDIA_TYPE in headers.get("accept", "")
+        binary = BATCH_MEDIA_TYPE in (header(scope, b"accept") or "")
         if "ack" in body:
             # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
             if type(body["ack"]) is not dict:

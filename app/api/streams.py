@@ -239,7 +239,7 @@ class _ConsumeStream:
                 raise NotFound(f"group {group.name!r} on queue {queue.name!r} was deleted", code="group_not_found")
             # Take the event before looking, so a publish between the look and the wait is not missed;
             # the sweeper notifies it too when redeliveries fall due.
-            arrived = queue.arrived
+            arrived = queue.arrival()
             parts = deliver(queue, group, consumer, min(self.credit, MAX_FRAME_MESSAGES), binary=binary)
             if not parts:
                 await arrived.wait()

@@ -103,7 +103,7 @@ class Consuming(BrokerBase):
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             # Take the event before looking, so a publish between the look and the wait is not missed.
-            arrived = queue.arrived
+            arrived = queue.arrival()
             delivered = self.deliver(queue, group, consumer, max_messages, binary=binary)
             remaining = deadline - time.monotonic()
             if delivered or remaining <= 0:

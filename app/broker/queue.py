@@ -84,13 +84,20 @@ class Queue:
     delivered: int = 0  # deliveries to any group, redeliveries included (the history's deliver rate)
     name_json: bytes = b""
     groups: dict[str, Any] = field(default_factory=dict)  # name -> chunkmq.broker.group.Group
-    # Set by every publish into the queue; waiting pulls and streams wait on it.
+    # Set by every publish into the queue; waiting pulls and streams wait on it (`arrival`).
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.name_json = b'"%b"' % self.name.encode()  # names are [A-Za-z0-9._:-]: nothing to escape
 
+    def arrival(self) -> asyncio.Event:
+        """The event the next publish sets: taken before looking for messages, so a publish between
+        the look and the wait is not missed. Re-armed here, by a waiter, rather than by every publish
+        (an Event per single-message publish, with nobody waiting, was a cost of its own)."""
+        if self.arrived.is_set():
+            self.arrived = asyncio.Event()
+        return self.arrived
+
     def notify(self) -> None:
-        """Wake everyone waiting for messages, then re-arm for the next wait."""
+        """Wake everyone waiting for messages."""
         self.arrived.set()
-        self.arrived = asyncio.Event()

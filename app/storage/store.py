@@ -75,6 +75,12 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# The future of an append in INTERVAL and NEVER modes: completed, shared (one per append cost a
+# Condition and a lock each, on every single-message publish).
+_DONE: Future[None] = Future()
+_DONE.set_result(None)
+
+
 class _Offsets(dict[int, int]):
     """next offset per queue for one batch, fetched on first use (unknown ids raise)."""
 
@@ -364,8 +370,11 @@ class Store:
         tail.append((pos, buf))
         self._tail_bytes += len(buf)
         if self._tail_bytes > limit:
+            # Cut an eighth below the limit: the copy below is of the whole list (tens of thousands of
+            # entries when batches are single messages), so it runs once per eighth, not per append.
+            keep = limit - limit // 8
             cut = 0
-            while self._tail_bytes > limit and cut < len(tail) - 1:
+            while self._tail_bytes > keep and cut < len(tail) - 1:
                 self._tail_bytes -= len(tail[cut][1])
                 cut += 1
             # replace, never shrink in place: readers may be bisecting the old list
@@ -391,9 +400,7 @@ class Store:
         ALWAYS: group commit by the flusher thread. INTERVAL / NEVER: already completed.
         """
         if self.options.fsync is not FsyncMode.ALWAYS:
-            fut: Future[None] = Future()
-            fut.set_result(None)
-            return fut
+            return _DONE
         return self._flusher.durable(position)
 
     def sync(self, position: int) -> Future[None]:

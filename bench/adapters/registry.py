@@ -18,7 +18,9 @@ ADAPTERS: dict[str, type[Adapter]] = {
                 NatsJetStreamAdapter, RabbitmqStreamAdapter, RabbitmqHttpAdapter, RabbitmqAioPikaAdapter)
 }
 CHUNKMQ = ("chunkmq-http", "chunkmq-ws")
-#: adapters that speak a peer's HTTP API: they only run the HTTP workload (W7)
+#: adapters that speak a peer's HTTP API: they only run the HTTP workloads (W7, W8)
 HTTP_ONLY = ("rabbitmq-http",)
 #: adapters that run the HTTP workload (W7): chunkmq's REST against the peers' own HTTP
 HTTP_CAPABLE = ("chunkmq-http", "rabbitmq-http")
+#: adapters that run the single-message workload (W8): chunkmq's REST and publish stream, RabbitMQ's HTTP
+W8_CAPABLE = ("chunkmq-http", "chunkmq-ws", "rabbitmq-http")

@@ -1,6 +1,6 @@
 """The hot routes (app/api/hot_routes.py): a publish or pull served ahead of the middleware stack is
-answered exactly as the stack answers it, byte for byte, for every kind of refusal and success; any
-other request goes through the stack."""
+answered exactly as the stack answers it, byte for byte, for every kind of refusal, server error and
+token, and with the same shape on success; any other request goes through the stack."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import orjson
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
+from chunkmq.api.guard import Guard, every_request
 from chunkmq.config import Settings
 from chunkmq.main import App, create_app
 from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
@@ -58,8 +59,7 @@ def _answers(settings: Settings, requests: list[tuple[str, str, bytes, dict[str,
         assert isinstance(app, App)
         async with app.router.lifespan_context(app):
             auth = {"authorization": f"Bearer {_admin_token(settings)}"} if settings.auth == "on" else {}
-            hot = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
-            stack = httpx.AsyncClient(transport=httpx.ASGITransport(app=_stack(app)), base_url="http://127.0.0.1")
+            hot, stack = _clients(app)
             async with hot, stack:
                 assert (await hot.put("/api/v1/queues/q", json={}, headers=auth)).status_code == 201
                 assert (await hot.put("/api/v1/queues/q/groups/g", json={}, headers=auth)).status_code == 201
@@ -73,6 +73,12 @@ def _answers(settings: Settings, requests: list[tuple[str, str, bytes, dict[str,
                 return pairs
 
     return asyncio.run(main())
+
+
+def _clients(app: App) -> tuple[httpx.AsyncClient, httpx.AsyncClient]:
+    """Clients of the app and of its stack alone; a 500 is an answer here, as a server sends it."""
+    return tuple(httpx.AsyncClient(transport=httpx.ASGITransport(app=a, raise_app_exceptions=False),  # type: ignore[return-value]
+                                   base_url="http://127.0.0.1") for a in (app, _stack(app)))
 
 
 def _admin_token(settings: Settings) -> str:
@@ -128,3 +134,99 @@ def test_a_publish_and_its_pull_succeed_with_the_stack_s_answer_shape(tmp_path: 
                 assert wrong.status_code == 405 and wrong.headers["allow"] == "OPTIONS, POST"
 
     asyncio.run(main())
+
+
+def test_both_paths_apply_the_one_list_of_checks(tmp_path: Path) -> None:
+    for auth in ("off", "on"):
+        settings = Settings(auth=auth, data_dir=tmp_path / auth)
+        app = create_app(settings)
+        declared = [check.__qualname__ for check in every_request(settings)]
+        assert [check.__qualname__ for check in app.hot_routes.checks] == declared
+        guards = [m for m in app.user_middleware if m.cls is Guard]
+        assert [[c.__qualname__ for c in m.kwargs["checks"]] for m in guards] == ([declared] if declared else [])
+    assert declared == [] and [c.__qualname__ for c in every_request(Settings(auth="off"))] == ["LocalChecks.check"]
+
+
+def test_server_errors_are_answered_as_the_stack_answers_them(tmp_path: Path) -> None:
+    """A full disk budget (507) and an unexpected failure (500, its text kept out of the answer)."""
+    async def main() -> list[tuple[httpx.Response, httpx.Response]]:
+        app = create_app(Settings(auth="off", data_dir=tmp_path / "data", disk_budget_bytes=1))
+        async with app.router.lifespan_context(app):
+            hot, stack = _clients(app)
+            async with hot, stack:
+                await hot.put("/api/v1/queues/q", json={})
+                await hot.put("/api/v1/queues/q/groups/g", json={})
+                app.state.broker.disk.measure()
+                pairs = [(await hot.post("/api/v1/queues/q/publish", content=PUBLISH, headers=JSON),
+                          await stack.post("/api/v1/queues/q/publish", content=PUBLISH, headers=JSON))]
+
+                async def broken(*args: Any, **kwargs: Any) -> Any:
+                    raise RuntimeError("driver says: secret connection string")
+
+                app.state.broker.publish = app.state.broker.pull = broken
+                for path, body in (("/api/v1/queues/q/publish", PUBLISH), ("/api/v1/queues/q/groups/g/pull", b"{}")):
+                    pairs.append((await hot.post(path, content=body, headers=JSON),
+                                  await stack.post(path, content=body, headers=JSON)))
+                return pairs
+
+    pairs = asyncio.run(main())
+    _same(pairs)
+    assert [(hot.status_code, orjson.loads(hot.content)["error"]["code"]) for hot, _ in pairs] == [
+        (507, "storage_full"), (500, "internal_error"), (500, "internal_error")]
+    assert all(b"secret" not in hot.content for hot, _ in pairs)
+
+
+# token -> (publish to q, publish through amq.default to q, pull q/g): the statuses both paths give
+AUTH_MATRIX: dict[str, tuple[int, int, int]] = {
+    "admin": (200, 200, 200),
+    "writer": (200, 403, 403),  # write on queue q, not on the exchange amq.default
+    "reader": (403, 403, 200),
+    "configurer": (403, 403, 403),
+    "other queue": (403, 403, 403),
+    "wrong": (401, 401, 401),
+    "none": (401, 401, 401),
+}
+
+
+def test_every_token_gets_the_stack_s_answer(tmp_path: Path) -> None:
+    settings = Settings(auth="on", data_dir=tmp_path / "data")
+    requests = [("/api/v1/queues/q/publish", PUBLISH),
+                ("/api/v1/exchanges/amq.default/publish", orjson.dumps({"messages": [{"body": "x", "routing_key": "q"}]})),
+                ("/api/v1/queues/q/groups/g/pull", b"{}")]
+
+    async def main() -> dict[str, list[tuple[httpx.Response, httpx.Response]]]:
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            meta = app.state.auth.meta
+            tokens: dict[str, str | None] = {
+                "admin": _admin_token(settings),
+                "writer": meta.create_token("w", write="^q$")[1],
+                "reader": meta.create_token("r", read="^q$")[1],
+                "configurer": meta.create_token("c", configure=".*")[1],
+                "other queue": meta.create_token("o", write="^other$", read="^other$")[1],
+                "wrong": "cmq_wrong",
+                "none": None,
+            }
+            hot, stack = _clients(app)
+            admin = {"authorization": f"Bearer {tokens['admin']}"}
+            async with hot, stack:
+                assert (await hot.put("/api/v1/queues/q", json={}, headers=admin)).status_code == 201
+                assert (await hot.put("/api/v1/queues/q/groups/g", json={}, headers=admin)).status_code == 201
+                answers = {}
+                for who, token in tokens.items():
+                    sent = {**JSON, **({"authorization": f"Bearer {token}"} if token else {})}
+                    answers[who] = [(await hot.post(path, content=body, headers=sent),
+                                     await stack.post(path, content=body, headers=sent)) for path, body in requests]
+                return answers
+
+    answers = asyncio.run(main())
+    assert {who: tuple(hot.status_code for hot, _ in pairs) for who, pairs in answers.items()} == AUTH_MATRIX
+    for pairs in answers.values():
+        for hot, stack in pairs:
+            assert hot.status_code == stack.status_code, hot.request.url
+            if hot.status_code == 200:  # two publishes get two offsets, two pulls other messages: the same fields
+                assert hot.headers.keys() == stack.headers.keys()
+                assert hot.headers["content-type"] == stack.headers["content-type"]
+                assert orjson.loads(hot.content).keys() == orjson.loads(stack.content).keys()
+            else:
+                _same([(hot, stack)])

@@ -17,4 +17,7 @@ def test_routines_per_adapter() -> None:
     assert workloads_for("redis", ["W1", "W2", "B", "W6"]) == ["W1+W2", "B", "W5+W6"]
     # RabbitMQ's management API only has the HTTP workload; the HTTP workload only HTTP adapters.
     assert workloads_for("rabbitmq-http", ["W1", "W7"]) == ["W7"]
+    assert workloads_for("rabbitmq-http", ["W1", "W8"]) == ["W8"]
+    assert workloads_for("chunkmq-ws", ["W8"]) == ["W8"]
+    assert workloads_for("redis", ["W8"]) == []
     assert workloads_for("nats", ["W7"]) == []
