@@ -236,17 +236,26 @@ def _token_store(args: argparse.Namespace) -> MetaStore:
     return MetaStore(settings.meta_url)
 
 
+def _answer(exc: Exception) -> int:
+    """An error as the API answers it (app/api/errors.py, the one error map), on stderr: its message
+    and code. The exit status is 1 for a missing entity, 2 for anything else."""
+    from chunkmq.api.errors import api_error
+
+    error = api_error(exc)
+    print(f"chunkmq: {error.message} ({error.code})", file=sys.stderr)
+    return 1 if error.status == 404 else 2
+
+
 def _token_create(args: argparse.Namespace) -> int:
-    from chunkmq.meta import InvalidValue
+    from chunkmq.meta import MetaError
 
     with _token_store(args) as meta:
         try:
             row, plain = meta.create_token(
                 args.name, is_admin=args.admin, configure=args.configure, write=args.write, read=args.read
             )
-        except InvalidValue as e:
-            print(f"chunkmq: {e}", file=sys.stderr)
-            return 2
+        except MetaError as e:
+            return _answer(e)
     # The token alone on stdout (scripts capture it); the rest on stderr.
     print(plain)
     print(f"created token {row.id} {row.name!r} ({row.prefix}...); it is shown only now", file=sys.stderr)
@@ -264,14 +273,13 @@ def _token_list(args: argparse.Namespace) -> int:
 
 
 def _token_delete(args: argparse.Namespace) -> int:
-    from chunkmq.meta import NotFound
+    from chunkmq.meta import MetaError
 
     with _token_store(args) as meta:
         try:
             meta.delete_token(args.id)
-        except NotFound:
-            print(f"chunkmq: no token with id {args.id}", file=sys.stderr)
-            return 1
+        except MetaError as e:
+            return _answer(e)
     print(f"deleted token {args.id}", file=sys.stderr)
     return 0
 
@@ -335,7 +343,8 @@ def _call(args: argparse.Namespace, method: str, path: str, body: bytes | None =
         raise SystemExit(f"chunkmq: cannot reach the server: {e}") from None
     if response.status_code >= 400:
         try:
-            message = response.json()["error"]["message"]
+            error = response.json()["error"]
+            message = f"{error['message']} ({error['code']})"
         except (ValueError, KeyError, TypeError):
             message = response.text
         raise SystemExit(f"chunkmq: {response.status_code}: {message}")
@@ -410,7 +419,9 @@ def _user_create(args: argparse.Namespace) -> int:
         password = _read_password(args)
         with _token_store(args) as meta:
             meta.create_user(args.name, password, is_admin=not args.read_only)
-    except (MetaError, ValueError) as e:
+    except MetaError as e:
+        return _answer(e)
+    except ValueError as e:  # the two passwords differ
         print(f"chunkmq: {e}", file=sys.stderr)
         return 2
     print(f"created console user {args.name!r}", file=sys.stderr)
@@ -418,16 +429,15 @@ def _user_create(args: argparse.Namespace) -> int:
 
 
 def _user_passwd(args: argparse.Namespace) -> int:
-    from chunkmq.meta import MetaError, NotFound
+    from chunkmq.meta import MetaError
 
     try:
         password = _read_password(args)
         with _token_store(args) as meta:
             meta.set_password(args.name, password)
-    except NotFound:
-        print(f"chunkmq: no user {args.name!r}", file=sys.stderr)
-        return 1
-    except (MetaError, ValueError) as e:
+    except MetaError as e:
+        return _answer(e)
+    except ValueError as e:  # the two passwords differ
         print(f"chunkmq: {e}", file=sys.stderr)
         return 2
     print(f"changed the password of {args.name!r} (sessions end at the server's next restart)", file=sys.stderr)
@@ -459,14 +469,13 @@ def _print_table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def _user_delete(args: argparse.Namespace) -> int:
-    from chunkmq.meta import NotFound
+    from chunkmq.meta import MetaError
 
     with _token_store(args) as meta:
         try:
             meta.delete_user(args.name)
-        except NotFound:
-            print(f"chunkmq: no user {args.name!r}", file=sys.stderr)
-            return 1
+        except MetaError as e:
+            return _answer(e)
     print(f"deleted console user {args.name!r}", file=sys.stderr)
     return 0
 
@@ -567,14 +576,13 @@ def _alerts_add(args: argparse.Namespace) -> int:
         rule = _alerts_call(args, "PUT" if args.id else "POST", path, body)
         rule_id = rule["id"]  # type: ignore[index]
     else:
-        from chunkmq.meta import InvalidValue
+        from chunkmq.meta import MetaError
 
         try:
             with _alert_repository(args) as repo:
                 row, _ = repo.put_rule(args.id, **body)
-        except InvalidValue as e:
-            print(f"chunkmq: {e}", file=sys.stderr)
-            return 2
+        except MetaError as e:
+            return _answer(e)
         rule_id = row.id
     print(rule_id)
     print(f"saved alert rule {rule_id} ({args.kind} >= {args.threshold:g})", file=sys.stderr)
@@ -585,14 +593,13 @@ def _alerts_delete(args: argparse.Namespace) -> int:
     if args.url:
         _alerts_call(args, "DELETE", f"/rules/{args.id}")
     else:
-        from chunkmq.meta import NotFound
+        from chunkmq.meta import MetaError
 
         try:
             with _alert_repository(args) as repo:
                 repo.delete_rule(args.id)
-        except NotFound:
-            print(f"chunkmq: no alert rule with id {args.id}", file=sys.stderr)
-            return 1
+        except MetaError as e:
+            return _answer(e)
     print(f"deleted alert rule {args.id}", file=sys.stderr)
     return 0
 

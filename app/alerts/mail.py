@@ -14,6 +14,7 @@ from email.utils import make_msgid
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from chunkmq.alerts.errors import MailError
 from chunkmq.alerts.rules import DESCRIPTIONS, GROUP_KINDS, UNITS, Kind, Observation
 from chunkmq.alerts.state import Notice
 from chunkmq.config import Settings
@@ -27,14 +28,6 @@ SPARKS = "▁▂▃▄▅▆▇█"
 # "Subject:", which mail clients then show with a leading space.
 _WIRE = email.policy.SMTP.clone(max_line_length=998)
 TREND_BUCKETS = 12  # the hour in 5-minute steps
-
-
-class MailError(Exception):
-    """Raised when the SMTP server cannot be reached or refuses the mail; `answer` says what it said."""
-
-    def __init__(self, answer: str) -> None:
-        super().__init__(answer)
-        self.answer = answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from chunkmq.alerts.engine import AlertView
-from chunkmq.alerts.errors import MailFailed, RuleNotFound, SmtpNotConfigured
+from chunkmq.alerts.errors import MailFailed, SmtpNotConfigured
 from chunkmq.alerts.jobs import Alerts
 from chunkmq.alerts.rules import Address, RuleSpec
 from chunkmq.api import schemas
 from chunkmq.api.deps import json
-from chunkmq.broker.errors import InvalidInput
-from chunkmq.meta import InvalidValue, NotFound
 from chunkmq.meta.alerts import AlertEventRow, AlertRuleRow
 from chunkmq.wire import codes
 
@@ -65,10 +63,7 @@ def alert_json(a: AlertView) -> dict[str, Any]:
 
 
 async def _put(request: Request, id: int | None, body: RuleSpec) -> tuple[AlertRuleRow, bool]:
-    try:
-        return await asyncio.to_thread(alerts_of(request).repo.put_rule, id, **body.model_dump())
-    except InvalidValue as e:
-        raise InvalidInput(e.message) from e
+    return await asyncio.to_thread(alerts_of(request).repo.put_rule, id, **body.model_dump())
 
 
 @router.get("", responses=schemas.answers(schemas.Alerts))
@@ -90,12 +85,9 @@ async def create_rule(request: Request, body: RuleBody) -> Response:
     return json(rule_json(row), 201)
 
 
-@router.get("/rules/{rule_id}", responses=schemas.answers(schemas.AlertRule, RuleNotFound.code))
+@router.get("/rules/{rule_id}", responses=schemas.answers(schemas.AlertRule, codes.RULE_NOT_FOUND))
 async def get_rule(rule_id: int = RuleId, *, request: Request) -> Response:
-    try:
-        return json(rule_json(await asyncio.to_thread(alerts_of(request).repo.get_rule, rule_id)))
-    except NotFound as e:
-        raise RuleNotFound(e.message) from e
+    return json(rule_json(await asyncio.to_thread(alerts_of(request).repo.get_rule, rule_id)))
 
 
 @router.put("/rules/{rule_id}", responses=schemas.answers(
@@ -107,12 +99,9 @@ async def put_rule(rule_id: int = RuleId, *, request: Request, body: RuleBody) -
 
 
 @router.delete("/rules/{rule_id}", status_code=204, responses=schemas.answers(
-    None, RuleNotFound.code, status=204, description="Deleted"))
+    None, codes.RULE_NOT_FOUND, status=204, description="Deleted"))
 async def delete_rule(rule_id: int = RuleId, *, request: Request) -> Response:
-    try:
-        await asyncio.to_thread(alerts_of(request).repo.delete_rule, rule_id)
-    except NotFound as e:
-        raise RuleNotFound(e.message) from e
+    await asyncio.to_thread(alerts_of(request).repo.delete_rule, rule_id)
     return Response(status_code=204)
 
 

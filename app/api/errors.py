@@ -22,10 +22,13 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from chunkmq.alerts.errors import MailError
 from chunkmq.api.allow import allow_header, bad_name
 from chunkmq.api.deps import send_body
+from chunkmq.auth.permissions import InvalidPattern
 from chunkmq.broker.errors import BrokerError, DirectoryLocked, storage
 from chunkmq.meta import errors as meta
+from chunkmq.spark import errors as spark
 from chunkmq.wire import codes
 
 log = logging.getLogger("chunkmq.api")
@@ -47,11 +50,18 @@ ERROR_MAP: dict[type[BaseException], str] = {
     meta.InvalidValue: codes.INVALID_BODY,
     SQLAlchemyError: codes.METADATA_ERROR,
     OperationalError: codes.UNAVAILABLE,  # database locked or gone: try again
+    InvalidPattern: codes.INVALID_BODY,  # a token's permission pattern
+    MailError: codes.SMTP_FAILED,
+    # The Spark connector's errors, as the `chunkmq spark` jobs report them
+    spark.OptionError: codes.INVALID_REQUEST,
+    spark.DataLoss: codes.PRECONDITION_FAILED,  # failOnDataLoss: the offsets the query needs are gone
+    spark.ReadFailed: codes.UNAVAILABLE,
+    spark.ChunkmqError: codes.INTERNAL_ERROR,  # refined by the broker's own code
 }
 
 _ENTITY_CODES = {
     "exchange": codes.EXCHANGE_NOT_FOUND, "queue": codes.QUEUE_NOT_FOUND, "group": codes.GROUP_NOT_FOUND,
-    "binding": codes.BINDING_NOT_FOUND, "token": codes.TOKEN_NOT_FOUND,
+    "binding": codes.BINDING_NOT_FOUND, "token": codes.TOKEN_NOT_FOUND, "alert rule": codes.RULE_NOT_FOUND,
 }
 
 _HTTP_CODES = {
@@ -66,19 +76,55 @@ class Refused(Exception):
     close are sent already, nothing is left to answer."""
 
 
-def api_error(exc: BaseException) -> BrokerError:
-    """The API error for any exception: itself for a BrokerError, else the most specific ERROR_MAP
-    entry along its MRO (internal_error when none). Server-side failures (5xx) are logged here with
-    their stack trace, and their message is not sent: it may name files and database details."""
+def code_of(exc: BaseException) -> str:
+    """The API code of any exception, without logging: its own for a BrokerError, else the most
+    specific ERROR_MAP entry along its MRO (internal_error when none)."""
     if isinstance(exc, BrokerError):
-        return exc
+        return exc.code
+    if isinstance(exc, RequestValidationError):  # a JSON body's field (as a form's), else a parameter
+        body = all(err.get("loc", ("",))[0] == "body" for err in exc.errors())
+        return codes.INVALID_BODY if body else codes.INVALID_REQUEST
+    if isinstance(exc, StarletteHTTPException):
+        return _HTTP_CODES.get(exc.status_code, codes.INTERNAL_ERROR if exc.status_code >= 500 else codes.INVALID_BODY)
     code = next((ERROR_MAP[cls] for cls in type(exc).__mro__ if cls in ERROR_MAP), codes.INTERNAL_ERROR)
     if isinstance(exc, meta.NotFound):
         code = _ENTITY_CODES.get(exc.entity, codes.NOT_FOUND)
-    status = codes.STATUS[code]
-    if status >= 500 and status != 507:
+    elif isinstance(exc, spark.ChunkmqError) and exc.code in codes.STATUS:
+        code = exc.code
+    return code
+
+
+def status_of(exc: BaseException) -> int:
+    """The HTTP status the API answers `exc` with, without logging."""
+    if isinstance(exc, BrokerError):
+        return exc.status
+    return exc.status_code if isinstance(exc, StarletteHTTPException) else codes.STATUS[code_of(exc)]
+
+
+def server_fault(exc: BaseException) -> bool:
+    """Whether `exc` is the server's own failure, whose message the API does not send (it may name
+    files, database or driver details): a 5xx but 507 that is not a BrokerError."""
+    if isinstance(exc, BrokerError | StarletteHTTPException):
+        return False
+    status = status_of(exc)
+    return status >= 500 and status != 507
+
+
+def api_error(exc: BaseException) -> BrokerError:
+    """The API error for any exception (the one map of every presenter: REST, WebSocket, console,
+    CLI): itself for a BrokerError, else a BrokerError with `code_of(exc)`. Server-side failures
+    (5xx but 507) are logged here with their stack trace, and their message is not sent: it may name
+    files, database or driver details."""
+    if isinstance(exc, BrokerError):
+        return exc
+    code, status = code_of(exc), status_of(exc)
+    if isinstance(exc, StarletteHTTPException):  # raised by this server's own code: its words
+        message = str(exc.detail)
+    elif server_fault(exc):
         log.error("request failed: %r", exc, exc_info=exc)
         message = f"{code.replace('_', ' ')}; see the server log"
+    elif isinstance(exc, RequestValidationError):
+        message = _describe(exc)
     else:
         message = getattr(exc, "message", None) or str(exc) or code.replace("_", " ")
     error = BrokerError(message, code=code)
@@ -161,19 +207,19 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> Response:
-        return error_response(400, codes.INVALID_REQUEST, _describe(exc))
+        return render(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        code = _HTTP_CODES.get(exc.status_code, codes.INTERNAL_ERROR if exc.status_code >= 500 else codes.INVALID_BODY)
-        headers = getattr(exc, "headers", None)
         if exc.status_code == 404 and "route" not in request.scope:  # no route: a name that is not one?
             bad = bad_name(request.scope.get("raw_path", b"").decode("latin-1") or request.url.path)
             if bad is not None:
                 return render(bad)
+        error = api_error(exc)
+        headers = getattr(exc, "headers", None)
         if exc.status_code == 405:  # Starlette's names one route's methods; a path may have several
             headers = {**(headers or {}), "Allow": allow_header(request)}
-        return error_response(exc.status_code, code, str(exc.detail), headers)
+        return error_response(error.status, error.code, error.message, headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

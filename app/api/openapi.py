@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from chunkmq.alerts.errors import MailFailed, RuleNotFound, SmtpNotConfigured
 from chunkmq.wire import codes
 
 NAME_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:\-]{1,200}$"
@@ -25,14 +24,12 @@ _ERROR_SCHEMA = {
         "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
     }},
 }
-# The alerts API's own codes (app/alerts/errors.py), beside the broker's table.
-_STATUS = {**codes.STATUS, **{e.code: e.status for e in (RuleNotFound, SmtpNotConfigured, MailFailed)}}
 _SERVER_SIDE = ("500 internal_error, storage_error, corrupt_chunk, metadata_error (the server's fault); "
                 "503 unavailable; 405 method_not_allowed")
 
 
 def status_of(code: str) -> int:
-    return _STATUS[code]
+    return codes.STATUS[code]
 
 
 def error_response(listed: list[str]) -> dict[str, Any]:

@@ -234,9 +234,9 @@ class _ConsumeStream:
                 await self.granted.wait()
                 continue
             if broker.queues.get(queue.name) is not queue:
-                raise NotFound(f"queue {queue.name!r} was deleted", code="queue_not_found")
+                raise NotFound(f"queue {queue.name!r} was deleted", code=codes.QUEUE_NOT_FOUND)
             if group.closed:
-                raise NotFound(f"group {group.name!r} on queue {queue.name!r} was deleted", code="group_not_found")
+                raise NotFound(f"group {group.name!r} on queue {queue.name!r} was deleted", code=codes.GROUP_NOT_FOUND)
             # Take the event before looking, so a publish between the look and the wait is not missed;
             # the sweeper notifies it too when redeliveries fall due.
             arrived = queue.arrival()

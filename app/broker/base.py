@@ -27,6 +27,7 @@ from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import Settings
 from chunkmq.meta import MetaStore
 from chunkmq.storage import NewMessage, Store, StoredMessage
+from chunkmq.wire import codes
 
 if TYPE_CHECKING:
     from chunkmq.broker.history import History
@@ -79,13 +80,13 @@ class BrokerBase:
     def exchange(self, name: str) -> Exchange:
         exchange = self.routing.exchanges.get(name)
         if exchange is None:
-            raise NotFound(f"exchange {name!r} not found", code="exchange_not_found")
+            raise NotFound(f"exchange {name!r} not found", code=codes.EXCHANGE_NOT_FOUND)
         return exchange
 
     def queue(self, name: str) -> Queue:
         queue = self.queues.get(name)
         if queue is None:
-            raise NotFound(f"queue {name!r} not found", code="queue_not_found")
+            raise NotFound(f"queue {name!r} not found", code=codes.QUEUE_NOT_FOUND)
         return queue
 
     def count_dropped(self, queue: Queue, count: int, cause: str) -> None:

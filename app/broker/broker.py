@@ -50,6 +50,7 @@ from chunkmq.meta import GroupRow, MetaStore
 from chunkmq.storage import FsyncMode, StorageError, Store, StoreOptions
 from chunkmq.storage.files import private_dir, restrict_tree
 from chunkmq.storage.lock import LOCK_FILE
+from chunkmq.wire import codes
 
 __all__ = ["Broker", "PublishOutcome", "parse_binding", "parse_exchange"]
 
@@ -422,7 +423,7 @@ class Broker(Publishing, Consuming):
         for b in self.bindings():
             if b.id == binding_id:
                 return b
-        raise NotFound(f"binding {binding_id} not found", code="binding_not_found")
+        raise NotFound(f"binding {binding_id} not found", code=codes.BINDING_NOT_FOUND)
 
     @one_at_a_time
     async def unbind(self, binding_id: int) -> None:
@@ -455,7 +456,7 @@ class Broker(Publishing, Consuming):
         try:
             record = self.store.read_at(position)
         except (KeyError, ValueError):
-            raise NotFound(f"no message with id {id_!r}", code="message_not_found") from None
+            raise NotFound(f"no message with id {id_!r}", code=codes.MESSAGE_NOT_FOUND) from None
         placements = [(self.queues_by_id[q], o) for q, o in record.placements if q in self.queues_by_id]
         if placements:
             queue, offset = placements[0]

@@ -16,6 +16,7 @@ from chunkmq.broker.message import render_all, render_binary
 from chunkmq.broker.names import check_name
 from chunkmq.broker.queue import Queue
 from chunkmq.meta import GroupState
+from chunkmq.wire import codes
 
 
 class Consuming(BrokerBase):
@@ -24,7 +25,7 @@ class Consuming(BrokerBase):
     def group(self, queue: Queue, name: str) -> Group:
         group = queue.groups.get(name)
         if group is None:
-            raise NotFound(f"group {name!r} not found on queue {queue.name!r}", code="group_not_found")
+            raise NotFound(f"group {name!r} not found on queue {queue.name!r}", code=codes.GROUP_NOT_FOUND)
         return group
 
     def _start_offset(self, queue: Queue, start: str) -> int:
@@ -109,9 +110,9 @@ class Consuming(BrokerBase):
             if delivered or remaining <= 0:
                 break
             if self.queues.get(queue.name) is not queue:  # deleted while this pull waited
-                raise NotFound(f"queue {queue_name!r} was deleted", code="queue_not_found")
+                raise NotFound(f"queue {queue_name!r} was deleted", code=codes.QUEUE_NOT_FOUND)
             if group.closed:
-                raise NotFound(f"group {group_name!r} was deleted", code="group_not_found")
+                raise NotFound(f"group {group_name!r} was deleted", code=codes.GROUP_NOT_FOUND)
             try:  # asyncio.timeout, not wait_for: no task per wait, one loop turn less per wake
                 async with asyncio.timeout(remaining):
                     await arrived.wait()
@@ -174,7 +175,7 @@ class Consuming(BrokerBase):
             if up_to > group.next_offset:  # would skip messages never delivered: that is what seek is for
                 raise InvalidInput(
                     f"up_to {up_to} is beyond what group {group.name!r} has delivered (up to offset "
-                    f"{group.next_offset}); use seek to skip messages", code="invalid_ack")
+                    f"{group.next_offset}); use seek to skip messages", code=codes.INVALID_ACK)
             acked = group.ack_up_to(up_to, self.store.next_offset(queue.id))
             unknown: list[int] = []
         else:

@@ -36,6 +36,7 @@ from chunkmq.broker.names import DEFAULT_EXCHANGE, check_name
 from chunkmq.broker.queue import QueueSettings
 from chunkmq.meta import TokenRow
 from chunkmq.meta.types import canonical_json
+from chunkmq.wire import codes
 
 if TYPE_CHECKING:
     from chunkmq.broker.broker import Broker
@@ -182,9 +183,9 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
         exchange, queue, routing_key, arguments = _checked(where, e, lambda e=e: parse_binding(e))
         if exchange not in broker.routing.exchanges and exchange not in plan.exchanges:
             raise NotFound(f"{where}: exchange {exchange!r} is neither defined nor declared",
-                           code="exchange_not_found")
+                           code=codes.EXCHANGE_NOT_FOUND)
         if not queue_known(queue):
-            raise NotFound(f"{where}: queue {queue!r} is neither defined nor declared", code="queue_not_found")
+            raise NotFound(f"{where}: queue {queue!r} is neither defined nor declared", code=codes.QUEUE_NOT_FOUND)
         binding = {"exchange": exchange, "queue": queue, "routing_key": routing_key, "arguments": arguments}
         key = _binding_key(binding)
         if not _once(seen, where, ("binding", key), key):
@@ -205,7 +206,7 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
 
         tag_filter = _checked(where, e, group_filter)
         if not queue_known(queue):
-            raise NotFound(f"{where}: queue {queue!r} is neither defined nor declared", code="queue_not_found")
+            raise NotFound(f"{where}: queue {queue!r} is neither defined nor declared", code=codes.QUEUE_NOT_FOUND)
         if not _once(seen, where, ("group", queue, name), tag_filter):
             continue
         q = broker.queues.get(queue)

@@ -28,6 +28,7 @@ from chunkmq.broker.errors import InvalidInput, NotFound, TooLarge
 from chunkmq.broker.names import MAX_ROUTING_KEY
 from chunkmq.storage.model import AppendedBatch, StoredMessage
 from chunkmq.wire import batch as wire
+from chunkmq.wire import codes
 
 FLAG_BINARY = 1  # (also in the blob's head) kept on the record for readers of the flags column
 FLAG_SCOPED_KEY = 2  # the record's idempotency key is scoped to its publish target (app/broker/dedup.py)
@@ -230,7 +231,7 @@ def position_of(message_id_: str) -> int:
             raise ValueError
         return int(message_id_, 16)
     except ValueError:
-        raise NotFound(f"no message with id {message_id_!r}", code="message_not_found") from None
+        raise NotFound(f"no message with id {message_id_!r}", code=codes.MESSAGE_NOT_FOUND) from None
 
 
 _PLAIN = (b'{"queue":%b,"offset":%d,"id":"%016x","timestamp":%d,"exchange":"","routing_key":"%b","headers":{},'
@@ -343,7 +344,7 @@ def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedB
     try:
         columns = wire.decode_publish(body, max_messages)
     except wire.TooManyRecords as e:
-        raise TooLarge(str(e), code="batch_too_large") from None
+        raise TooLarge(str(e), code=codes.BATCH_TOO_LARGE) from None
     except wire.MalformedBatch as e:
         raise InvalidInput(str(e)) from None
     payloads = wire.slices(body, columns.bodies_start, columns.body_lengths)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from chunkmq.broker.errors import InvalidInput
+from chunkmq.wire import codes
 
 # API.md: 1-200 characters of A-Za-z0-9 . _ - :
 _NAME = re.compile(r"[A-Za-z0-9._:\-]{1,200}")
@@ -19,10 +20,10 @@ RESERVED_PREFIX = "amq."  # as in RabbitMQ: names the broker owns (amq.default)
 def check_name(name: str, kind: str = "name") -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidInput(
-            f"invalid {kind} {name!r}: use 1-200 characters of A-Z a-z 0-9 . _ - :", code="invalid_name"
+            f"invalid {kind} {name!r}: use 1-200 characters of A-Z a-z 0-9 . _ - :", code=codes.INVALID_NAME
         )
     if name in (".", ".."):  # a URL path cannot address them: clients normalise them away
-        raise InvalidInput(f"invalid {kind} {name!r}: . and .. are not names", code="invalid_name")
+        raise InvalidInput(f"invalid {kind} {name!r}: . and .. are not names", code=codes.INVALID_NAME)
     return name
 
 
@@ -30,7 +31,7 @@ def check_new_name(name: str, kind: str) -> str:
     """A name for a new exchange or queue: valid, and not in the reserved `amq.` namespace."""
     check_name(name, kind)
     if name.startswith(RESERVED_PREFIX):
-        raise InvalidInput(f"{kind}s starting with 'amq.' are reserved: {name!r}", code="invalid_name")
+        raise InvalidInput(f"{kind}s starting with 'amq.' are reserved: {name!r}", code=codes.INVALID_NAME)
     return name
 
 

@@ -32,13 +32,12 @@ from chunkmq.broker.queue import Overflow, Queue
 from chunkmq.broker.routing import Exchange
 from chunkmq.storage import (
     AppendedBatch,
-    BatchTooLarge,
     MessageColumns,
-    MessageTooLarge,
     QueueCap,
     QueueCapReached,
 )
 from chunkmq.storage import StorageFull as StoreFull
+from chunkmq.wire import codes
 
 
 @dataclass(slots=True)
@@ -92,7 +91,7 @@ class Publishing(BrokerBase):
             raise InvalidInput("messages must be a non-empty array")
         if not binary and len(raw) > self.settings.max_batch_messages:
             raise TooLarge(
-                f"a batch holds at most {self.settings.max_batch_messages} messages", code="batch_too_large"
+                f"a batch holds at most {self.settings.max_batch_messages} messages", code=codes.BATCH_TOO_LARGE
             )
         if queue_name is not None:
             target = self.queue(queue_name)
@@ -133,7 +132,7 @@ class Publishing(BrokerBase):
             lengths = list(map(len, blobs))
             if max(lengths) > max_bytes:
                 i = next(i for i, n in enumerate(lengths) if n > max_bytes)
-                raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code="message_too_large")
+                raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code=codes.MESSAGE_TOO_LARGE)
             ids = routes[keys[0]] = self._targets(exchange, target, keys[0], NO_HEADERS)
             per_route[keys[0]] = len(blobs)
             slots.extend(range(len(blobs)))
@@ -141,7 +140,7 @@ class Publishing(BrokerBase):
             keys = blobs = []  # nothing left for the loop
         for i, (routing_key, data) in enumerate(zip(keys, blobs, strict=True)):
             if len(data) > max_bytes:
-                raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code="message_too_large")
+                raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code=codes.MESSAGE_TOO_LARGE)
             out = full.get(i) if full else None
             if out is None:
                 ids = routes.get(routing_key)
@@ -205,10 +204,6 @@ class Publishing(BrokerBase):
             if exc.unit == "messages":
                 raise QueueFull(f"queue {q.name!r} holds {exc.held} of at most {exc.limit} messages") from exc
             raise QueueFull(f"queue {q.name!r} would exceed its {exc.limit} bytes") from exc
-        except MessageTooLarge as exc:
-            raise TooLarge(str(exc), code="message_too_large") from exc
-        except BatchTooLarge as exc:
-            raise TooLarge(str(exc), code="batch_too_large") from exc
         except StoreFull as exc:
             disk.failed(str(exc))
             raise StorageFull(f"the disk is full; nothing of this batch was stored ({exc})") from exc

@@ -48,7 +48,8 @@ _CHECK = ("23514", "23502", "check constraint", "not null", "22001", "22003")
 
 
 def translate_integrity_error(err: IntegrityError | DataError, entity: str, key: object) -> MetaError:
-    """The MetaError that says what `err` (raised while writing `entity` `key`) means."""
+    """The MetaError that says what `err` (raised while writing `entity` `key`) means. Its message
+    never holds the driver's text (users see it): the caller chains `err` for the log."""
     orig = err.orig
     state = str(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or "")
     text = f"{state} {orig}".lower()
@@ -57,5 +58,5 @@ def translate_integrity_error(err: IntegrityError | DataError, entity: str, key:
     if any(word in text for word in _FOREIGN_KEY):
         return NotFound(f"{entity} {key!r} refers to a row that does not exist", entity=entity, key=key)
     if any(word in text for word in _CHECK):
-        return InvalidValue(f"{entity} {key!r} has a value the schema rejects: {orig}", entity=entity, key=key)
-    return MetaError(f"{entity} {key!r} could not be written: {orig}", entity=entity, key=key)
+        return InvalidValue(f"{entity} {key!r} has a value the schema rejects", entity=entity, key=key)
+    return MetaError(f"{entity} {key!r} could not be written", entity=entity, key=key)

@@ -15,16 +15,9 @@ from urllib.parse import quote, urlencode, urlsplit
 import httpx
 import orjson
 
+from chunkmq.spark.errors import ChunkmqError
+
 ARROW_PAGE = 10_000  # the browse endpoint's largest page
-
-
-class ChunkmqError(RuntimeError):
-    """An error answer of the broker, with its API code."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"chunkmq answered {status} {code}: {message}")
-        self.status = status
-        self.code = code
 
 
 def _q(name: str) -> str:

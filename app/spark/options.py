@@ -9,13 +9,10 @@ from typing import Any
 
 import orjson
 
+from chunkmq.spark.errors import OptionError
 from chunkmq.spark.http import Api
 
 EARLIEST, LATEST = -2, -1  # as in Kafka's JSON offsets
-
-
-class OptionError(ValueError):
-    """A `format("chunkmq")` option that cannot be used."""
 
 
 @dataclass(frozen=True)

@@ -20,20 +20,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from chunkmq.spark.errors import DataLoss, ReadFailed
 from chunkmq.spark.http import ARROW_PAGE, ChunkmqError, Pages, connect
 from chunkmq.spark.options import SourceOptions
 from chunkmq.spark.prefetch import prefetched
+from chunkmq.wire import codes
 
 log = logging.getLogger("chunkmq.spark")
-
-
-class DataLoss(RuntimeError):
-    """Offsets the query needs are gone (retention, purge, a deleted queue) and failOnDataLoss is true."""
-
-
-class ReadFailed(RuntimeError):
-    """A read task could not get its messages from the broker (down, killed, unreachable, an error
-    answer): says which broker, queue and offsets."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +134,7 @@ def read_range(opts: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch
                      opts.fail_on_data_loss)
                 offset = next_offset
     except ChunkmqError as e:
-        if e.code != "queue_not_found":
+        if e.code != codes.QUEUE_NOT_FOUND:
             raise _failed(opts, part, offset, e) from e
         lost(f"queue {part.queue!r} no longer exists", opts.fail_on_data_loss)
     except (OSError, http.client.HTTPException) as e:  # reset, refused, closed mid-answer, timed out

@@ -66,6 +66,7 @@ from typing import NamedTuple
 from . import files
 from .errors import CorruptChunk, StorageError
 from .errors import os_failure as _fail
+from .model import ReadBuffer
 from .record import END_OF_BATCH, VERSION, declared_length, iter_records, record_length
 
 _LITTLE = sys.byteorder == "little"
@@ -123,7 +124,7 @@ def parse_footer(raw: bytes) -> Footer | None:
     return Footer(data_bytes, records, first_ts, last_ts)
 
 
-def parse_moved(buf: bytes | mmap.mmap | memoryview, start: int, data_bytes: int, end: int) -> tuple[array[int], array[int], int] | None:
+def parse_moved(buf: ReadBuffer, start: int, data_bytes: int, end: int) -> tuple[array[int], array[int], int] | None:
     """The moved table of a rewritten chunk whose data region starts at `start` in `buf` and ends at
     `end`: (positions, data offsets, last chunk number), or None when it is damaged."""
     at = start + _align8(data_bytes)

@@ -2,17 +2,17 @@
 
 ::
 
-    StorageError                 any storage failure (code "storage_error", HTTP 500)
-    ├── MessageTooLarge          one message's data exceeds max_message_bytes (413)
-    ├── BatchTooLarge            the encoded batch exceeds max_batch_bytes or one chunk (413)
-    ├── StorageFull              ENOSPC / EFBIG while writing; the store stays consistent (507)
+    StorageError                 any storage failure
+    ├── MessageTooLarge          one message's data exceeds max_message_bytes
+    ├── BatchTooLarge            the encoded batch exceeds max_batch_bytes or one chunk
+    ├── StorageFull              ENOSPC / EFBIG while writing; the store stays consistent
     ├── CorruptChunk             a chunk file fails validation (header, footer or a record's CRC)
     ├── StoreClosed              the store was closed
-    ├── QueueCapReached          an append would take a queue past its QueueCap (429)
-    └── UnknownQueue (KeyError)  a queue id that was never created (or was deleted) (404)
+    ├── QueueCapReached          an append would take a queue past its QueueCap
+    └── UnknownQueue (KeyError)  a queue id that was never created (or was deleted)
 
-Each API-facing class carries the API.md error ``code`` and the HTTP ``status`` so one handler
-in the HTTP layer can render them all.
+The storage engine knows nothing of HTTP: the API's code and status of each class is in the one
+error map, app/api/errors.py ERROR_MAP.
 """
 
 from __future__ import annotations
@@ -23,22 +23,13 @@ import errno
 class StorageError(Exception):
     """Raised when the storage engine cannot do what was asked."""
 
-    code: str = "storage_error"
-    status: int = 500
-
 
 class MessageTooLarge(StorageError):
     """Raised when a message's data is larger than ``max_message_bytes`` (nothing is written)."""
 
-    code = "message_too_large"
-    status = 413
-
 
 class BatchTooLarge(StorageError):
     """Raised when an encoded batch exceeds ``max_batch_bytes`` or one chunk (nothing is written)."""
-
-    code = "batch_too_large"
-    status = 413
 
 
 class StorageFull(StorageError):
@@ -47,15 +38,9 @@ class StorageFull(StorageError):
     Nothing of the failed batch is visible, now or after a restart.
     """
 
-    code = "storage_full"
-    status = 507
-
 
 class CorruptChunk(StorageError):
     """Raised when a chunk file (or one record in it) fails validation."""
-
-    code = "corrupt_chunk"
-    status = 500
 
     def __init__(self, message: str, *, chunk: int | None = None, position: int | None = None) -> None:
         super().__init__(message)
@@ -66,15 +51,9 @@ class CorruptChunk(StorageError):
 class StoreClosed(StorageError):
     """Raised when the store is used after close()."""
 
-    code = "store_closed"
-    status = 503
-
 
 class QueueCapReached(StorageError):
     """Raised when an append would take a queue past its cap (nothing is written)."""
-
-    code = "queue_full"
-    status = 429
 
     def __init__(self, queue_id: int, held: int, limit: int, unit: str) -> None:
         super().__init__(f"queue {queue_id} would hold more than its {limit} {unit} (it holds {held})")
@@ -83,9 +62,6 @@ class QueueCapReached(StorageError):
 
 class UnknownQueue(StorageError, KeyError):
     """Raised when a queue id was never created or has been deleted."""
-
-    code = "queue_not_found"
-    status = 404
 
     def __init__(self, queue_id: int) -> None:
         super().__init__(f"unknown queue id {queue_id}")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import mmap
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
+
+# What the record readers take: a chunk file's mmap, or bytes cut from one.
+ReadBuffer = bytes | bytearray | memoryview | mmap.mmap
 
 
 class FsyncMode(StrEnum):
@@ -148,10 +152,17 @@ class IndexEntry:
     tag_hash: int
 
 
+class ChunkState(StrEnum):
+    """A chunk's lifecycle: ACTIVE -> SEALED, never back (Chunk.sealed only ever becomes true)."""
+
+    ACTIVE = "active"  # the one chunk appends go to
+    SEALED = "sealed"  # full, or closed by a restart or a rewrite: its footer written, read only
+
+
 @dataclass(slots=True)
 class ChunkInfo:
     number: int
-    state: str  # "active" | "sealed"
+    state: ChunkState
     path: Path
     data_bytes: int
     records: int

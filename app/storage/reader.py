@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import files
 from .chunk import FOOTER_SIZE, HEADER_SIZE, REWRITTEN, parse_footer, parse_header, parse_moved
-from .model import Record
+from .model import ReadBuffer, Record
 from .record import FRAME, decode, iter_records, record_length
 
 
@@ -62,7 +62,7 @@ def read_head(fd: int) -> ChunkHead:
     return ChunkHead(number, data_size, created, sealed, bool(flags & REWRITTEN), version)
 
 
-def _moved(region: bytes | memoryview, data_bytes: int) -> dict[int, int]:
+def _moved(region: ReadBuffer, data_bytes: int) -> dict[int, int]:
     """A rewritten chunk's moved table: data offset -> global position ({} if it is damaged)."""
     table = parse_moved(region, 0, data_bytes, len(region))
     if table is None:
@@ -71,7 +71,7 @@ def _moved(region: bytes | memoryview, data_bytes: int) -> dict[int, int]:
     return dict(zip(offsets, positions, strict=True))
 
 
-def data_end(region: bytes | memoryview) -> int:
+def data_end(region: ReadBuffer) -> int:
     """One past the last non-zero byte of a data region (0 if all zeros), read backwards in blocks."""
     end = len(region)
     while end > 0:
@@ -140,7 +140,7 @@ def read_chunk(path: Path, start: int = 0, end: int | None = None) -> Iterator[R
         p = q
 
 
-def _next_valid(region: bytes | memoryview, start: int, limit: int, version: int) -> int:
+def _next_valid(region: ReadBuffer, start: int, limit: int, version: int) -> int:
     """The next offset holding a valid record (or the limit): a slow byte-by-byte search, for damage only."""
     for q in range(start, limit):
         if record_length(region, q, limit, version):

@@ -46,7 +46,7 @@ from isal.isal_zlib import crc32  # zlib's CRC-32, 4x faster on 100-byte records
 
 from . import record_v1
 from .errors import CorruptChunk, MessageTooLarge
-from .model import AppendedBatch, MessageColumns, NewMessage, Record, StoredMessage
+from .model import AppendedBatch, MessageColumns, NewMessage, ReadBuffer, Record, StoredMessage
 from .queue_index import ENTRY_SIZE, pack_entries
 
 
@@ -432,7 +432,7 @@ def encode_columns(batch: MessageColumns, timestamp: int, position: int, next_of
     # payload's head (slicing per record costs five times as much).
     frame_width = suffix_width + fw + CRC_SIZE
     head_width = c - row - frame_width + (width if order is None else np.where(single, width, 2))
-    pieces = _cutter(frame_width, head_width).unpack_from(matrix)
+    pieces = _cutter(frame_width, head_width).unpack_from(matrix)  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs do not say so
     heads = pieces[1::2]
 
     # What follows the head of the other records: several placements, the tag and the key.
@@ -510,7 +510,7 @@ def _cutter(frame_width: Any, head_width: Any) -> struct.Struct:
 RecordHead = tuple[int, int, int, int, int, int, int, int]
 
 
-def _layout(buf: bytes | memoryview, p: int, end: int, layout: int) -> tuple[int, int, int, int, int] | None:
+def _layout(buf: ReadBuffer, p: int, end: int, layout: int) -> tuple[int, int, int, int, int] | None:
     """(tag_len, idem_len, n_placements, tag start, data end) of a payload whose fixed header ends at
     ``p`` and which ends at ``end``; None if the fields do not fit (an invalid record)."""
     tl = il = 0
@@ -539,7 +539,7 @@ def _layout(buf: bytes | memoryview, p: int, end: int, layout: int) -> tuple[int
     return tl, il, n, p, end
 
 
-def _frame_at(buf: bytes | memoryview, off: int, limit: int) -> tuple[int, int] | None:
+def _frame_at(buf: ReadBuffer, off: int, limit: int) -> tuple[int, int] | None:
     """(payload start, payload length) of the record at ``off`` per its prefix and suffix; None if
     the prefix is zero or not canonical, or the record does not fit before ``limit``."""
     if off + FRAME > limit:
@@ -558,7 +558,7 @@ def _frame_at(buf: bytes | memoryview, off: int, limit: int) -> tuple[int, int] 
     return off + 9, plen
 
 
-def iter_records(buf: bytes | memoryview, off: int, limit: int, version: int = VERSION) -> Iterator[RecordHead]:
+def iter_records(buf: ReadBuffer, off: int, limit: int, version: int = VERSION) -> Iterator[RecordHead]:
     """The valid records of ``buf[off:limit]``, in order, up to the first invalid or zero one
     (``version``: the chunk's record format).
 
@@ -600,7 +600,7 @@ def iter_records(buf: bytes | memoryview, off: int, limit: int, version: int = V
         off += length
 
 
-def record_length(buf: bytes | memoryview, off: int, limit: int, version: int = VERSION) -> int:
+def record_length(buf: ReadBuffer, off: int, limit: int, version: int = VERSION) -> int:
     """Length of the valid record at ``buf[off:]`` (framing included), or 0 if it is not valid.
 
     ``limit`` is the end of the readable region (the record must end at or before it).
@@ -610,7 +610,7 @@ def record_length(buf: bytes | memoryview, off: int, limit: int, version: int = 
     return 0
 
 
-def declared_length(buf: bytes | memoryview, off: int, limit: int, version: int = VERSION) -> int:
+def declared_length(buf: ReadBuffer, off: int, limit: int, version: int = VERSION) -> int:
     """The length (framing included) the prefix at ``off`` claims, valid or not; 0 if none."""
     if version == 1:
         if off + record_v1.PREFIX.size > limit:
@@ -624,7 +624,7 @@ def declared_length(buf: bytes | memoryview, off: int, limit: int, version: int 
     return U32.unpack_from(buf, off + 1)[0] + LONG_FRAME if off + 5 <= limit else 0
 
 
-def length_before(buf: bytes | memoryview, start: int, end: int, version: int = VERSION) -> int:
+def length_before(buf: ReadBuffer, start: int, end: int, version: int = VERSION) -> int:
     """Length of the valid record that ends exactly at ``end`` (read backwards from its suffix, not
     before ``start``), or 0 if none does."""
     if version == 1:
@@ -641,15 +641,16 @@ def length_before(buf: bytes | memoryview, start: int, end: int, version: int = 
     return n if record_length(buf, end - n, end, version) == n else 0
 
 
-def timestamp_at(buf: bytes | memoryview, off: int, version: int = VERSION) -> int:
+def timestamp_at(buf: ReadBuffer, off: int, version: int = VERSION) -> int:
     if version == 1:
         return record_v1.timestamp_at(buf, off)
     p = off + (PAYLOAD if buf[off] != LONG else 9)
     lo, hi = struct.unpack_from("<IH", buf, p)
-    return lo | hi << 32
+    ts: int = lo | hi << 32
+    return ts
 
 
-def placements_at(buf: bytes | memoryview, off: int, version: int = VERSION) -> list[tuple[int, int]]:
+def placements_at(buf: ReadBuffer, off: int, version: int = VERSION) -> list[tuple[int, int]]:
     """The (queue id, queue offset) placements of the (already validated) record at ``off``."""
     if version == 1:
         n = record_v1.HEADER.unpack_from(buf, off + record_v1.PAYLOAD_OFFSET)[2]
@@ -667,7 +668,7 @@ def placements_at(buf: bytes | memoryview, off: int, version: int = VERSION) -> 
     return list(MULTI.iter_unpack(buf[p + 2 : p + 2 + 12 * n])) if n else []
 
 
-def tag_at(buf: bytes | memoryview, off: int, version: int = VERSION) -> bytes:
+def tag_at(buf: ReadBuffer, off: int, version: int = VERSION) -> bytes:
     """The tag of the (already validated) record at ``off`` (b"" for none)."""
     if version == 1:
         _, _, n, il, tl, _ = record_v1.HEADER.unpack_from(buf, off + record_v1.PAYLOAD_OFFSET)
@@ -683,7 +684,7 @@ def tag_at(buf: bytes | memoryview, off: int, version: int = VERSION) -> bytes:
     return bytes(buf[fields[3] : fields[3] + fields[0]])
 
 
-def fields_at(buf: bytes | memoryview, off: int, length: int, verify: bool,
+def fields_at(buf: ReadBuffer, off: int, length: int, verify: bool,
               version: int = VERSION) -> tuple[int, int, bytes, bytes] | None:
     """(timestamp, caller flags, tag, data) of the record at ``off`` whose index entry says
     ``length``; None if the record there does not have that length or fails its CRC (with ``verify``).
@@ -752,7 +753,7 @@ def read_run(src: Any, delta: int, lo: int, hi: int, entries: Entries, out: list
     return None
 
 
-def decode(buf: bytes | memoryview, off: int, position: int, version: int = VERSION) -> Record:
+def decode(buf: ReadBuffer, off: int, position: int, version: int = VERSION) -> Record:
     """Decode the (already validated) record at ``buf[off:]``."""
     if version == 1:
         return record_v1.decode(buf, off, position)

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 
 from isal.isal_zlib import crc32  # zlib's CRC-32, 4x faster on 100-byte records (same values)
 
-from .model import Record
+from .model import ReadBuffer, Record
 
 # Field offsets (from the record's start) and sizes, each offset derived from the one before it.
 PAYLOAD_LEN_OFFSET = 0
@@ -78,7 +78,7 @@ CALLER_FLAGS = 0x00FF
 RecordHead = tuple[int, int, int, int, int, int, int, int]
 
 
-def iter_records(buf: bytes | memoryview, off: int, limit: int) -> Iterator[RecordHead]:
+def iter_records(buf: ReadBuffer, off: int, limit: int) -> Iterator[RecordHead]:
     """The valid records of ``buf[off:limit]``, in order, up to the first invalid or zero one.
 
     The one validating loop of the log: recovery, chunk scans, Store.scan and reader.py iterate with it; the
@@ -97,7 +97,7 @@ def iter_records(buf: bytes | memoryview, off: int, limit: int) -> Iterator[Reco
         off += plen + frame
 
 
-def record_length(buf: bytes | memoryview, off: int, limit: int) -> int:
+def record_length(buf: ReadBuffer, off: int, limit: int) -> int:
     """Length of the valid record at ``buf[off:]`` (framing included), or 0 if it is not valid.
 
     ``limit`` is the end of the readable region (the record must end at or before it).
@@ -107,11 +107,12 @@ def record_length(buf: bytes | memoryview, off: int, limit: int) -> int:
     return 0
 
 
-def timestamp_at(buf: bytes | memoryview, off: int) -> int:
-    return HEADER.unpack_from(buf, off + TIMESTAMP_OFFSET)[0]
+def timestamp_at(buf: ReadBuffer, off: int) -> int:
+    ts: int = HEADER.unpack_from(buf, off + TIMESTAMP_OFFSET)[0]
+    return ts
 
 
-def decode(buf: bytes | memoryview, off: int, position: int) -> Record:
+def decode(buf: ReadBuffer, off: int, position: int) -> Record:
     """Decode the (already validated) record at ``buf[off:]``."""
     ts, flags, n, il, tl, dl = HEADER.unpack_from(buf, off + PAYLOAD_OFFSET)
     p = off + PLACEMENTS_OFFSET

@@ -21,13 +21,15 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from isal.isal_zlib import crc32  # the tag hash, as record.py computes it
+
 from . import checkpoint, files
 from .chunk import HEADER_SIZE as H
 from .chunk import Chunk
 from .errors import CorruptChunk, StorageError
 from .model import RecoveryReport
 from .queue_index import QueueIndex, used_entries
-from .record import END_OF_BATCH, crc32, iter_records, length_before, placements_at, tag_at
+from .record import END_OF_BATCH, iter_records, length_before, placements_at, tag_at
 
 if TYPE_CHECKING:
     from .store import Store

@@ -31,6 +31,7 @@ from .model import (
     AppendedBatch,
     BatchSpace,
     ChunkInfo,
+    ChunkState,
     ColumnPage,
     FsyncMode,
     GcReport,
@@ -324,6 +325,7 @@ class Store:
                     flat = unpack_entries(packed)
                     flat[0::2] = [p + delta for p in flat[0::2]]
                     entries[q] = pack_entries(flat), added
+            assert active is not None  # new_chunk when there was none
             active.write(local, buf)  # raises StorageFull after undoing its partial write
             try:
                 for q, (packed, _) in entries.items():
@@ -770,8 +772,10 @@ class Store:
             if c.moved_positions is None:
                 p = CHUNK_HEADER + max(0, from_position - c.base)
             else:
+                moved = c.moved_offsets
+                assert moved is not None  # set together with moved_positions
                 i = bisect_left(c.moved_positions, from_position)
-                p = CHUNK_HEADER + (c.moved_offsets[i] if i < len(c.moved_offsets) else c.data_bytes)  # type: ignore[arg-type]
+                p = CHUNK_HEADER + (moved[i] if i < len(moved) else c.data_bytes)
             limit = CHUNK_HEADER + min(c.data_bytes, end - c.base)
             try:
                 for off, n, *_ in iter_records(c.mm, p, limit, c.version):
@@ -902,7 +906,7 @@ class Store:
     def chunks(self) -> list[ChunkInfo]:
         live = self.live_bytes()
         return [
-            ChunkInfo(c.number, "active" if c is self._active and not c.sealed else "sealed", c.path,
+            ChunkInfo(c.number, ChunkState.ACTIVE if c is self._active and not c.sealed else ChunkState.SEALED, c.path,
                       c.data_bytes, c.records, c.reads_cache, c.reads_disk, c.writes, c.created_ms, c.first_ts,
                       live.get(c.number, 0), c.file_bytes, c.rewritten, c.last)
             for c in self.chunk_files()

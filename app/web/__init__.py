@@ -19,6 +19,7 @@ from chunkmq.web.render import redirect
 from chunkmq.web.route import error_page
 from chunkmq.web.session import UNLOCKS_FILE, CsrfFailed, LoginLimiter, LoginRequired, SessionStore
 from chunkmq.web.snapshots import Snapshots
+from chunkmq.wire import codes
 
 
 def install(app: FastAPI, settings: Settings) -> None:
@@ -46,5 +47,6 @@ def install(app: FastAPI, settings: Settings) -> None:
     @app.exception_handler(CsrfFailed)
     async def csrf_failed(request: Request, _: CsrfFailed) -> Response:
         return error_page(
-            request, 403, "the form has expired or did not come from this console: reload the page and try again"
+            request, 403, "the form has expired or did not come from this console: reload the page and try again",
+            codes.FORBIDDEN,
         )

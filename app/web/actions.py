@@ -12,12 +12,12 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from chunkmq.api.errors import api_error, server_fault
 from chunkmq.auth.permissions import InvalidPattern, compile_pattern
 from chunkmq.broker.definitions import import_definitions
-from chunkmq.broker.errors import BrokerError, Forbidden, InvalidInput
+from chunkmq.broker.errors import Forbidden, InvalidInput
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
 from chunkmq.broker.redrive import redrive
-from chunkmq.meta import MetaError
 from chunkmq.web.forms import (
     Problems,
     confirmed,
@@ -49,13 +49,16 @@ async def posted(request: Request, *, admin: bool = True) -> tuple[Session, dict
 
 
 async def outcome(request: Request, session: Session, back: str, work: Callable[[], Awaitable[str]]) -> Response:
-    """Run an action; flash its result or its error message; redirect to `back`."""
+    """Run an action; flash its result, or the API's error message and code, and redirect to
+    `back`. A failure of the server itself (whose message the API hides) is left to ConsoleRoute,
+    which answers it with the API's status as an error page."""
     try:
         session.flash("ok", await work())
-    except BrokerError as e:
-        session.flash("error", e.message)
-    except MetaError as e:
-        session.flash("error", str(e))
+    except Exception as e:
+        if server_fault(e):
+            raise
+        error = api_error(e)
+        session.flash("error", error.message, error.code)
     finally:
         request.app.state.web_snapshots.clear()  # the next page shows the action's effect
     return redirect(back)

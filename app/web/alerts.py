@@ -16,7 +16,6 @@ from chunkmq.alerts.jobs import Alerts
 from chunkmq.alerts.rules import DESCRIPTIONS, GROUP_KINDS, UNITS, Kind, RuleSpec
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.meta.alerts import AlertRuleRow
-from chunkmq.meta.errors import InvalidValue
 from chunkmq.web.actions import outcome, posted
 from chunkmq.web.forms import confirmed
 from chunkmq.web.pages import int_param, require_admin
@@ -115,10 +114,7 @@ async def create_rule(request: Request) -> Response:
 
     async def work() -> str:
         spec = spec_from(form)
-        try:
-            row, _ = await asyncio.to_thread(repo.put_rule, None, **spec.model_dump())
-        except InvalidValue as e:
-            raise InvalidInput(e.message) from e
+        row, _ = await asyncio.to_thread(repo.put_rule, None, **spec.model_dump())
         return f"alert rule {row.id} created: {describe(row)}"
 
     return await outcome(request, session, "/alerts", work)

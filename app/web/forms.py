@@ -54,6 +54,7 @@ class Problems:
 
     def __init__(self) -> None:
         self.messages: list[str] = []
+        self.codes: set[str] = set()
 
     def check(self, label: str, value: Callable[[], T]) -> T | None:
         """`value()`, or None after noting its error as "<label>: <message>" (the message alone without a label)."""
@@ -61,11 +62,14 @@ class Problems:
             return value()
         except InvalidInput as e:
             self.messages.append(f"{label}: {e.message}" if label else e.message)
+            self.codes.add(e.code)
             return None
 
     def raise_any(self) -> None:
+        """One InvalidInput naming every problem, with their code when they share one (the API's
+        answer to the same input: invalid_name for a bad name alone)."""
         if self.messages:
-            raise InvalidInput("; ".join(self.messages))
+            raise InvalidInput("; ".join(self.messages), code=self.codes.pop() if len(self.codes) == 1 else None)
 
 
 def whole_number(form: dict[str, str], key: str, low: int, high: int) -> int | None:

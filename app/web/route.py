@@ -1,13 +1,13 @@
-"""The route class of every console route: errors become an HTML page with the API's message, and
+"""The route class of every console route: errors become an HTML page with the API's answer, and
 a request that changes something must come from this console (session.check_same_site).
 
-A broker or metadata error on a page (an unknown queue, a bad parameter) renders error.html with
-its status and message; anything unexpected is logged and shown as a plain sentence, never a trace.
+Any error on a page goes through the API's one error map (app/api/errors.py `api_error`): error.html
+shows the same status, code and message the API would answer, so a server-side failure is logged and
+shown as a plain sentence, never a trace or a driver's text.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -15,18 +15,14 @@ from fastapi import Request
 from fastapi.routing import APIRoute
 from starlette.responses import Response
 
-from chunkmq.broker.errors import BrokerError
-from chunkmq.meta import MetaError
-from chunkmq.meta.errors import NotFound as MetaNotFound
+from chunkmq.api.errors import api_error
 from chunkmq.web.render import render
 from chunkmq.web.session import SESSION_COOKIE, CsrfFailed, LoginRequired, check_same_site, sessions_of
 
-log = logging.getLogger("chunkmq.web")
 
-
-def error_page(request: Request, status: int, message: str) -> Response:
+def error_page(request: Request, status: int, message: str, code: str) -> Response:
     session = sessions_of(request).get(request.cookies.get(SESSION_COOKIE))
-    return render(request, "error.html", session, status=status, status_code=status, message=message)
+    return render(request, "error.html", session, status=status, status_code=status, message=message, code=code)
 
 
 class ConsoleRoute(APIRoute):
@@ -40,14 +36,8 @@ class ConsoleRoute(APIRoute):
                 return await handler(request)
             except (LoginRequired, CsrfFailed):
                 raise  # handled app-wide (app/web/__init__.py)
-            except BrokerError as e:
-                return error_page(request, e.status, e.message)
-            except MetaNotFound as e:
-                return error_page(request, 404, str(e))
-            except MetaError as e:
-                return error_page(request, 400, str(e))
-            except Exception:
-                log.exception("console error on %s %s", request.method, request.url.path)
-                return error_page(request, 500, "internal error; see the server log")
+            except Exception as e:
+                error = api_error(e)  # logs a server-side failure with its trace
+                return error_page(request, error.status, error.message, error.code)
 
         return console_handler

@@ -40,12 +40,13 @@ class Session:
     is_admin: bool
     csrf: str
     last_seen: float
-    flashes: list[tuple[str, str]] = field(default_factory=list)  # (kind "ok"|"error", text)
+    # (kind "ok"|"error", text, the API's error code or "")
+    flashes: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def flash(self, kind: str, text: str) -> None:
-        self.flashes.append((kind, text))
+    def flash(self, kind: str, text: str, code: str = "") -> None:
+        self.flashes.append((kind, text, code))
 
-    def take_flashes(self) -> list[tuple[str, str]]:
+    def take_flashes(self) -> list[tuple[str, str, str]]:
         out, self.flashes = self.flashes, []
         return out
 

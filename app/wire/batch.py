@@ -273,5 +273,5 @@ def decode_delivered(batch: bytes) -> Delivered:
         regions.append(list(slices(batch, pos, lengths)))
         pos += sum(lengths)
     body_lengths = read_column("I", cols[9])
-    return Delivered(read_column("Q", cols[0]), cols[1], read_column("Q", cols[2]), read_column("I", cols[3]), cols[4],
-                     *regions, body_lengths, batch[pos:pos + sum(body_lengths)])
+    return Delivered(read_column("Q", cols[0]), cols[1], read_column("Q", cols[2]), read_column("I", cols[3]), cols[4],  # type: ignore[call-arg]  # *regions: the four region fields
+                     *regions, body_lengths, batch[pos:pos + sum(body_lengths)])  # type: ignore[arg-type]

@@ -25,11 +25,13 @@ GROUP_NOT_FOUND = "group_not_found"
 BINDING_NOT_FOUND = "binding_not_found"
 MESSAGE_NOT_FOUND = "message_not_found"
 TOKEN_NOT_FOUND = "token_not_found"
+RULE_NOT_FOUND = "rule_not_found"  # an alert rule id
 # 405
 METHOD_NOT_ALLOWED = "method_not_allowed"
 # 409
 PRECONDITION_FAILED = "precondition_failed"  # a redeclare with other settings, a delete that loses messages
 ALREADY_EXISTS = "already_exists"
+SMTP_NOT_CONFIGURED = "smtp_not_configured"  # a test mail while CHUNKMQ_SMTP_HOST is not set
 # 413
 MESSAGE_TOO_LARGE = "message_too_large"
 BATCH_TOO_LARGE = "batch_too_large"  # a publish body or batch over the limits
@@ -45,6 +47,8 @@ INTERNAL_ERROR = "internal_error"
 STORAGE_ERROR = "storage_error"
 CORRUPT_CHUNK = "corrupt_chunk"
 METADATA_ERROR = "metadata_error"
+# 502
+SMTP_FAILED = "smtp_failed"  # the SMTP server could not be reached or refused a test mail
 # 503
 UNAVAILABLE = "unavailable"  # shutting down, the database is busy
 OVERLOADED = "overloaded"  # past CHUNKMQ_MAX_CONNECTIONS open connections
@@ -55,14 +59,15 @@ STATUS: dict[str, int] = {
     INVALID_BODY: 400, INVALID_NAME: 400, INVALID_REQUEST: 400, INVALID_ACK: 400, INVALID_HOST: 400,
     UNAUTHORIZED: 401, FORBIDDEN: 403, CROSS_ORIGIN: 403,
     NOT_FOUND: 404, EXCHANGE_NOT_FOUND: 404, QUEUE_NOT_FOUND: 404, GROUP_NOT_FOUND: 404,
-    BINDING_NOT_FOUND: 404, MESSAGE_NOT_FOUND: 404, TOKEN_NOT_FOUND: 404,
+    BINDING_NOT_FOUND: 404, MESSAGE_NOT_FOUND: 404, TOKEN_NOT_FOUND: 404, RULE_NOT_FOUND: 404,
     METHOD_NOT_ALLOWED: 405,
-    PRECONDITION_FAILED: 409, ALREADY_EXISTS: 409,
+    PRECONDITION_FAILED: 409, ALREADY_EXISTS: 409, SMTP_NOT_CONFIGURED: 409,
     MESSAGE_TOO_LARGE: 413, BATCH_TOO_LARGE: 413, BODY_TOO_LARGE: 413,
     UNSUPPORTED_MEDIA_TYPE: 415,
     UNROUTABLE: 422,
     QUEUE_FULL: 429,
     INTERNAL_ERROR: 500, STORAGE_ERROR: 500, CORRUPT_CHUNK: 500, METADATA_ERROR: 500,
+    SMTP_FAILED: 502,
     UNAVAILABLE: 503, OVERLOADED: 503,
     STORAGE_FULL: 507,
 }

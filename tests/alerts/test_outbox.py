@@ -81,7 +81,7 @@ def test_test_email_reports_the_servers_answer(tmp_path: Path, mailbox: Mailbox)
             shown = await run.call("GET", "/api/v1/alerts/settings")
             assert shown["smtp"]["password_set"] is True and "s3cret-pw" not in str(shown)
             r = await run.http.post("/api/v1/alerts/test-email", json={"to": ["not an address"]})
-            assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"
+            assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_body"
 
     asyncio.run(scenario())
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -24,3 +24,24 @@ def api(shared_server: ServerProcess) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=shared_server.url, timeout=30) as client:
         yield client
 
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def local_api(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """The whole app (lifespan, auth on) in process over httpx.ASGITransport, as an admin token."""
+    from chunkmq.config import Settings
+    from chunkmq.main import create_app
+
+    settings = Settings(data_dir=tmp_path / "data", chunk_size=1 << 20, index_chunk_entries=1000)
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        token = (settings.data_dir / "admin-token").read_text().strip()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://local/api/v1",
+                                     headers={"authorization": f"Bearer {token}"}) as client:
+            client.app = application  # type: ignore[attr-defined]
+            yield client

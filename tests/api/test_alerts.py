@@ -154,9 +154,9 @@ def test_bad_rules_are_refused_with_the_error_shape(tmp_path: Path) -> None:
                          {"kind": "lag_messages", "threshold": 1, "for_seconds": "soon"}):
                 r = await run.http.post("/api/v1/alerts/rules", json=body)
                 assert r.status_code == 400, (body, r.text)
-                assert r.json()["error"]["code"] == "invalid_request" and r.json()["error"]["message"]
+                assert r.json()["error"]["code"] == "invalid_body" and r.json()["error"]["message"]
             r = await run.http.post("/api/v1/alerts/rules", content=b"{not json")
-            assert r.status_code == 400
+            assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_body"
             for rule_id in ("0", "99999999999999999999999", "x"):
                 r = await run.http.put(f"/api/v1/alerts/rules/{rule_id}", json={"kind": "disk", "threshold": 90})
                 assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"

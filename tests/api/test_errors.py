@@ -1,5 +1,6 @@
-"""The error map (app/api/errors.py): every exception class of app/storage, app/meta and app/broker
-has an entry, and each reaches a client as API.md's error shape with the status of its code."""
+"""The error map (app/api/errors.py): every exception class of app/storage, app/meta, app/broker,
+app/alerts, app/auth and app/spark has an entry, and each reaches a client as API.md's error shape
+with the status of its code."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from chunkmq.api import errors
 from chunkmq.broker.errors import BrokerError
 from chunkmq.wire import codes
 
-LAYERS = ("chunkmq.storage", "chunkmq.meta", "chunkmq.broker")
+LAYERS = ("chunkmq.storage", "chunkmq.meta", "chunkmq.broker", "chunkmq.alerts", "chunkmq.auth", "chunkmq.spark")
 
 
 def _modules(package: str) -> list[ModuleType]:
@@ -32,7 +33,7 @@ def _modules(package: str) -> list[ModuleType]:
 
 
 def exception_classes() -> list[type[BaseException]]:
-    """Every public exception class defined (not just imported) in the three layers. A private one
+    """Every public exception class defined (not just imported) in the layers. A private one
     (`_Name`, such as the collector's `_Aborted`) is caught inside its own module and never reaches
     a request."""
     classes: dict[str, type[BaseException]] = {}
@@ -47,7 +48,8 @@ def exception_classes() -> list[type[BaseException]]:
 
 def test_the_walk_finds_the_known_classes() -> None:
     names = {cls.__name__ for cls in exception_classes()}
-    assert {"CorruptChunk", "UnknownQueue", "AlreadyExists", "InvalidValue", "QueueFull", "Forbidden"} <= names
+    assert {"CorruptChunk", "UnknownQueue", "AlreadyExists", "InvalidValue", "QueueFull", "Forbidden",
+            "RuleNotFound", "MailError", "InvalidPattern", "OptionError", "ChunkmqError", "DataLoss"} <= names
 
 
 @pytest.mark.parametrize("cls", exception_classes(), ids=lambda c: f"{c.__module__}.{c.__name__}")
@@ -61,7 +63,7 @@ def test_every_exception_class_has_a_mapping(cls: type[BaseException]) -> None:
 
 
 def _instance(cls: type[BaseException]) -> BaseException:
-    for args in (("boom",), (7,)):
+    for args in (("boom",), (7,), ("read", "(", "boom"), (502, codes.QUEUE_NOT_FOUND, "boom")):
         try:
             return cls(*args)
         except TypeError:
@@ -105,13 +107,18 @@ def test_most_specific_entry_wins_and_entities_refine_not_found() -> None:
     assert "/secret/path" not in internal.message  # server details stay in the log
 
 
-def test_every_code_the_source_uses_is_in_the_table() -> None:
+def test_every_code_is_a_constant_of_the_table() -> None:
+    """No error code is written as a string where it is used: each is a name of app/wire/codes.py,
+    and every name there has a status."""
     root = Path(chunkmq.__file__).parent
     used: set[str] = set()
     for path in root.rglob("*.py"):
-        used |= set(re.findall(r'\bcode="([a-z_]+)"', path.read_text()))
-    assert used, "the scan found nothing"
-    assert used <= codes.STATUS.keys(), used - codes.STATUS.keys()
+        text = path.read_text()
+        assert not re.findall(r'\bcode\s*=\s*"[a-z_]+"', text), f"{path}: a code written as a string"
+        used |= set(re.findall(r"\bcodes\.([A-Z][A-Z_]+)\b", text))
+    assert len(used) > 20, "the scan found too little"
+    assert used - {"STATUS"} <= {name for name in dir(codes) if name.isupper()}, used
     for name in dir(codes):
         if name.isupper() and name != "STATUS":
             assert getattr(codes, name) in codes.STATUS, name
+    assert len(set(codes.STATUS)) == len([n for n in dir(codes) if n.isupper() and n != "STATUS"])  # unique

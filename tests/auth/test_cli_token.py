@@ -50,7 +50,7 @@ def test_create_list_delete(tmp_path: Path) -> None:
         assert [t.name for t in meta.list_tokens()] == ["ops"]
 
     again = _chunkmq("delete", str(row.id), "--data-dir", str(data_dir), cwd=tmp_path)
-    assert again.returncode == 1 and f"no token with id {row.id}" in again.stderr
+    assert again.returncode == 1 and f"token {row.id} does not exist (token_not_found)" in again.stderr
 
 
 def test_invalid_pattern_is_a_clear_error(tmp_path: Path) -> None:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from chunkmq.api.errors import api_error
 from chunkmq.storage import FsyncMode, NewMessage, StorageFull, Store, StoreOptions
+from chunkmq.wire import codes
 
 OPTIONS = StoreOptions(
     chunk_size=64 * 1024,
@@ -44,7 +46,8 @@ def test_disk_full_leaves_the_store_consistent(small_disk: Path) -> None:
             s.append(_batch(stored))
             s.durable(s.end_position).result()
             stored += 1
-    assert info.value.code == "storage_full" and info.value.status == 507
+    error = api_error(info.value)  # the API's one map: 507 storage_full
+    assert (error.code, error.status) == (codes.STORAGE_FULL, 507)
     assert stored > 5
     end = s.end_position
     nexts = [s.next_offset(q) for q in range(3)]

@@ -1,0 +1,61 @@
+"""A queue's settings and in-memory state (app/broker/queue.py): every field validated with a message
+naming it, absent fields kept from the base, and notify() waking every waiter once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from chunkmq.broker.errors import InvalidInput
+from chunkmq.broker.queue import Overflow, Queue, QueueSettings
+
+
+def test_defaults_and_a_round_trip_through_as_dict() -> None:
+    settings = QueueSettings.parse({})
+    assert settings == QueueSettings() and settings.overflow is Overflow.DROP_HEAD
+    full = QueueSettings.parse({"max_messages": 10, "max_bytes": 2**63 - 1, "max_age_seconds": 60,
+                                "overflow": "reject_publish", "dead_letter_exchange": "dlx",
+                                "dead_letter_routing_key": "dead", "max_deliveries": 3, "ack_timeout_ms": 1})
+    assert full.overflow is Overflow.REJECT_PUBLISH
+    assert QueueSettings.parse(full.as_dict()) == full
+    assert full.as_dict()["overflow"] == "reject_publish"  # a plain value, as stored
+
+
+def test_absent_fields_keep_the_base() -> None:
+    base = QueueSettings.parse({"max_messages": 10, "max_deliveries": 2})
+    changed = QueueSettings.parse({"max_messages": None}, base)
+    assert changed.max_messages is None and changed.max_deliveries == 2
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"max_messages": 0}, "max_messages"), ({"max_bytes": 2**63}, "max_bytes"),
+    ({"max_age_seconds": 1.5}, "max_age_seconds"), ({"max_deliveries": True}, "max_deliveries"),
+    ({"ack_timeout_ms": 0}, "ack_timeout_ms"), ({"ack_timeout_ms": 86_400_001}, "ack_timeout_ms"),
+    ({"overflow": "drop_tail"}, "overflow"), ({"dead_letter_exchange": "bad/name"}, "dead_letter_exchange"),
+    ({"dead_letter_routing_key": "k" * 256}, "dead_letter_routing_key"),
+    ({"dead_letter_routing_key": 5}, "dead_letter_routing_key"),
+])
+def test_each_bad_field_is_named(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput, match=field):
+        QueueSettings.parse(body)
+
+
+def test_the_default_exchange_may_take_dead_letters() -> None:
+    assert QueueSettings.parse({"dead_letter_exchange": ""}).dead_letter_exchange == ""
+    assert QueueSettings.parse({"dead_letter_exchange": "amq.default"}).dead_letter_exchange == "amq.default"
+
+
+def test_notify_wakes_every_waiter_and_rearms() -> None:
+    async def main() -> None:
+        queue = Queue(1, "orders.eu", QueueSettings())
+        assert queue.name_json == b'"orders.eu"'
+        first = queue.arrived
+        waiters = [asyncio.create_task(first.wait()) for _ in range(3)]
+        await asyncio.sleep(0)
+        queue.notify()
+        await asyncio.wait_for(asyncio.gather(*waiters), 1)
+        assert queue.arrived is not first and not queue.arrived.is_set()
+
+    asyncio.run(main())

@@ -1,0 +1,152 @@
+"""The flusher thread (app/storage/flusher.py) over a real file: group commit resolves a waiter only
+once its position is fsynced, concurrent writers share fsyncs, a failed fsync reaches the waiters
+without killing the thread, INTERVAL syncs with nobody waiting, and the checkpoint runs on time."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from chunkmq.storage.errors import StoreClosed
+from chunkmq.storage.flusher import Flusher
+from chunkmq.storage.model import FsyncMode
+
+
+class Log:
+    """A real append-only file: `sync` fdatasyncs it and answers the position now durable."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+        self.written = 0
+        self.fail_next = 0
+        self.checkpoints = 0
+        self.lock = threading.Lock()
+
+    def append(self, data: bytes) -> int:
+        with self.lock:
+            os.write(self.fd, data)
+            self.written += len(data)
+            return self.written
+
+    def sync(self) -> int:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise OSError(5, "Input/output error")
+        end = self.written  # read before the fsync: what it covers at least
+        os.fdatasync(self.fd)
+        return end
+
+    def checkpoint(self) -> None:
+        self.checkpoints += 1
+        if self.checkpoints == 1:
+            raise RuntimeError("the first checkpoint fails")
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[Log]:
+    log = Log(tmp_path / "log")
+    yield log
+    os.close(log.fd)
+
+
+def _flusher(log: Log, mode: FsyncMode = FsyncMode.ALWAYS, interval: float = 60.0, checkpoint: float = 60.0) -> Flusher:
+    flusher = Flusher(mode, interval, checkpoint, log.sync, log.checkpoint)
+    flusher.start(0)
+    return flusher
+
+
+def test_a_position_already_synced_resolves_at_once(log: Log) -> None:
+    flusher = Flusher(FsyncMode.ALWAYS, 60.0, 60.0, log.sync, log.checkpoint)
+    flusher.start(100)
+    try:
+        assert flusher.durable(100).done() and flusher.syncs == 0
+    finally:
+        flusher.stop()
+
+
+def test_group_commit_resolves_after_an_fsync_that_covers_the_position(log: Log) -> None:
+    flusher = _flusher(log)
+    try:
+        end = log.append(b"x" * 1000)
+        flusher.durable(end).result(timeout=10)
+        assert flusher.synced >= end and flusher.syncs >= 1
+    finally:
+        flusher.stop()
+
+
+def test_concurrent_writers_share_fsyncs(log: Log) -> None:
+    flusher = _flusher(log)
+    futures: list[Future[None]] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        for _ in range(50):
+            fut = flusher.durable(log.append(b"y" * 100))
+            with lock:
+                futures.append(fut)
+
+    threads = [threading.Thread(target=writer) for _ in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        for fut in futures:
+            fut.result(timeout=10)
+        assert flusher.synced == log.written == 8 * 50 * 100
+        assert flusher.syncs < len(futures)  # waiters that arrived during an fsync shared the next
+    finally:
+        flusher.stop()
+
+
+def test_a_failed_fsync_fails_its_waiters_and_the_next_one_works(log: Log) -> None:
+    flusher = _flusher(log)
+    try:
+        log.fail_next = 1
+        with pytest.raises(OSError, match="Input/output error"):
+            flusher.durable(log.append(b"z")).result(timeout=10)
+        assert flusher.synced == 0  # nothing was claimed durable
+        flusher.durable(log.append(b"z")).result(timeout=10)
+        assert flusher.synced == 2
+    finally:
+        flusher.stop()
+
+
+def test_interval_mode_syncs_with_nobody_waiting_and_the_checkpoint_survives_a_failure(log: Log) -> None:
+    flusher = _flusher(log, FsyncMode.INTERVAL, interval=0.02, checkpoint=0.05)
+    try:
+        log.append(b"w" * 10)
+        deadline = time.monotonic() + 10
+        while (flusher.synced < 10 or log.checkpoints < 2) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert flusher.synced == 10
+        assert log.checkpoints >= 2  # the first one raised; the thread went on
+    finally:
+        flusher.stop()
+
+
+def test_always_mode_does_not_sync_without_waiters(log: Log) -> None:
+    flusher = _flusher(log, FsyncMode.ALWAYS, interval=0.01, checkpoint=60.0)
+    try:
+        log.append(b"v")
+        time.sleep(0.1)
+        assert flusher.syncs == 0 and flusher.synced == 0
+    finally:
+        flusher.stop()
+
+
+def test_stop_syncs_the_waiters_left_and_refuses_new_ones(log: Log) -> None:
+    flusher = Flusher(FsyncMode.NEVER, 60.0, 60.0, log.sync, log.checkpoint)
+    flusher.start(0)
+    waiting = flusher.durable(log.append(b"t"))
+    flusher.stop()
+    assert waiting.result(timeout=0) is None and flusher.synced == 1  # resolved before stop returned
+    assert flusher.durable(1).done()  # at or below synced: nothing to wait for
+    with pytest.raises(StoreClosed):
+        flusher.durable(log.append(b"u")).result(timeout=1)

@@ -1,0 +1,43 @@
+"""The storage engine's value types (app/storage/model.py): batches as columns, what an append
+stored, the tag hash, and chunk states as a store reports them."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+from chunkmq.storage import ChunkState, NewMessage, Store, tag_hash
+from chunkmq.storage.model import AppendedBatch, MessageColumns
+
+
+def test_message_columns_leave_out_fields_no_message_has() -> None:
+    plain = MessageColumns.of([NewMessage(b"a", [1]), NewMessage(b"b", [1, 2])])
+    assert (plain.data, plain.queues, plain.tags, plain.idempotency_keys, plain.flags) == (
+        [b"a", b"b"], [[1], [1, 2]], None, None, None)
+    tagged = MessageColumns.of([NewMessage(b"a", [1], tag=b"t"), NewMessage(b"b", [1], flags=3)])
+    assert tagged.tags == [b"t", b""] and tagged.flags == [0, 3] and len(tagged) == 2
+
+
+def test_appended_batch_views_by_message() -> None:
+    one_each = AppendedBatch(5, [100, 140], [1, 1], [7, 8])
+    assert [(a.position, a.timestamp, a.offsets) for a in one_each] == [(100, 5, [(1, 7)]), (140, 5, [(1, 8)])]
+    fanned = AppendedBatch(5, [100, 140], [1, 2, 3], [7, 0, 9], counts=[2, 1])
+    assert fanned.placements == [[(1, 7), (2, 0)], [(3, 9)]] and fanned[1].offsets == [(3, 9)]
+
+
+def test_tag_hash_is_never_zero_for_a_tag() -> None:
+    assert tag_hash(b"") == 0
+    assert tag_hash(b"red") == zlib.crc32(b"red")
+    assert all(tag_hash(bytes([i])) != 0 for i in range(256))
+
+
+def test_chunk_states_as_the_store_reports_them(open_store: Callable[..., Store]) -> None:
+    store = open_store()
+    store.create_queue(1)
+    assert store.chunks() == [] or all(c.state is ChunkState.ACTIVE for c in store.chunks())
+    for _ in range(10):  # 8 KiB chunks: several roll over
+        store.append([NewMessage(b"x" * 500, [1]) for _ in range(10)])
+    states = [c.state for c in store.chunks()]
+    assert len(states) > 2 and states[-1] is ChunkState.ACTIVE
+    assert set(states[:-1]) == {ChunkState.SEALED}
+    assert ChunkState.SEALED == "sealed"  # a StrEnum: JSON and templates show the plain word

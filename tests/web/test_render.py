@@ -1,0 +1,54 @@
+"""Rendering helpers of the console (app/web/render.py): the display filters, autoescaping of every
+template, and the security headers on every page."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from fastapi import FastAPI
+
+from chunkmq.web.render import (
+    CSP,
+    DASH,
+    env,
+    epoch_ms,
+    human_bytes,
+    human_seconds,
+    number,
+    segment,
+    when,
+)
+from tests.web.conftest import Console
+
+pytestmark = pytest.mark.anyio
+
+
+def test_human_bytes() -> None:
+    assert [human_bytes(n) for n in (None, 0, 1023, 1024, 1536, 5 * 2**30, 3 * 2**50)] == [
+        DASH, "0 B", "1023 B", "1.0 KiB", "1.5 KiB", "5.0 GiB", "3072.0 TiB"]
+
+
+def test_human_seconds() -> None:
+    assert [human_seconds(s) for s in (None, 0.25, 12, 75, 3 * 3600 + 120, 2 * 86400 + 5 * 3600)] == [
+        DASH, "0.2 s", "12 s", "1 min 15 s", "3 h 2 min", "2 d 5 h"]
+
+
+def test_numbers_times_and_segments() -> None:
+    assert [number(n) for n in (None, 1234567, 2.0, 2.25)] == [DASH, "1,234,567", "2", "2.2"]
+    assert epoch_ms(0) == DASH and epoch_ms(1_700_000_000_123) == "2023-11-14 22:13:20.123 UTC"
+    assert when(None) == "never"
+    assert when(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)) == "2026-01-02 03:04:05 UTC"
+    assert segment("a b/c:d") == "a%20b%2Fc%3Ad"
+
+
+def test_every_template_escapes_its_values() -> None:
+    assert env.autoescape is True
+    assert env.from_string("{{ v }}").render(v="<script>x</script>") == "&lt;script&gt;x&lt;/script&gt;"
+
+
+async def test_pages_carry_the_security_headers(console: Console, app: FastAPI) -> None:
+    page = await console.get("/")
+    assert page.status_code == 200
+    assert page.headers["content-security-policy"] == CSP and "script-src 'self'" in CSP
+    assert page.headers["x-content-type-options"] == "nosniff" and page.headers["cache-control"] == "no-store"
