@@ -202,14 +202,23 @@ def queues_figure(sizes: list[int], samples: int) -> list[dict[str, Any]]:
 
 
 async def _open_websockets(url: str, n: int, parallel: int = 200) -> list[Any]:
+    """`n` consume streams granting credit on an empty queue, each handshake tried up to 3 times (on a
+    loaded machine the server may drop a connection whose handshake it could not read in time)."""
     from websockets.asyncio.client import connect
 
     sem = asyncio.Semaphore(parallel)
 
     async def one(i: int) -> Any:
         async with sem:
-            ws = await connect(f"{url}/api/v1/queues/idle/groups/g/stream?consumer=c{i}", max_size=2**20,
-                               ping_interval=None, open_timeout=120)
+            for attempt in range(3):
+                try:
+                    ws = await connect(f"{url}/api/v1/queues/idle/groups/g/stream?consumer=c{i}", max_size=2**20,
+                                       ping_interval=None, open_timeout=120, compression=None)
+                    break
+                except Exception:
+                    if attempt == 2:
+                        raise
+                    RETRIES[0] += 1
             await ws.send(b'{"type":"credit","n":10}')
             return ws
 
@@ -231,6 +240,9 @@ async def _open_long_polls(port: int, n: int, wait_ms: int, parallel: int = 200)
             return writer
 
     return list(await asyncio.gather(*(one() for _ in range(n))))
+
+
+RETRIES = [0]  # handshakes tried again, over the run
 
 
 def _cpu_percent(srv: LimitServer, seconds: float) -> float:
@@ -268,7 +280,7 @@ async def _connections(srv: LimitServer, sizes: list[int], idle: float, kind: st
         after = await asyncio.to_thread(_settle_rss, srv, 3.0)
         row = {"figure": "connections", "kind": kind, "connections": n, "accept_s": round(accept, 2),
                "rss_before_mb": mb(base), "rss_held_mb": mb(held), "kb_per_connection": round((held - base) / n / 1000, 1),
-               "idle_cpu_percent": cpu, "close_s": round(close, 2), "rss_after_close_mb": mb(after)}
+               "idle_cpu_percent": cpu, "close_s": round(close, 2), "rss_after_close_mb": mb(after), "handshake_retries": RETRIES[0]}
         if kind == "websocket":  # the same number again: is the memory the first ones left reused?
             conns = await _open_websockets(ws_url, n)
             await asyncio.sleep(2)
