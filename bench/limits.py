@@ -173,9 +173,9 @@ def console(srv: LimitServer) -> Iterator[httpx.Client]:
         yield client
 
 
-def queues_figure(sizes: list[int], samples: int) -> list[dict[str, Any]]:
+def queues_figure(sizes: list[int], samples: int, idle: float, env: dict[str, str]) -> list[dict[str, Any]]:
     out = []
-    with server() as srv:
+    with server(env) as srv:
         declared = 0
         for size in sizes:
             with httpx.Client(base_url=srv.url, timeout=600) as client:
@@ -186,6 +186,7 @@ def queues_figure(sizes: list[int], samples: int) -> list[dict[str, Any]]:
                 declared = size
                 row.update(publish_pull_latency(client, size, samples))
                 row["rss_mb"] = mb(srv.rss_bytes())
+                row["idle_cpu_percent"] = _cpu_percent(srv, idle)  # the rounds over every queue and group
                 with console(srv) as browser:
                     row["console_queues_ms"] = page_ms(browser, "/queues")
                     row["console_dashboard_ms"] = page_ms(browser, "/")
@@ -194,7 +195,7 @@ def queues_figure(sizes: list[int], samples: int) -> list[dict[str, Any]]:
                 row["list_api_ms"] = round((time.perf_counter() - t0) * 1000, 1)
             row["restart_to_ready_s"] = round(srv.restart(), 2)
             row["rss_after_restart_mb"] = mb(srv.rss_bytes())
-            out.append(emit(row))
+            out.append(emit({**row, "env": env}))
     return out
 
 
@@ -428,6 +429,8 @@ def main(argv: list[str] | None = None) -> None:
     q = sub.add_parser("queues", help="declare queues with one group each: latency, restart, RSS, console")
     q.add_argument("--sizes", type=_ints, default=[100, 500], help="comma list, cumulative (default 100,500)")
     q.add_argument("--samples", type=int, default=50, help="single publishes + pulls per size")
+    q.add_argument("--idle-seconds", type=float, default=2.0, help="window for the idle CPU at each size")
+    q.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra server environment")
     c = sub.add_parser("connections", help="idle WebSocket consumers and long polls")
     c.add_argument("--sizes", type=_ints, default=[20, 50])
     c.add_argument("--idle-seconds", type=float, default=2.0, help="window for the idle CPU")
@@ -454,7 +457,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     emit({"figure": args.figure, "cpu": cpu_model(), "cores": os.cpu_count(), "python": sys.version.split()[0]})
     if args.figure == "queues":
-        queues_figure(args.sizes, args.samples)
+        queues_figure(args.sizes, args.samples, args.idle_seconds, dict(item.split("=", 1) for item in args.env))
     elif args.figure == "connections":
         env = dict(item.split("=", 1) for item in args.env)
         connections_figure(args.sizes, args.idle_seconds, args.kinds.split(","), env)
