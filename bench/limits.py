@@ -1,9 +1,9 @@
 """The limits of one node, one command per figure (docs/scaling.md).
 
-    python -m bench.limits queues      [--sizes 10000,50000,100000] [--samples 300]
-    python -m bench.limits connections [--sizes 1000,5000,10000] [--idle-seconds 10]
+    python -m bench.limits queues      [--sizes 1000,3000] [--samples 100] [--idle-seconds 10] [--env K=V]
+    python -m bench.limits connections [--sizes 1000,5000,10000] [--idle-seconds 10] [--kinds websocket,longpoll]
     python -m bench.limits backlog     [--minutes 15] [--messages 100000000] [--clients 2]
-    python -m bench.limits sustained   [--minutes 30] [--fraction 0.8] [--window 30]
+    python -m bench.limits sustained   [--minutes 30] [--window 60] [--batch 1000] [--fraction 0.8]
 
 Each starts its own `chunkmq serve` (auth off, 127.0.0.1, fsync=interval) on a temporary data
 directory, deletes the directory after, and prints one JSON line per measurement (then a summary).
