@@ -162,6 +162,9 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         ws=_websocket_protocol(),
         # A publish-stream frame may carry a whole batch; uvicorn's default would cap it at 16 MiB.
         ws_max_size=settings.max_batch_bytes + 1024 * 1024,
+        # No permessage-deflate: its zlib state costs about 35 KB per connection, most of an idle
+        # consumer's memory (docs/scaling.md), and CPU on every frame; clients offering it get plain frames.
+        ws_per_message_deflate=False,
         ws_ping_interval=settings.ws_ping_interval,
         ws_ping_timeout=settings.ws_ping_timeout,
         log_level=settings.log_level,
