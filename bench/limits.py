@@ -279,7 +279,7 @@ async def _connections(srv: LimitServer, sizes: list[int], idle: float, kind: st
                 w.close()
         close = time.perf_counter() - t0
         after = await asyncio.to_thread(_settle_rss, srv, 3.0)
-        row = {"figure": "connections", "kind": kind, "connections": n, "accept_s": round(accept, 2),
+        row = {"figure": "connections", "kind": kind, "connections": n, "accept_s": round(accept, 3),
                "rss_before_mb": mb(base), "rss_held_mb": mb(held), "kb_per_connection": round((held - base) / n / 1000, 1),
                "idle_cpu_percent": cpu, "close_s": round(close, 2), "rss_after_close_mb": mb(after), "handshake_retries": RETRIES[0]}
         if kind == "websocket":  # the same number again: is the memory the first ones left reused?

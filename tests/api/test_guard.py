@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from chunkmq.api.guard import LocalChecks, LocalOnly
+from chunkmq.api.guard import Guard, LocalChecks
 from chunkmq.wire import codes
 
 
@@ -18,8 +18,8 @@ async def ok(_: object) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-APP = LocalOnly(Starlette(routes=[Route("/api/v1/queues/q", ok, methods=["GET", "PUT"]), Route("/", ok)]),
-                LocalChecks("127.0.0.1"))
+APP = Guard(Starlette(routes=[Route("/api/v1/queues/q", ok, methods=["GET", "PUT"]), Route("/", ok)]),
+            [LocalChecks("127.0.0.1").check])
 
 
 def _answers(requests: list[tuple[str, str, dict[str, str]]]) -> list[tuple[int, str]]:

@@ -37,7 +37,7 @@ def test_connections(capsys: pytest.CaptureFixture[str]) -> None:
     rows = _rows(capsys, ["connections", "--sizes", "5", "--idle-seconds", "0.3"])
     assert [(r["kind"], r["connections"]) for r in rows] == [("websocket", 5), ("longpoll", 5)]
     for row in rows:
-        assert row["rss_held_mb"] > 10 and row["accept_s"] > 0 and row["idle_cpu_percent"] >= 0
+        assert row["rss_held_mb"] > 10 and row["accept_s"] >= 0 and row["idle_cpu_percent"] >= 0
     assert rows[0]["rss_reopened_mb"] > 10
 
 

@@ -47,15 +47,18 @@ def test_the_default_exchange_may_take_dead_letters() -> None:
     assert QueueSettings.parse({"dead_letter_exchange": "amq.default"}).dead_letter_exchange == "amq.default"
 
 
-def test_notify_wakes_every_waiter_and_rearms() -> None:
+def test_notify_wakes_every_waiter_and_the_next_arrival_is_rearmed() -> None:
     async def main() -> None:
         queue = Queue(1, "orders.eu", QueueSettings())
         assert queue.name_json == b'"orders.eu"'
-        first = queue.arrived
+        first = queue.arrival()
+        assert queue.arrival() is first  # not set yet: waiters share it
         waiters = [asyncio.create_task(first.wait()) for _ in range(3)]
         await asyncio.sleep(0)
         queue.notify()
+        queue.notify()  # a publish with nobody waiting costs no new Event
         await asyncio.wait_for(asyncio.gather(*waiters), 1)
-        assert queue.arrived is not first and not queue.arrived.is_set()
+        again = queue.arrival()
+        assert again is not first and not again.is_set()
 
     asyncio.run(main())

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from chunkmq.web.render import (
     CSP,
     DASH,
-    env,
+    environment,
     epoch_ms,
     human_bytes,
     human_seconds,
@@ -43,8 +43,8 @@ def test_numbers_times_and_segments() -> None:
 
 
 def test_every_template_escapes_its_values() -> None:
-    assert env.autoescape is True
-    assert env.from_string("{{ v }}").render(v="<script>x</script>") == "&lt;script&gt;x&lt;/script&gt;"
+    assert environment().autoescape is True
+    assert environment().from_string("{{ v }}").render(v="<script>x</script>") == "&lt;script&gt;x&lt;/script&gt;"
 
 
 async def test_pages_carry_the_security_headers(console: Console, app: FastAPI) -> None:
