@@ -58,8 +58,9 @@ def default_consumer_id() -> str:
     return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-class AsyncConsumer:
-    """An async iterator of the messages of one consumer group (see the module docstring)."""
+class _Stream:
+    """What the async and the blocking consumer hold alike: the group's stream URL, the credit, and
+    the messages between the socket and the loop."""
 
     def __init__(self, url: str, token: str | None, queue: str, group: str, *, consumer: str | None = None,
                  credit: int = 1000, auto_ack: bool = True, retry_for: float = 60.0) -> None:
@@ -75,7 +76,6 @@ class AsyncConsumer:
         self._token = token
         self._url = ws_url(url, f"/api/v1/queues/{queue}/groups/{group}/stream",
                            {"consumer": self.consumer, "resume": "true", "format": "binary"})
-        self._ws: ClientConnection | None = None
         self._buffer: deque[Message] = deque()
         self._current: Message | None = None  # handed to the loop, acked when it asks for the next
         self._acks: list[int] = []  # done, not yet sent
@@ -83,6 +83,12 @@ class AsyncConsumer:
         self._refill_at = max(1, credit // 2)
         self._flushed = time.monotonic()
         self._closed = False
+
+
+class AsyncConsumer(_Stream):
+    """An async iterator of the messages of one consumer group (see the module docstring)."""
+
+    _ws: ClientConnection | None = None
 
     async def __aenter__(self) -> AsyncConsumer:
         await self._connect()
@@ -232,7 +238,7 @@ class AsyncConsumer:
         await self._connect()
 
 
-class Consumer:
+class Consumer(_Stream):
     """The blocking twin of AsyncConsumer (`Client.consume`): the same credit, acks and reconnects,
     on websockets' blocking client, so taking a message never waits for another thread.
 
@@ -244,28 +250,7 @@ class Consumer:
     exception in the loop body (Ctrl-C included) hands that message back, as in the async consumer.
     """
 
-    def __init__(self, url: str, token: str | None, queue: str, group: str, *, consumer: str | None = None,
-                 credit: int = 1000, auto_ack: bool = True, retry_for: float = 60.0) -> None:
-        if not 1 <= credit <= 1_000_000:
-            raise ValueError("credit must be from 1 to 1000000")
-        self.queue = queue
-        self.group = group
-        self.consumer = consumer or default_consumer_id()
-        self.credit = credit
-        self.auto_ack = auto_ack
-        self.retry_for = retry_for
-        self.reconnects = 0
-        self._token = token
-        self._url = ws_url(url, f"/api/v1/queues/{queue}/groups/{group}/stream",
-                           {"consumer": self.consumer, "resume": "true", "format": "binary"})
-        self._ws: SyncConnection | None = None
-        self._buffer: deque[Message] = deque()
-        self._current: Message | None = None
-        self._acks: list[int] = []
-        self._taken = 0
-        self._refill_at = max(1, credit // 2)
-        self._flushed = time.monotonic()
-        self._closed = False
+    _ws: SyncConnection | None = None
 
     def __enter__(self) -> Consumer:
         self._connect()
