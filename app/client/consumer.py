@@ -84,6 +84,33 @@ class _Stream:
         self._flushed = time.monotonic()
         self._closed = False
 
+    def _move_on(self) -> None:
+        """The loop asks for another message (or stops): the one it had is done."""
+        if self._current is not None:
+            self._acks.append(self._current.offset)
+            self._current = None
+
+    def _take(self) -> tuple[Message, bool]:
+        """The next buffered message, and whether acks or credit are due to be sent now."""
+        message = self._buffer.popleft()
+        self._taken += 1
+        if self.auto_ack:
+            self._current = message
+        due = self._taken >= self._refill_at or bool(self._acks and time.monotonic() - self._flushed > ACK_EVERY_S)
+        return message, due
+
+    def _closing(self) -> bool:
+        """Mark the consumer closed, the current message done; False when it already was closed."""
+        if self._closed:
+            return False
+        self._move_on()
+        self._closed = True
+        return True
+
+
+def _offsets(messages: Iterable[Message | int]) -> list[int]:
+    return [m if isinstance(m, int) else m.offset for m in messages]
+
 
 class AsyncConsumer(_Stream):
     """An async iterator of the messages of one consumer group (see the module docstring)."""
@@ -113,9 +140,7 @@ class AsyncConsumer(_Stream):
         or the consumer is closed. Moving on acks the message before (auto_ack), as the loop does."""
         if self._ws is None and not self._closed:
             raise RuntimeError("the consumer is not open: iterate it inside its `with` (or `async with`) block")
-        if self._current is not None:
-            self._acks.append(self._current.offset)
-            self._current = None
+        self._move_on()
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._buffer:
             if self._closed:
@@ -125,19 +150,16 @@ class AsyncConsumer(_Stream):
             if left is not None and left <= 0:
                 return None
             await self._receive(left)
-        message = self._buffer.popleft()
-        self._taken += 1
-        if self._taken >= self._refill_at or (self._acks and time.monotonic() - self._flushed > ACK_EVERY_S):
+        message, due = self._take()
+        if due:
             await self._flush()
-        if self.auto_ack:
-            self._current = message
         return message
 
     # ------------------------------------------------------------------ manual acknowledgements
 
     async def ack(self, messages: Iterable[Message | int]) -> None:
         """Acknowledge messages (or offsets); sent now, or after a reconnect if the socket is down."""
-        self._acks.extend(m if isinstance(m, int) else m.offset for m in messages)
+        self._acks.extend(_offsets(messages))
         await self._flush()
 
     async def ack_up_to(self, offset: int) -> None:
@@ -147,17 +169,12 @@ class AsyncConsumer(_Stream):
     async def nack(self, messages: Iterable[Message | int], delay_ms: int = 0, *, requeue: bool = True) -> None:
         """Hand messages back for redelivery after delay_ms (dead-lettered past the queue's
         max_deliveries); `requeue=False` rejects them at once (to the dead-letter exchange, or dropped)."""
-        offsets = [m if isinstance(m, int) else m.offset for m in messages]
-        await self._send({"type": "nack", "offsets": offsets, "delay_ms": delay_ms, "requeue": requeue})
+        await self._send({"type": "nack", "offsets": _offsets(messages), "delay_ms": delay_ms, "requeue": requeue})
 
     async def close(self, requeue: bool = True) -> None:
         """Send pending acks, ask the server to hand unprocessed messages back (requeue), and close."""
-        if self._closed:
+        if not self._closing():
             return
-        if self._current is not None:
-            self._acks.append(self._current.offset)
-            self._current = None
-        self._closed = True
         ws = self._ws
         if ws is None:
             return
@@ -275,9 +292,7 @@ class Consumer(_Stream):
         or the consumer is closed. Moving on acks the message before (auto_ack), as the loop does."""
         if self._ws is None and not self._closed:
             raise RuntimeError("the consumer is not open: iterate it inside its `with` block")
-        if self._current is not None:
-            self._acks.append(self._current.offset)
-            self._current = None
+        self._move_on()
         if not self._buffer:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self._buffer:
@@ -288,17 +303,14 @@ class Consumer(_Stream):
                 if left is not None and left <= 0:
                     return None
                 self._receive(left)
-        message = self._buffer.popleft()
-        self._taken += 1
-        if self._taken >= self._refill_at or (self._acks and time.monotonic() - self._flushed > ACK_EVERY_S):
+        message, due = self._take()
+        if due:
             self._flush()
-        if self.auto_ack:
-            self._current = message
         return message
 
     def ack(self, messages: Iterable[Message | int]) -> None:
         """Acknowledge messages (or offsets): see AsyncConsumer.ack."""
-        self._acks.extend(m if isinstance(m, int) else m.offset for m in messages)
+        self._acks.extend(_offsets(messages))
         self._flush()
 
     def ack_up_to(self, offset: int) -> None:
@@ -307,17 +319,12 @@ class Consumer(_Stream):
 
     def nack(self, messages: Iterable[Message | int], delay_ms: int = 0, *, requeue: bool = True) -> None:
         """Hand messages back: see AsyncConsumer.nack."""
-        offsets = [m if isinstance(m, int) else m.offset for m in messages]
-        self._send({"type": "nack", "offsets": offsets, "delay_ms": delay_ms, "requeue": requeue})
+        self._send({"type": "nack", "offsets": _offsets(messages), "delay_ms": delay_ms, "requeue": requeue})
 
     def close(self, requeue: bool = True) -> None:
         """Send pending acks, ask the server to hand unprocessed messages back (requeue), and close."""
-        if self._closed:
+        if not self._closing():
             return
-        if self._current is not None:
-            self._acks.append(self._current.offset)
-            self._current = None
-        self._closed = True
         ws = self._ws
         if ws is None:
             return
