@@ -23,10 +23,9 @@ import shutil
 import statistics
 import struct
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ import orjson
 from bench.console import login
 from bench.peers.chunkmq import ChunkmqServer
 from bench.peers.process import ManagedProcess
+from bench.peers.server import run_when_up
 
 BATCH_TYPE = "application/vnd.chunkmq.batch"
 
@@ -98,17 +98,9 @@ class LimitServer(ChunkmqServer):
         return self.process.pid
 
 
-@contextmanager
-def server(env: dict[str, str] | None = None, workdir: Path | None = None) -> Iterator[LimitServer]:
-    """A started server on a fresh data directory, stopped and deleted afterwards."""
-    root = Path(tempfile.mkdtemp(prefix="chunkmq-limits-", dir=workdir))
-    srv = LimitServer(root, env)
-    try:
-        srv.start()
-        yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(root, ignore_errors=True)
+def server(env: dict[str, str] | None = None, workdir: Path | None = None) -> AbstractContextManager[LimitServer]:
+    """A started server on a fresh data directory (under `workdir`), stopped and deleted afterwards."""
+    return run_when_up(lambda root: LimitServer(root, env), prefix="chunkmq-limits-", parent=workdir)
 
 
 def mb(n: float) -> float:

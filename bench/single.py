@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -176,19 +174,6 @@ class ChunkmqAlways(ChunkmqServer):
 
     def __init__(self, workdir: Path) -> None:
         super().__init__(workdir, "always")
-
-
-@contextlib.contextmanager
-def run_when_up(make: Callable[[Path], Server]) -> Iterator[Server]:
-    """A server of its own, in a temporary directory, stopped and removed afterwards."""
-    workdir = Path(tempfile.mkdtemp(prefix="bench-w8-"))
-    server = make(workdir)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def ws_publish_frame(queue: str, size: int) -> bytes:

@@ -17,7 +17,7 @@ from typing import Any
 from bench.client import Phase, run_phase
 from bench.config import BIG_BATCH, Config
 from bench.metrics import METRICS, Sample
-from bench.peers.server import Server
+from bench.peers.server import Server, run_when_up
 from bench.profile import Profiler
 from bench.single import (
     ChunkmqAlways,
@@ -25,7 +25,6 @@ from bench.single import (
     Request,
     chunkmq_request,
     rabbitmq_request,
-    run_when_up,
     run_wrk,
     run_ws,
     ws_publish_frame,

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import shutil
+import tempfile
 import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from bench.peers.process import ManagedProcess, dir_bytes
 
@@ -102,3 +106,20 @@ class Server(ABC):
 
     def disk_bytes(self) -> int:
         return dir_bytes(self.data_dir)
+
+
+S = TypeVar("S", bound=Server)
+
+
+@contextlib.contextmanager
+def run_when_up(make: Callable[[Path], S], prefix: str = "bench-", parent: Path | None = None) -> Iterator[S]:
+    """A server of its own, in a temporary directory (under `parent`, or the system's), stopped and
+    removed afterwards."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    server = make(workdir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
