@@ -113,10 +113,22 @@ def _reject(frame: _Frame, error: BaseException) -> None:
 
 
 class _Frames:
-    """What both producers number: message idempotency keys (idempotent producers), JSON frames'
-    seq (once), binary frames' seq (per connection, reset by the owner on reconnect)."""
+    """What both producers hold alike: their settings and stream URL, and what they number:
+    message idempotency keys (idempotent producers), JSON frames' seq (once), binary frames' seq (per
+    connection, reset by the owner on reconnect)."""
 
-    def __init__(self, idempotent: bool) -> None:
+    def __init__(self, url: str, token: str | None, exchange: str, *, batch_size: int = 100,
+                 max_in_flight: int = 10, idempotent: bool = False, retry_for: float = 60.0) -> None:
+        if batch_size < 1 or max_in_flight < 1:
+            raise ValueError("batch_size and max_in_flight must be at least 1")
+        self.exchange = exchange
+        self.batch_size = batch_size
+        self.max_in_flight = max_in_flight
+        self.retry_for = retry_for
+        self.reconnects = 0
+        self._token = token
+        # format=binary: a batch whose messages need no JSON goes as a binary frame; JSON goes as text.
+        self._url = ws_url(url, f"/api/v1/exchanges/{exchange_path(exchange)}/stream", {"format": "binary"})
         self.idempotent = idempotent
         self._key_prefix = f"p-{secrets.token_hex(8)}-"
         self._keys = 0
@@ -146,17 +158,8 @@ class AsyncProducer(_Frames):
 
     def __init__(self, url: str, token: str | None, exchange: str, *, batch_size: int = 100,
                  max_in_flight: int = 10, idempotent: bool = False, retry_for: float = 60.0) -> None:
-        if batch_size < 1 or max_in_flight < 1:
-            raise ValueError("batch_size and max_in_flight must be at least 1")
-        super().__init__(idempotent)
-        self.exchange = exchange
-        self.batch_size = batch_size
-        self.max_in_flight = max_in_flight
-        self.retry_for = retry_for
-        self.reconnects = 0
-        self._token = token
-        # format=binary: a batch whose messages need no JSON goes as a binary frame; JSON goes as text.
-        self._url = ws_url(url, f"/api/v1/exchanges/{exchange_path(exchange)}/stream", {"format": "binary"})
+        super().__init__(url, token, exchange, batch_size=batch_size, max_in_flight=max_in_flight,
+                         idempotent=idempotent, retry_for=retry_for)
         self._waiting: deque[_Frame] = deque()  # not sent yet
         self._in_flight: deque[_Frame] = deque()  # sent, awaiting the confirm, in seq order
         self._unconfirmed = 0  # messages in both
@@ -392,16 +395,8 @@ class Producer(_Frames):
 
     def __init__(self, url: str, token: str | None, exchange: str, *, batch_size: int = 100,
                  max_in_flight: int = 10, idempotent: bool = False, retry_for: float = 60.0) -> None:
-        if batch_size < 1 or max_in_flight < 1:
-            raise ValueError("batch_size and max_in_flight must be at least 1")
-        super().__init__(idempotent)
-        self.exchange = exchange
-        self.batch_size = batch_size
-        self.max_in_flight = max_in_flight
-        self.retry_for = retry_for
-        self.reconnects = 0
-        self._token = token
-        self._url = ws_url(url, f"/api/v1/exchanges/{exchange_path(exchange)}/stream", {"format": "binary"})
+        super().__init__(url, token, exchange, batch_size=batch_size, max_in_flight=max_in_flight,
+                         idempotent=idempotent, retry_for=retry_for)
         self._ws: SyncConnection | None = None
         self._open_frame: _Frame | None = None  # single sends not yet sent
         self._in_flight: deque[_Frame] = deque()
