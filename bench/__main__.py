@@ -58,8 +58,8 @@ def parse(argv: list[str]) -> Config:
         p.error(f"unknown workloads {sorted(unknown)}")
     return Config(peers=a.peers, workloads=a.workloads, count=a.count, repeat=a.repeat,
                   latency_rate=a.latency_rate, latency_seconds=a.latency_seconds, batch=a.batch,
-                  pull=a.pull, backlog=a.backlog, max_seconds=a.max_seconds, fsync=a.fsync, timeout=a.timeout, out_dir=a.out,
-                  profile=a.profile, w8_conns=a.w8_conns, w8_seconds=a.w8_seconds)
+                  pull=a.pull, backlog=a.backlog, max_seconds=a.max_seconds, fsync=a.fsync, timeout=a.timeout,
+                  out_dir=a.out, profile=a.profile, w8_conns=a.w8_conns, w8_seconds=a.w8_seconds)
 
 
 def main(argv: list[str] | None = None) -> int:

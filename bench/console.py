@@ -158,8 +158,8 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="chunkmq-console-bench-")) / "data"
     port = free_port()
     env = {**os.environ, "CHUNKMQ_LOG_LEVEL": "warning", "CHUNKMQ_CONSOLE_REFRESH_SECONDS": str(args.refresh)}
-    server = subprocess.Popen([sys.executable, "-m", "chunkmq.cli", "serve", "--port", str(port), "--data-dir", str(data)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = [sys.executable, "-m", "chunkmq.cli", "serve", "--port", str(port), "--data-dir", str(data)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -210,7 +210,8 @@ def main() -> None:
                                     "tabs": args.tabs, "mode": args.mode}
             if requests:  # http mode counts the fragment requests
                 line["console_requests_per_s"] = round(requests / args.idle_seconds, 2)
-                line["server_cpu_ms_per_request"] = round((cpu["tabs"] - cpu["none"]) * args.idle_seconds / requests * 1000, 2)
+                busy = (cpu["tabs"] - cpu["none"]) * args.idle_seconds
+                line["server_cpu_ms_per_request"] = round(busy / requests * 1000, 2)
             print(orjson.dumps(line).decode(), flush=True)
         loads.append(os.getloadavg()[0])
         print(orjson.dumps({**summary(results), "tabs": args.tabs, "mode": args.mode,

@@ -76,8 +76,9 @@ class _Server:
         env = {**os.environ, "CHUNKMQ_AUTH": "off", "CHUNKMQ_LOG_LEVEL": "warning", "CHUNKMQ_CHUNK_SIZE": "1048576"}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "chunkmq.cli", "serve", "--port", str(self.port), "--data-dir", str(self.data_dir),
-                 "--fsync", self.fsync], env=env, stdout=log, stderr=subprocess.STDOUT,
+                [sys.executable, "-m", "chunkmq.cli", "serve", "--port", str(self.port),
+                 "--data-dir", str(self.data_dir), "--fsync", self.fsync],
+                env=env, stdout=log, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -188,7 +189,8 @@ def run(workdir: Path, cycles: int, fsync: str = "always", seconds: tuple[float,
             acked: list[int] = []
             sent: list[int] = []
             stop = threading.Event()
-            threads = [threading.Thread(target=_publisher, args=(server.url, w, cycle, published, stop)) for w in range(2)]
+            threads = [threading.Thread(target=_publisher, args=(server.url, w, cycle, published, stop))
+                       for w in range(2)]
             threads += [threading.Thread(target=_consumer, args=(server.url, f"c{i}", rng.random(), acked, sent, stop))
                         for i in range(2)]
             for t in threads:

@@ -56,7 +56,8 @@ def _drain(url: str, queue: str, group: str, consumer: str, total: int, out: mp.
             got += len(messages)
             # The ack rides on the next pull. With competing consumers offsets interleave: ack
             # exactly what this consumer holds.
-            request["ack"] = {"offsets": [m["offset"] for m in messages]} if total else {"up_to": messages[-1]["offset"] + 1}
+            request["ack"] = ({"offsets": [m["offset"] for m in messages]} if total
+                              else {"up_to": messages[-1]["offset"] + 1})
     out.put(got)
 
 
@@ -166,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--fanout", type=int, default=1000, help="long polls one publish wakes (0: skip)")
-    parser.add_argument("--profile", type=Path, help="py-spy the server during the latency run (PROFILE-latency.txt, .summary.md) and the fan-out (PROFILE.txt, ...)")
+    parser.add_argument("--profile", type=Path,
+                        help="py-spy the server during the latency run (PROFILE-latency.txt, .summary.md) "
+                             "and the fan-out (PROFILE.txt, ...)")
     args = parser.parse_args(argv)
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as tmp:
@@ -186,7 +189,8 @@ def main(argv: list[str] | None = None) -> None:
             httpx.put(f"{url}/api/v1/queues/latency", json={}).raise_for_status()
             with contextlib.ExitStack() as stack:
                 if args.profile is not None and server.process is not None:
-                    stack.enter_context(Profiler(server.process.pid, args.profile.with_name(f"{args.profile.name}-latency")))
+                    profile = args.profile.with_name(f"{args.profile.name}-latency")
+                    stack.enter_context(Profiler(server.process.pid, profile))
                 lat = sorted(x * 1000 for x in latency(url, "latency", args.rate, args.seconds))
             p50, p99 = statistics.median(lat), lat[int(len(lat) * 0.99)]
             print(orjson.dumps({"what": "latency", "rate": args.rate, "p50_ms": round(p50, 3),

@@ -189,8 +189,9 @@ WORKERS = {"json": (_publish_worker, _read_worker), "binary": (_publish_binary_w
 def markdown(results: list[Result]) -> str:
     lines = ["| what | fsync | wire | batch | clients | msgs/s | MB/s | p50 ms | p99 ms | server CPU s | client CPU s "
              "| msgs per server+client CPU s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.what} | {r.mode} | {r.wire} | {r.batch} | {r.clients} | {r.msgs_per_s:,} | {r.mb_per_s} | {r.p50_ms} | {r.p99_ms} "
-              f"| {r.server_cpu_s} | {r.client_cpu_s} | {round(r.messages / (r.server_cpu_s + r.client_cpu_s)):,} |"
+    lines += [f"| {r.what} | {r.mode} | {r.wire} | {r.batch} | {r.clients} | {r.msgs_per_s:,} | {r.mb_per_s} "
+              f"| {r.p50_ms} | {r.p99_ms} | {r.server_cpu_s} | {r.client_cpu_s} "
+              f"| {round(r.messages / (r.server_cpu_s + r.client_cpu_s)):,} |"
               for r in results]
     return "\n".join(lines)
 

@@ -78,7 +78,8 @@ def arrow_pages(url: str, queue: str, count: int) -> float:
     with httpx.Client(base_url=url, timeout=60) as client:
         offset = 0
         while offset < count:
-            r = client.get(f"/api/v1/queues/{queue}/messages", params={"offset": offset, "limit": 10_000, "format": "arrow"})
+            r = client.get(f"/api/v1/queues/{queue}/messages",
+                           params={"offset": offset, "limit": 10_000, "format": "arrow"})
             offset = int(r.headers["x-next-offset"])
     return time.perf_counter() - started
 
@@ -99,7 +100,8 @@ def json_source() -> type:
                         params={"offset": offset, "limit": min(10_000, partition.end - offset)}).content)
                     for m in page["messages"]:
                         body = m["body"].encode() if "body" in m else base64.b64decode(m["body_base64"])
-                        yield (m["queue"], m["offset"], m["id"], dt.datetime.fromtimestamp(m["timestamp"] / 1000, dt.UTC),
+                        at = dt.datetime.fromtimestamp(m["timestamp"] / 1000, dt.UTC)
+                        yield (m["queue"], m["offset"], m["id"], at,
                                m["exchange"], m["routing_key"], m["tag"], m["headers"], body)
                     if not page["messages"]:
                         return
@@ -145,7 +147,8 @@ def run(spark: Any, url: str, count: int, server_cpu: Callable[[], float] = lamb
     for what, fmt in (("read_arrow", "chunkmq"), ("read_json", "bench_chunkmq_json")):
         if what not in only:
             continue
-        df = spark.read.format(fmt).option("url", url).option("subscribe", "bench").option("minPartitions", parts).load()
+        df = (spark.read.format(fmt).option("url", url).option("subscribe", "bench")
+              .option("minPartitions", parts).load())
         df.write.format("noop").mode("overwrite").save()  # warm: every Python worker started, the JVM's JIT done
         for _ in range(repeat):
             cpu_before[0] = meter.snapshot()

@@ -191,7 +191,8 @@ def bytes_per_message(directory: Path, count: int = 10_000) -> dict[str, float]:
 
     out: dict[str, float] = {}
     for exchange in ("", "orders"):
-        batch = parse_batch([{"body": "x" * 100, "routing_key": "orders.eu"}] * 1000, exchange, MessageLimits(64, 65536))
+        messages = [{"body": "x" * 100, "routing_key": "orders.eu"}] * 1000
+        batch = parse_batch(messages, exchange, MessageLimits(64, 65536))
         with Store.open(directory / (exchange or "default"), StoreOptions(fsync=FsyncMode.NEVER)) as store:
             store.create_queue(1)
             for _ in range(count // 1000):

@@ -22,7 +22,8 @@ def _files(root: Path) -> dict[str, tuple[int, int, str]]:
     for path in sorted(root.rglob("*")):
         if path.is_file():
             st = path.stat()
-            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, digest)
     return out
 
 

@@ -32,7 +32,8 @@ def _one_line(err: str) -> str:
     ["alerts", "list"],
 ])
 def test_a_command_run_where_there_is_no_broker_data_refuses_and_creates_nothing(
-        command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CHUNKMQ_DATA_DIR", raising=False)
     monkeypatch.delenv("CHUNKMQ_DATABASE_URL", raising=False)
@@ -136,6 +137,7 @@ def test_an_import_conflict_names_the_differing_settings_as_json(tmp_path: Path)
         assert "None" not in line and "{'" not in line  # JSON, not a Python dict
         assert ('exchange \'events\' exists with other settings: {"type":"topic"} (the file has {"type":"fanout"})'
                 in line)
-        assert 'queue \'orders\' exists with other settings: {"max_messages":10} (the file has {"max_messages":20})' in line
+        assert ('queue \'orders\' exists with other settings: {"max_messages":10} (the file has {"max_messages":20})'
+                in line)
     finally:
         server.stop()

@@ -62,8 +62,9 @@ def test_the_wheel_holds_only_the_chunkmq_package(wheel: Path) -> None:
     tops = {name.split("/")[0] for name in names}
     assert tops == {"chunkmq", "chunkmq-0.1.0.dist-info"}, tops
     for shipped in ("chunkmq/migrations/env.py", "chunkmq/migrations/versions/0001_initial.py",
-                    "chunkmq/static/console.css", "chunkmq/static/favicon.svg", "chunkmq/static/vendor/htmx/htmx.min.js",
-                    "chunkmq/web/templates/base.html", "chunkmq/client/__init__.py"):
+                    "chunkmq/static/console.css", "chunkmq/static/favicon.svg",
+                    "chunkmq/static/vendor/htmx/htmx.min.js", "chunkmq/web/templates/base.html",
+                    "chunkmq/client/__init__.py"):
         assert shipped in names, shipped
     for twin in ("storage/_recordc", "wire/_batchc", "broker/_blobc"):  # the formats' compiled twins
         assert any(name.startswith(f"chunkmq/{twin}.") and name.endswith(".so") for name in names), twin
@@ -80,7 +81,8 @@ def test_without_a_c_compiler_the_build_goes_on_and_the_record_codec_runs_in_pyt
     # where the module is missing, the store runs (and says it runs) the Python codec
     script = ("import sys; sys.modules['chunkmq.storage._recordc'] = None\n"
               "from chunkmq.storage import MessageColumns, record\n"
-              "print(record.IMPLEMENTATION, len(record.encode_batch(MessageColumns([b'x'], [(1,)]), 0, 0, {1: 0}, 9, {})[0]))")
+              "columns = MessageColumns([b'x'], [(1,)])\n"
+              "print(record.IMPLEMENTATION, len(record.encode_batch(columns, 0, 0, {1: 0}, 9, {})[0]))")
     ran = subprocess.run([sys.executable, "-c", script], env={**os.environ, "CHUNKMQ_PURE_PYTHON": ""},
                          capture_output=True, text=True, timeout=60, check=True)
     assert ran.stdout.split() == ["pure", "Python", "(the", "compiled", "extension", "is", "not", "built)", "18"]

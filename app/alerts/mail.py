@@ -117,8 +117,9 @@ def _item(n: Notification, links: Links) -> _Item:
         where += " (no consumer group)"
     title = f"{n.notice.value.upper()} {kind.value} {where}"
     # No parentheses: Python's header folding would then break the Subject right after "Subject:".
+    limit = "threshold" if n.notice is not Notice.RESOLVED else "back under"
     headline = (f"{DESCRIPTIONS[kind]}: {_number(o.value)} {unit}, "
-                f"{'threshold' if n.notice is not Notice.RESOLVED else 'back under'} {_number(n.rule.threshold)} {unit}")
+                f"{limit} {_number(n.rule.threshold)} {unit}")
     steps = buckets(n.trend, n.at_ms)
     known = [v for v in steps if v is not None]
     top = max(known, default=0) or 1
@@ -169,7 +170,8 @@ _HTML = """\
 {% if i.spark %}
 <p style="margin-bottom: 2px">Lag over the last hour (5-minute steps):</p>
 <table cellspacing="1" style="border-collapse: separate"><tr style="vertical-align: bottom">
-{% for h in i.heights %}<td style="width: 14px"><div style="height: {{ h }}px; background: #5c6bc0"></div></td>{% endfor %}
+{% for h in i.heights %}
+<td style="width: 14px"><div style="height: {{ h }}px; background: #5c6bc0"></div></td>{% endfor %}
 </tr><tr style="font-size: 10px">{% for v in i.trend %}<td>{{ v }}</td>{% endfor %}</tr></table>
 {% endif %}
 {% endfor %}

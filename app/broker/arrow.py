@@ -50,7 +50,8 @@ def schema() -> pa.Schema:
     ])
 
 
-def browse_arrow(broker: Broker, name: str, offset: int | None, timestamp: int | None, limit: int) -> tuple[memoryview, int]:
+def browse_arrow(broker: Broker, name: str, offset: int | None, timestamp: int | None,
+                 limit: int) -> tuple[memoryview, int]:
     """A page of a queue as an Arrow IPC stream, and the offset after it (as Broker.browse)."""
     queue = broker.queue(name)
     store = broker.store
@@ -130,7 +131,8 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
     exchange = _gather(buf, raw, ex_start, ex_len, pa.string())
     routing_key = _gather(buf, raw, rk_start, rk_len, pa.string())
     has_tag = page.tag_len > 0
-    tag = _gather(buf, raw, page.tag_start, page.tag_len, pa.string(), has_tag) if has_tag.any() else pa.nulls(n, pa.string())
+    tag = (_gather(buf, raw, page.tag_start, page.tag_len, pa.string(), has_tag) if has_tag.any()
+           else pa.nulls(n, pa.string()))
     body = _gather(buf, raw, body_start, de - body_start, pa.binary())
     # JSON escapes (a backslash) in the exchange, the routing key or a text body: those rows are
     # decoded by _patch. Looked for in the columns' values, not in the page's framing bytes.
@@ -144,7 +146,8 @@ def page_batch(queue: str, page: ColumnPage, sch: pa.Schema) -> pa.RecordBatch:
     hexed = np.take(_hex_pairs(), page.positions.astype(">u8").view(np.uint8))
     ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, 16 * n + 1, 16, dtype=np.int32)),
                                                    pa.py_buffer(hexed)])
-    ts = pa.Array.from_buffers(sch.field("timestamp").type, n, [None, pa.py_buffer(page.timestamps.astype(np.int64) * 1000)])
+    micros = page.timestamps.astype(np.int64) * 1000
+    ts = pa.Array.from_buffers(sch.field("timestamp").type, n, [None, pa.py_buffer(micros)])
     columns = [
         _repeat(queue, n), pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(page.offsets.astype(np.int64))]),
         ids, ts, exchange, routing_key, tag, headers, body,
@@ -181,8 +184,8 @@ def _gather(buf: np.ndarray, joined: bytes, begin: np.ndarray, size: np.ndarray,
 
     n = len(begin)
     if not size.any():  # every value empty (the default exchange, no routing keys)
-        return pa.Array.from_buffers(typ, n, [None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little")),
-                                              pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")])
+        mask = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.Array.from_buffers(typ, n, [mask, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")])
     # an empty slice may point anywhere: it is put at the end of the slices before it
     end = np.maximum.accumulate(np.where(size > 0, begin + size, 0)) if n else begin
     start = np.where(size > 0, begin, end)

@@ -23,9 +23,10 @@ def bars(title: str, items: Sequence[tuple[str, float]]) -> str:
     for i, (label, value) in enumerate(items):
         h = (H - 2 * PAD) * value / top
         x = PAD + i * width
-        parts.append(f'<rect x="{x:.1f}" y="{H - PAD - h:.1f}" width="{width * 0.8:.1f}" height="{h:.1f}" fill="{COLOURS[0]}">'
-                     f"<title>{_e(label)}: {_e(value)}</title></rect>")
-        parts.append(f'<text x="{x + width * 0.4:.1f}" y="{H - PAD + 14}" font-size="10" text-anchor="middle">{_e(label)}</text>')
+        parts.append(f'<rect x="{x:.1f}" y="{H - PAD - h:.1f}" width="{width * 0.8:.1f}" height="{h:.1f}" '
+                     f'fill="{COLOURS[0]}"><title>{_e(label)}: {_e(value)}</title></rect>')
+        parts.append(f'<text x="{x + width * 0.4:.1f}" y="{H - PAD + 14}" font-size="10" text-anchor="middle">'
+                     f"{_e(label)}</text>")
     return _svg(title, parts, top)
 
 
@@ -39,12 +40,16 @@ def lines(title: str, series: dict[str, Sequence[tuple[float, float]]]) -> str:
     parts = []
     for i, (name, pts) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
-        xy = " ".join(f"{PAD + (W - 2 * PAD) * (x - x0) / span:.1f},{H - PAD - (H - 2 * PAD) * y / top:.1f}" for x, y in pts)
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{xy}"><title>{_e(name)}</title></polyline>')
+        xy = " ".join(f"{PAD + (W - 2 * PAD) * (x - x0) / span:.1f},{H - PAD - (H - 2 * PAD) * y / top:.1f}"
+                      for x, y in pts)
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{xy}">'
+                     f"<title>{_e(name)}</title></polyline>")
         for x, y in pts:
             cx, cy = PAD + (W - 2 * PAD) * (x - x0) / span, H - PAD - (H - 2 * PAD) * y / top
-            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{colour}"><title>{_e(name)}: {_e(y)}</title></circle>')
-        parts.append(f'<text x="{W - PAD}" y="{PAD + 14 * i}" font-size="11" text-anchor="end" fill="{colour}">{_e(name)}</text>')
+            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{colour}">'
+                         f"<title>{_e(name)}: {_e(y)}</title></circle>")
+        parts.append(f'<text x="{W - PAD}" y="{PAD + 14 * i}" font-size="11" text-anchor="end" fill="{colour}">'
+                     f"{_e(name)}</text>")
     return _svg(title, parts, top)
 
 

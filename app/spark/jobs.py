@@ -25,22 +25,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     which.add_argument("--queues", help="comma-separated queue names")
     which.add_argument("--pattern", help="regular expression of queue names (new queues are picked up)")
 
-    archive = jobs.add_parser("archive", parents=[common, broker], help="copy queues to Parquet partitioned by date (Structured Streaming)")
+    archive = jobs.add_parser("archive", parents=[common, broker],
+                              help="copy queues to Parquet partitioned by date (Structured Streaming)")
     archive.add_argument("--output", required=True, help="directory of the Parquet archive")
     archive.add_argument("--checkpoint", required=True, help="Spark checkpoint directory (the job's position)")
-    archive.add_argument("--once", action="store_true", help="archive what is there now, then stop (Trigger.AvailableNow, for cron)")
-    archive.add_argument("--group", default="archive", help="consumer group moved to the archived position (console, lag alerts)")
+    archive.add_argument("--once", action="store_true",
+                         help="archive what is there now, then stop (Trigger.AvailableNow, for cron)")
+    archive.add_argument("--group", default="archive",
+                         help="consumer group moved to the archived position (console, lag alerts)")
     archive.add_argument("--max-per-trigger", type=int, default=None, help="at most this many messages per micro-batch")
     archive.add_argument("--interval", type=float, default=10.0, help="seconds between micro-batches when continuous")
     archive.add_argument("--starting-offsets", default="earliest", help="earliest, latest or JSON (first run only)")
     archive.set_defaults(func=_run("chunkmq.spark.archive"))
 
-    report = jobs.add_parser("report", parents=[common, broker], help="traffic report over the archive and the live queues (Parquet + HTML)")
+    report = jobs.add_parser("report", parents=[common, broker],
+                             help="traffic report over the archive and the live queues (Parquet + HTML)")
     report.add_argument("--archive", default=None, help="Parquet archive written by `chunkmq spark archive`")
     report.add_argument("--output", required=True, help="directory for the report's Parquet tables and report.html")
     report.set_defaults(func=_run("chunkmq.spark.report"))
 
-    inspect = jobs.add_parser("inspect", parents=[common], help="read the chunk files of a data directory directly (read-only)")
+    inspect = jobs.add_parser("inspect", parents=[common],
+                              help="read the chunk files of a data directory directly (read-only)")
     inspect.add_argument("--data-dir", required=True, help="the broker's data directory (or its store/ directory)")
     inspect.add_argument("--output", default=None, help="write every record as Parquet here")
     inspect.set_defaults(func=_run("chunkmq.spark.inspect"))

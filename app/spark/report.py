@@ -93,7 +93,8 @@ def _html(rows: dict[str, list[Any]], lag: list[Any]) -> str:
                              [(f"≤{r['up_to_bytes']}", r["count"]) for r in rows["sizes"] if r["queue"] == q]))
         sections.append(table("top routing keys", ["routing key", "messages"],
                               [(r["value"], r["count"]) for r in rows["routing_keys"] if r["queue"] == q]))
-        sections.append(table("top tags", ["tag", "messages"], [(r["value"], r["count"]) for r in rows["tags"] if r["queue"] == q]))
+        sections.append(table("top tags", ["tag", "messages"],
+                              [(r["value"], r["count"]) for r in rows["tags"] if r["queue"] == q]))
     series: dict[str, list[tuple[float, float]]] = {}
     for r in lag:
         series.setdefault(f"{r['queue']} / {r['group']}", []).append((r["at"].timestamp(), r["lag"]))

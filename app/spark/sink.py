@@ -105,8 +105,10 @@ def _messages(batch: pa.RecordBatch, key_column: str | None = None) -> Iterator[
         if value is None:
             raise ValueError("the body column holds a null; every message needs a body")
         if keys is not None and not keys[i]:
-            raise ValueError(f"the idempotencyKeyColumn {key_column!r} holds a null or empty key; every message needs one")
-        m: dict[str, Any] = {"body": value} if text else {"body_base64": binascii.b2a_base64(value, newline=False).decode()}
+            raise ValueError(f"the idempotencyKeyColumn {key_column!r} holds a null or empty key; "
+                             "every message needs one")
+        m: dict[str, Any] = ({"body": value} if text
+                             else {"body_base64": binascii.b2a_base64(value, newline=False).decode()})
         for name, values in columns.items():
             v = values[i]
             if v is not None:

@@ -2,9 +2,9 @@
 
 nats-py documents two ways to consume with acks: pull subscriptions (`fetch`, one request per batch)
 and push subscriptions (the server streams to a deliver subject). Push is the faster one (several times
-faster on this machine: no request round trip per batch), so the durable consumer is a push consumer. Its `max_ack_pending` is the
-window (`pull`, like RabbitMQ's prefetch) and an AckAll every 100 messages keeps it open, as the
-RabbitMQ adapter does with multiple-acks.
+faster on this machine: no request round trip per batch), so the durable consumer is a push consumer.
+Its `max_ack_pending` is the window (`pull`, like RabbitMQ's prefetch) and an AckAll every 100
+messages keeps it open, as the RabbitMQ adapter does with multiple-acks.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ class RabbitmqStreamAdapter(Adapter):
     server = "rabbitmq"
     setup = (f"rstream {version('rstream')}; send_batch of the whole batch, then its publish confirms "
              f"awaited; a named consumer ({CREDIT} chunks of credit) storing its offset every 100 messages")
-    no_fsync_before_ack = "RabbitMQ streams confirm once written to the OS; they never fsync (replication is their durability)"
+    no_fsync_before_ack = ("RabbitMQ streams confirm once written to the OS; they never fsync "
+                           "(replication is their durability)")
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coro)
@@ -88,7 +89,8 @@ class RabbitmqStreamAdapter(Adapter):
         """
         while True:
             try:
-                return ConsumerOffsetSpecification(OffsetType.OFFSET, await self.consumer.query_offset(queue, GROUP) + 1)
+                stored = await self.consumer.query_offset(queue, GROUP)
+                return ConsumerOffsetSpecification(OffsetType.OFFSET, stored + 1)
             except OffsetNotFound:
                 return ConsumerOffsetSpecification(OffsetType.FIRST, None)
             except StreamNotAvailable:

@@ -127,7 +127,8 @@ def test_stalled_fires_when_acks_stop_while_messages_wait_not_when_idle(tmp_path
                 await run.tick(T0 + step * 15 * S)
             assert run.firing() == [("stalled", "stuck", "g")]
             [mail] = mailbox.received
-            assert mail.subject.startswith("[chunkmq] FIRING stalled stuck/g: ack floor not moving: 60 s, threshold 60 s")
+            assert mail.subject.startswith("[chunkmq] FIRING stalled stuck/g: "
+                                           "ack floor not moving: 60 s, threshold 60 s")
             assert "lag: 20 messages" in mail.part("plain")
             await run.tick(T0 + 9 * 15 * S)
             assert len(mailbox.received) == 1  # still firing: no second mail
@@ -155,7 +156,8 @@ def test_a_firing_alert_survives_a_restart_without_mailing_again(
             fired_at = run.alerts.firing()[0].fired_at_ms
         assert len(mailbox.received) == 1
         async with running(config, clear_rules=False) as run:
-            assert [(a.queue, a.state, a.fired_at_ms) for a in run.alerts.engine.current()] == [("kept", "firing", fired_at)]
+            current = run.alerts.engine.current()
+            assert [(a.queue, a.state, a.fired_at_ms) for a in current] == [("kept", "firing", fired_at)]
             for i in range(5):
                 await run.tick(T0 + (20 + i * 10) * S)
             assert run.firing() == [("lag_messages", "kept", "g")]
@@ -182,7 +184,9 @@ def test_history_older_than_the_kept_days_is_deleted(tmp_path: Path, mailbox: Ma
     asyncio.run(scenario())
 
 
-def test_a_deleted_queue_resolves_its_alert_and_a_deleted_rule_drops_its_alerts(tmp_path: Path, mailbox: Mailbox) -> None:
+def test_a_deleted_queue_resolves_its_alert_and_a_deleted_rule_drops_its_alerts(
+    tmp_path: Path, mailbox: Mailbox
+) -> None:
     async def scenario() -> None:
         async with running(settings(tmp_path / "data", mailbox.port)) as run:
             rule = await run.rule(kind="lag_messages", threshold=1)

@@ -10,7 +10,8 @@ from chunkmq.wire import codes
 
 
 def test_codes_and_statuses_come_from_the_table() -> None:
-    for cls, code in ((errors.RuleNotFound, codes.RULE_NOT_FOUND), (errors.SmtpNotConfigured, codes.SMTP_NOT_CONFIGURED),
+    for cls, code in ((errors.RuleNotFound, codes.RULE_NOT_FOUND),
+                      (errors.SmtpNotConfigured, codes.SMTP_NOT_CONFIGURED),
                       (errors.MailFailed, codes.SMTP_FAILED)):
         assert issubclass(cls, BrokerError) and cls.code == code and cls.status == codes.STATUS[code]
 

@@ -34,7 +34,8 @@ def test_create_list_delete(tmp_path: Path) -> None:
     with MetaStore(f"sqlite:///{data_dir / 'meta.db'}") as meta:
         row = meta.find_token(plain)
         assert row is not None
-        assert (row.name, row.is_admin, row.configure, row.write, row.read) == ("ci", False, "", r"orders\..*", "[a-z]+")
+        assert ((row.name, row.is_admin, row.configure, row.write, row.read)
+                == ("ci", False, "", r"orders\..*", "[a-z]+"))
         ops = meta.find_token(admin.stdout.strip())
         assert ops is not None and ops.is_admin
 

@@ -21,7 +21,8 @@ def test_create_passwd_delete(tmp_path: Path) -> None:
     where = ("--data-dir", str(broker_data(tmp_path / "data")))
     created = _chunkmq("create", "alice", "--password-stdin", *where, stdin="s3cret passphrase\n", cwd=tmp_path)
     assert created.returncode == 0, created.stderr
-    viewer = _chunkmq("create", "bob", "--read-only", "--password-stdin", *where, stdin="bob's password 1\n", cwd=tmp_path)
+    viewer = _chunkmq("create", "bob", "--read-only", "--password-stdin", *where,
+                      stdin="bob's password 1\n", cwd=tmp_path)
     assert viewer.returncode == 0, viewer.stderr
     again = _chunkmq("create", "alice", "--password-stdin", *where, stdin="other password\n", cwd=tmp_path)
     assert again.returncode == 2 and "alice" in again.stderr

@@ -96,7 +96,8 @@ def test_deleting_an_exchange_cascades_to_its_bindings_only(routed: MetaStore) -
 def test_group_upsert(routed: MetaStore) -> None:
     qid = routed.load().queues[0].id
     g = routed.upsert_group(qid, "billing", start="latest", tag_filter=["created", "paid"])
-    assert (g.queue_id, g.name, g.ack_floor, g.start, g.tag_filter) == (qid, "billing", 0, "latest", ("created", "paid"))
+    assert ((g.queue_id, g.name, g.ack_floor, g.start, g.tag_filter)
+            == (qid, "billing", 0, "latest", ("created", "paid")))
     routed.save_group_states(floors([(qid, "billing", 42)]))
     # Changing the subscription keeps the committed floor unless one is given.
     changed = routed.upsert_group(qid, "billing", start="earliest", tag_filter=None)

@@ -22,7 +22,8 @@ def test_defaults_differ_for_batch_and_streaming_reads() -> None:
 def test_names_are_case_insensitive_and_values_parsed() -> None:
     opts = SourceOptions.parse({"subscribePattern": "a.*", "maxOffsetsPerTrigger": "10", "failOnDataLoss": "FALSE",
                                 "startingTimestamp": "0", "token": "", "group": "spark"}, streaming=True)
-    assert (opts.pattern, opts.max_per_trigger, opts.fail_on_data_loss, opts.starting_timestamp) == ("a.*", 10, False, 0)
+    assert ((opts.pattern, opts.max_per_trigger, opts.fail_on_data_loss, opts.starting_timestamp)
+            == ("a.*", 10, False, 0))
     assert opts.token is None and opts.group == "spark"
 
 

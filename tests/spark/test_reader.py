@@ -31,7 +31,8 @@ def test_batch_read_with_offsets(spark: Any, broker: ServerProcess, api: httpx.C
     assert [r.text for r in rows] == [f"m{i}" for i in range(100, 2100)]
     first = rows[0]
     assert (first.queue, first.exchange, first.routing_key, first.tag, first.headers) == (name, "", "k", "t", {})
-    assert first.id == api.get(f"/api/v1/queues/{name}/messages", params={"offset": 100, "limit": 1}).json()["messages"][0]["id"]
+    [at_100] = api.get(f"/api/v1/queues/{name}/messages", params={"offset": 100, "limit": 1}).json()["messages"]
+    assert first.id == at_100["id"]
     # the defaults: everything from earliest to latest, split into minPartitions
     df = _read(spark, broker, subscribe=name, minPartitions="4")
     assert df.rdd.getNumPartitions() == 4 and df.count() == 2500
@@ -43,19 +44,23 @@ def test_batch_read_with_timestamps(spark: Any, broker: ServerProcess, api: http
     middle = int(time.time() * 1000)
     time.sleep(0.02)
     fill(api, name, 30, start=50)
-    rows = _read(spark, broker, subscribe=name, startingTimestamp=str(middle)).selectExpr("offset", "timestamp").collect()
+    df = _read(spark, broker, subscribe=name, startingTimestamp=str(middle))
+    rows = df.selectExpr("offset", "timestamp").collect()
     assert sorted(r.offset for r in rows) == list(range(50, 80))
     assert all(r.timestamp.timestamp() * 1000 >= middle for r in rows)
 
 
-def test_text_bodies_binary_headers_and_pattern(spark: Any, broker: ServerProcess, api: httpx.Client, name: str) -> None:
+def test_text_bodies_binary_headers_and_pattern(
+    spark: Any, broker: ServerProcess, api: httpx.Client, name: str
+) -> None:
     api.put(f"/api/v1/queues/{name}-a")
     api.put(f"/api/v1/queues/{name}-b")
     messages = [{"body": 'quote " and \\ and ünï', "headers": {"h": "v"}}, {"body_base64": "AAEC/w=="}]
     api.post(f"/api/v1/queues/{name}-a/publish", json={"messages": messages}).raise_for_status()
     api.post(f"/api/v1/queues/{name}-b/publish", json={"messages": [{"body": "b"}]}).raise_for_status()
     rows = (_read(spark, broker, subscribePattern=f"{name}-[ab]")
-            .selectExpr("queue", "offset", "body", "cast(body as string) as text", "headers").orderBy("queue", "offset").collect())
+            .selectExpr("queue", "offset", "body", "cast(body as string) as text", "headers")
+            .orderBy("queue", "offset").collect())
     assert [(r.queue, r.offset) for r in rows] == [(f"{name}-a", 0), (f"{name}-a", 1), (f"{name}-b", 0)]
     assert rows[0].text == 'quote " and \\ and ünï' and rows[0].headers == {"h": "v"}
     assert bytes(rows[1].body) == b"\x00\x01\x02\xff"
@@ -86,7 +91,8 @@ def test_stream_micro_batches_with_max_offsets_per_trigger(
     fill(api, name, 20, start=350)
     batches.clear()
     query = (spark.readStream.format("chunkmq").option("url", broker.url).option("subscribe", name)
-             .option("group", "job").load().writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "cp"))
+             .option("group", "job").load().writeStream.trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "cp"))
              .foreachBatch(lambda df, _: batches.append(sorted(r.offset for r in df.select("offset").collect())))
              .start())
     query.awaitTermination(120)

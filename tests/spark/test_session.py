@@ -1,7 +1,8 @@
 """Spark Connect: `session("sc://...")` reads and writes format("chunkmq") (batch, and an AvailableNow
-stream with a checkpoint) and runs the archive job through a real Spark Connect server. The server runs in the JVM of the tests' Spark session (a server of its own would cost a
-second JVM start); the client is a process of its own that talks to it over gRPC on 127.0.0.1, and
-the data source and sink run in the server's Python workers."""
+stream with a checkpoint) and runs the archive job through a real Spark Connect server. The server
+runs in the JVM of the tests' Spark session (a server of its own would cost a second JVM start); the
+client is a process of its own that talks to it over gRPC on 127.0.0.1, and the data source and sink
+run in the server's Python workers."""
 
 from __future__ import annotations
 

@@ -20,11 +20,14 @@ def _exchange(api: httpx.Client, name: str) -> str:
     return f"{name}-x"
 
 
-def test_batch_write_text_binary_and_columns(spark: Any, broker: ServerProcess, api: httpx.Client, name: str) -> None:
+def test_batch_write_text_binary_and_columns(
+    spark: Any, broker: ServerProcess, api: httpx.Client, name: str
+) -> None:
     exchange = _exchange(api, name)
     rows = [(f"t{i}", f"k{i % 3}", {"n": str(i)}, "tag" if i % 2 else None) for i in range(2500)]
     df = spark.createDataFrame(rows, "body string, routing_key string, headers map<string,string>, tag string")
-    df.repartition(3).write.format("chunkmq").option("url", broker.url).option("exchange", exchange).mode("append").save()
+    writer = df.repartition(3).write.format("chunkmq").option("url", broker.url).option("exchange", exchange)
+    writer.mode("append").save()
     page = api.get(f"/api/v1/queues/{name}/messages", params={"limit": 10_000}).json()["messages"]
     assert sorted(m["body"] for m in page) == sorted(r[0] for r in rows)  # 3 partitions, batches of 1000
     one = next(m for m in page if m["body"] == "t7")
@@ -68,7 +71,8 @@ def test_sink_option_errors(spark: Any, broker: ServerProcess) -> None:
     with pytest.raises(Exception, match="exchange"):
         df.write.format("chunkmq").option("url", broker.url).mode("append").save()
     with pytest.raises(Exception, match="body"):
-        spark.createDataFrame([("x",)], "text string").write.format("chunkmq").option("exchange", "e").mode("append").save()
+        no_body = spark.createDataFrame([("x",)], "text string")
+        no_body.write.format("chunkmq").option("exchange", "e").mode("append").save()
 
 
 def test_a_failed_job_run_again_stores_each_row_once_with_an_idempotency_key_column(
