@@ -182,21 +182,23 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from chunkmq.main import ConfigError, create_app
+    from chunkmq.start import ConfigError, check_settings, serving_app
     from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
 
     settings = _settings_from(args)
     os.umask(0o077)  # whatever the server or a library creates (SQLite's journals too) is owner-only
     try:
-        app = create_app(settings)
+        check_settings(settings)
     except ConfigError as exc:
         print(f"chunkmq: {exc}", file=sys.stderr)
         return 2
     try:  # before anything in the directory is read, recovered or created
-        app.state.dir_lock = DirectoryLock.acquire(settings.data_dir)
+        lock = DirectoryLock.acquire(settings.data_dir)
     except DirectoryLocked as exc:
         print(f"chunkmq: {exc}", file=sys.stderr)
         return 1
+    app = serving_app(settings)  # in two stages (app/start.py)
+    app.state.dir_lock = lock  # type: ignore[attr-defined]
     from chunkmq.broker import blob
     from chunkmq.storage import record
     from chunkmq.wire import batch
@@ -608,7 +610,7 @@ def _alerts_delete(args: argparse.Namespace) -> int:
 
 
 def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from chunkmq.meta.models import ALERT_KINDS
+    from chunkmq.meta.rows import ALERT_KINDS
 
     where = _where_parser()
     where.add_argument("--url", help="a running server (http://host:port): go through its API instead")
