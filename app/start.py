@@ -24,6 +24,7 @@ import contextlib
 import gc
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -212,6 +213,7 @@ class Staged:
         the background work, and route everything to the full app from then on."""
         state, settings = self.state, self.settings
         pending: MetaLater = state.meta
+        began = time.monotonic()
         try:
             app, meta = await _in_thread(lambda: _build(settings))
         except Exception:
@@ -231,6 +233,7 @@ class Staged:
         await self._stack.enter_async_context(running(app.state, settings))
         self.full = app
         self.built.set()
+        log.info("the full app is up, %.2f s after the first stage", time.monotonic() - began)
 
 
 def _build(settings: Settings) -> tuple[App, MetaStore]:

@@ -1,0 +1,69 @@
+"""app/start.py on a real server: a restart answers from its first stage, and every request sent while
+the full app is being built gets the answer the full app gives, auth included: never a 404 or 5xx."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from chunkmq.meta import MetaStore
+from tests.server import ServerProcess
+
+Q = "/api/v1/queues/q"
+Answer = tuple[str, int, int, str, float]  # name, status, expected status, body, seconds after sending
+
+
+def test_requests_during_the_stage_change_get_the_full_apps_answers(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_LOG_LEVEL="info").start()  # the first start: the full app
+    admin = {"authorization": f"Bearer {(tmp_path / 'data' / 'admin-token').read_text().strip()}"}
+    try:
+        with httpx.Client(base_url=server.url, headers=admin) as api:
+            assert api.put(Q, json={}).status_code == 201
+            assert api.put(f"{Q}/groups/g", json={"start": "earliest"}).status_code == 201
+            assert api.post(f"{Q}/publish", json={"messages": [{"body": f"m{i}"} for i in range(50)]}).status_code == 200
+        server.stop()
+        with MetaStore(f"sqlite:///{(tmp_path / 'data' / 'meta.db').resolve()}") as meta:
+            _, reader = meta.create_token("reader", read="^q$")
+        server.start()  # returns at the first /healthz answer: the first stage's
+        checks = _requests(server.url, admin, {"authorization": f"Bearer {reader}"})
+        with ThreadPoolExecutor(len(checks)) as pool:
+            answered = list(pool.map(lambda check: check(), checks))
+    finally:
+        server.stop()
+    wrong = [(name, status, body) for name, status, expected, body, _ in answered if status != expected]
+    assert not wrong, wrong
+    done_at = {name: at for name, *_, at in answered}
+    # The hot routes were answered before the full app was up (its routes waited for it).
+    assert max(done_at["publish"], done_at["pull"], done_at["no token"]) < done_at["queue"], done_at
+    assert "the full app is up" in server.log()
+
+
+def _requests(url: str, admin: dict[str, str], reader: dict[str, str]) -> list[Callable[[], Answer]]:
+    """Requests to send at once, each on its own connection."""
+    started = time.monotonic()
+
+    def call(name: str, expected: int, method: str, path: str, headers: dict[str, str],
+             body: object = None) -> Callable[[], Answer]:
+        def go() -> Answer:
+            with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+                response = client.request(method, path, json=body)
+            return name, response.status_code, expected, response.text[:300], time.monotonic() - started
+        return go
+
+    pull = {"max_messages": 10, "wait_ms": 0, "consumer": "c", "ack": {"up_to": 0}}
+    return [
+        call("readyz", 200, "GET", "/readyz", {}),
+        call("publish", 200, "POST", f"{Q}/publish", admin, {"messages": [{"body": "during"}]}),
+        call("pull", 200, "POST", f"{Q}/groups/g/pull", admin, pull),
+        call("no token", 401, "POST", f"{Q}/publish", {}, {"messages": [{"body": "x"}]}),
+        call("read-only token publishes", 403, "POST", f"{Q}/publish", reader, {"messages": [{"body": "x"}]}),
+        call("read-only token pulls", 200, "POST", f"{Q}/groups/r/pull", reader, {"max_messages": 1}),  # a new group
+        call("publish to a missing queue", 404, "POST", "/api/v1/queues/nope/publish", admin, {"messages": [{"body": "x"}]}),
+        call("queue", 200, "GET", Q, admin),
+        call("queues without a token", 401, "GET", "/api/v1/queues", {}),
+        call("console", 200, "GET", "/login", {}),
+    ]
