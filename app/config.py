@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class FromEnvironment(BaseModel):
+    """Settings read from the environment variables CHUNKMQ_<FIELD> (in any case), keyword arguments
+    first, as pydantic-settings reads flat settings: each value is the variable's text, validated as
+    the field's type. Without pydantic-settings, whose import was a fifth of a server's start."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    def __init__(self, **values: Any) -> None:
+        fields = type(self).model_fields
+        found = {name: text for key, text in os.environ.items()
+                 if key[:8].upper() == "CHUNKMQ_" and (name := key[8:].lower()) in fields}
+        super().__init__(**{**found, **values})
 
 
 class FsyncSetting(StrEnum):
@@ -20,8 +35,7 @@ class DiskBudgetPolicy(StrEnum):
     DROP_OLDEST = "drop_oldest"  # at the budget, retention deletes the oldest chunks, consumed or not
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CHUNKMQ_", extra="ignore")
+class Settings(FromEnvironment):
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -124,10 +138,8 @@ class Settings(BaseSettings):
         return self.database_url or f"sqlite:///{(self.data_dir / 'meta.db').resolve()}"
 
 
-class ClientSettings(BaseSettings):
+class ClientSettings(FromEnvironment):
     """What `chunkmq` commands that talk to a running server use (`chunkmq definitions ...`)."""
-
-    model_config = SettingsConfigDict(env_prefix="CHUNKMQ_", extra="ignore")
 
     url: str = "http://127.0.0.1:8000"
     token: str = ""  # a bearer token; with none, the one in <data_dir>/admin-token is tried

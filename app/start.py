@@ -88,6 +88,7 @@ def tune_gc() -> None:
         gc.collect()
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
+    gc.enable()  # `chunkmq serve` starts with it off (app/cli.py)
 
 
 def readiness(broker: Broker | None) -> tuple[int, dict[str, str]]:

@@ -33,10 +33,16 @@ cli._websocket_protocol()
 
 async def start() -> dict[str, list[str]]:
     inbox, outbox = asyncio.Queue(), asyncio.Queue()
+    at_start = []
+
+    async def send(message):  # the moment the server would start answering: the second stage begins after
+        if message["type"] == "lifespan.startup.complete":
+            at_start.extend(loaded({later}))
+        await outbox.put(message)
+
     await inbox.put({{"type": "lifespan.startup"}})
-    lifespan = asyncio.create_task(app({{"type": "lifespan", "asgi": {{"version": "3.0"}}}}, inbox.get, outbox.put))
+    lifespan = asyncio.create_task(app({{"type": "lifespan", "asgi": {{"version": "3.0"}}}}, inbox.get, send))
     assert (await outbox.get())["type"] == "lifespan.startup.complete"
-    at_start = loaded({later})
     staged = type(app).__name__ == "Staged"
     if staged:  # the second stage: the full app, built in the background
         await app.built.wait()
