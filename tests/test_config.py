@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
-from chunkmq.config import ClientSettings, FsyncSetting, Settings
+from chunkmq.config import ClientSettings, FsyncSetting, SettingError, Settings
 
 
 def test_variables_keywords_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,11 +24,25 @@ def test_variables_keywords_and_defaults(monkeypatch: pytest.MonkeyPatch) -> Non
     assert settings.smtp_password.get_secret_value() == "hunter2" and "hunter2" not in repr(settings)
     assert Settings(port=7000).port == 7000  # a keyword (a CLI flag) wins over the variable
     assert ClientSettings().url == "http://broker:8000"
+    assert Settings(max_headers="7", fsync="never", gc_threshold=0).max_headers == 7  # converted as the variables are
+    for text, value in (("yes", True), ("OFF", False), ("1", True), ("f", False)):
+        monkeypatch.setenv("CHUNKMQ_SMTP_TLS", text)
+        assert Settings().smtp_tls is value
 
 
-@pytest.mark.parametrize(("name", "value"), [("CHUNKMQ_PORT", "eighty"), ("CHUNKMQ_FSYNC_INTERVAL_MS", "0"),
-                                             ("CHUNKMQ_FSYNC", "sometimes"), ("CHUNKMQ_GC_THRESHOLD", "0.9")])
-def test_a_bad_value_names_its_setting(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("CHUNKMQ_PORT", "eighty", "CHUNKMQ_PORT: 'eighty' is not a valid int for port"),
+    ("CHUNKMQ_FSYNC_INTERVAL_MS", "0", "CHUNKMQ_FSYNC_INTERVAL_MS: fsync_interval_ms must be >= 1 and <= 60000, not '0'"),
+    ("CHUNKMQ_FSYNC", "sometimes", "not a valid FsyncSetting for fsync (one of: always, interval, never)"),
+    ("CHUNKMQ_GC_THRESHOLD", "0.9", "gc_threshold must be >= 0 and <= 0.5"),
+    ("CHUNKMQ_METRICS_REQUIRE_TOKEN", "maybe", "not a valid bool for metrics_require_token"),
+    ("CHUNKMQ_SMTP_ATTEMPTS", "2.5", "not a valid int for smtp_attempts"),
+])
+def test_a_bad_value_names_its_setting(monkeypatch: pytest.MonkeyPatch, name: str, value: str, says: str) -> None:
     monkeypatch.setenv(name, value)
-    with pytest.raises(ValidationError, match=name.removeprefix("CHUNKMQ_").lower()):
+    with pytest.raises(SettingError) as refused:
         Settings()
+    assert says in str(refused.value)
+    monkeypatch.delenv(name)
+    with pytest.raises(SettingError, match="port"):
+        Settings(port="x")  # keywords (CLI flags) are checked too
