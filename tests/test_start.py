@@ -3,14 +3,19 @@ the full app is being built gets the answer the full app gives, auth included: n
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
-from chunkmq.meta import MetaStore
+from chunkmq import start
+from chunkmq.config import Settings
+from chunkmq.meta import MetaStore, upgrade
+from chunkmq.meta.plain import PlainMeta
 from tests.server import ServerProcess
 
 Q = "/api/v1/queues/q"
@@ -67,3 +72,44 @@ def _requests(url: str, admin: dict[str, str], reader: dict[str, str]) -> list[C
         call("queues without a token", 401, "GET", "/api/v1/queues", {}),
         call("console", 200, "GET", "/login", {}),
     ]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_second_stage_that_fails_leaves_the_first_stages_answers(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: the hot routes and readiness go on answering, the rest is 503 `unavailable` (not a
+    hang, not a 404), the failure is logged, and the broker is closed at shutdown."""
+    url = f"sqlite:///{tmp_path / 'meta.db'}"
+    upgrade(url)
+    with MetaStore(url) as meta:
+        meta.create_user("admin", "a-long-enough-password")
+    settings = Settings(data_dir=tmp_path, auth="off")
+
+    def broken(_: Settings) -> None:
+        raise RuntimeError("no full app today")
+
+    monkeypatch.setattr(start, "_build", broken)
+    plain = PlainMeta.open(settings.meta_url, tokens=False)
+    assert plain is not None
+    app = start.Staged(settings, plain)
+    inbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    lifespan = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))  # type: ignore[arg-type]
+    assert (await outbox.get())["type"] == "lifespan.startup.complete"
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as api:
+        assert (await api.get("/readyz")).json() == {"status": "ready"}
+        assert (await api.post("/api/v1/queues/none/publish", json={"messages": [{"body": "x"}]})).json()["error"]["code"] == (
+            "queue_not_found")
+        waiting = await api.get("/api/v1/queues")  # waits for the second stage, which fails
+        assert waiting.status_code == 503 and waiting.json()["error"]["code"] == "unavailable"
+    assert app.full is None
+    await inbox.put({"type": "lifespan.shutdown"})
+    assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
+    await lifespan
+    assert app.state.broker.store.closed
