@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -45,6 +45,20 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
                 self.transport.abort()
 
     return WebSocketProtocol
+
+
+def _websocket_protocol_on_upgrade() -> Callable[..., asyncio.Protocol]:
+    """What uvicorn makes a WebSocket's protocol with: `_websocket_protocol()`'s class, built (and the
+    websockets library loaded) at the first upgrade, or by warm_up, rather than before a restart
+    answers (app/start.py)."""
+    made: list[type[asyncio.Protocol]] = []
+
+    def protocol(**kwargs: Any) -> asyncio.Protocol:
+        if not made:
+            made.append(_websocket_protocol())
+        return made[0](**kwargs)
+
+    return protocol
 
 
 class OneWrite:
@@ -159,7 +173,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         http=_http_protocol(settings.request_header_timeout_seconds),
         # Past this many open connections (WebSockets included) a new request is answered 503.
         limit_concurrency=settings.max_connections,
-        ws=_websocket_protocol(),
+        ws=_websocket_protocol_on_upgrade(),
         # A publish-stream frame may carry a whole batch; uvicorn's default would cap it at 16 MiB.
         ws_max_size=settings.max_batch_bytes + 1024 * 1024,
         # No permessage-deflate: its zlib state costs about 35 KB per connection, most of an idle

@@ -64,9 +64,11 @@ async def _later(seconds: float, work: Callable[..., Awaitable[object]], *args: 
 
 def warm_up() -> None:
     """Load what the first requests do not need, so that the first request that does (a large publish
-    or binary pull: numpy; a console page: Jinja2 and its templates' environment) does not wait for
-    it, then freeze what they built as start-up's objects are (tune_gc)."""
+    or binary pull: numpy; a stream: the websockets library; a console page: Jinja2 and its
+    templates' environment) does not wait for it, then freeze what they built as start-up's objects
+    are (tune_gc)."""
     importlib.import_module("numpy")
+    importlib.import_module("uvicorn.protocols.websockets.websockets_sansio_impl")  # the first stream's (app/cli.py)
     web_render.environment()
     gc.freeze()
 

@@ -217,24 +217,24 @@ class Staged:
         began = time.monotonic()
         try:
             app, meta = await _in_thread(lambda: _build(settings))
-        except Exception:
-            log.exception("the server could not finish its start")
-            pending.set(None)
-            self.built.set()
-            self._stack.push_async_callback(asyncio.to_thread, state.broker.close)
-            return
-        from chunkmq.main import running
+            from chunkmq.main import running
 
-        pending.set(meta)
-        state.broker.meta = meta
-        state.auth.meta = meta
-        state.meta = meta
-        for name in ("settings", "broker", "auth", "meta", "dir_lock"):
-            setattr(app.state, name, getattr(state, name, None))
-        await self._stack.enter_async_context(running(app.state, settings))
-        self.full = app
-        self.built.set()
-        log.info("the full app is up, %.2f s after the first stage", time.monotonic() - began)
+            pending.set(meta)
+            state.broker.meta = meta
+            state.auth.meta = meta
+            state.meta = meta
+            for name in ("settings", "broker", "auth", "meta", "dir_lock"):
+                setattr(app.state, name, getattr(state, name, None))
+            await self._stack.enter_async_context(running(app.state, settings))
+        except Exception:
+            log.exception("the server could not finish its start: only readiness, publish and pull answer")
+            pending.set(None)
+            self._stack.push_async_callback(asyncio.to_thread, state.broker.close)
+        else:
+            self.full = app
+            log.info("the full app is up, %.2f s after the first stage", time.monotonic() - began)
+        finally:
+            self.built.set()
 
 
 def _build(settings: Settings) -> tuple[App, MetaStore]:

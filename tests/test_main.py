@@ -14,9 +14,10 @@ LATER = ("jinja2", "aiosmtplib", "numpy", "pyarrow", "pyspark", "pandas", "httpx
          "chunkmq.client")
 # What a restart's first stage (app/start.py) leaves to the second: the full app and the ORM.
 SECOND_STAGE = ("fastapi", "sqlalchemy", "chunkmq.api.schemas", "chunkmq.api.router", "chunkmq.web",
-                "chunkmq.alerts.jobs", "chunkmq.meta.repository", "chunkmq.main", "pydantic", "prometheus_client")
+                "chunkmq.alerts.jobs", "chunkmq.meta.repository", "chunkmq.main", "pydantic", "prometheus_client",
+                "websockets")
 # What warm_up() loads a second after start: then the first console page or large publish need not.
-WARMED = ("numpy", "jinja2")
+WARMED = ("numpy", "jinja2", "websockets")
 
 STARTED = """
 import asyncio, json, sys
@@ -27,9 +28,10 @@ def loaded(names):
     return sorted(m for m in sys.modules if m in names or any(m.startswith(n + ".") for n in names))
 
 args = cli.build_parser().parse_args(["serve", "--data-dir", sys.argv[1]])
-app = serving_app(cli._settings_from(args))
-cli._http_protocol(5.0)
-cli._websocket_protocol()
+settings = cli._settings_from(args)
+app = serving_app(settings)
+import uvicorn
+uvicorn.Config(app, **cli.uvicorn_options(settings)).load()  # as uvicorn.run(app, ...) in cli._serve
 
 async def start() -> dict[str, list[str]]:
     inbox, outbox = asyncio.Queue(), asyncio.Queue()

@@ -10,7 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
+from websockets.sync.client import connect
 
 from chunkmq import start
 from chunkmq.config import Settings
@@ -59,8 +61,17 @@ def _requests(url: str, admin: dict[str, str], reader: dict[str, str]) -> list[C
             return name, response.status_code, expected, response.text[:300], time.monotonic() - started
         return go
 
+    def stream() -> Answer:  # a consume stream: answers a ping once the full app is up
+        token = admin["authorization"].removeprefix("Bearer ")
+        with connect(f"ws{url.removeprefix('http')}{Q}/groups/g/stream?token={token}", compression=None,
+                     open_timeout=60) as ws:
+            ws.send(orjson.dumps({"type": "ping"}))
+            frame = orjson.loads(ws.recv(timeout=60))
+        return "stream", 200 if frame.get("type") == "pong" else 500, 200, str(frame), time.monotonic() - started
+
     pull = {"max_messages": 10, "wait_ms": 0, "consumer": "c", "ack": {"up_to": 0}}
     return [
+        stream,
         call("readyz", 200, "GET", "/readyz", {}),
         call("publish", 200, "POST", f"{Q}/publish", admin, {"messages": [{"body": "during"}]}),
         call("pull", 200, "POST", f"{Q}/groups/g/pull", admin, pull),
