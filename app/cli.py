@@ -23,7 +23,7 @@ class CliError(Exception):
 def _settings_from(args: argparse.Namespace) -> Settings:
     from chunkmq.config import Settings
 
-    overrides = {k: v for k, v in vars(args).items() if k in Settings.names() and v is not None}
+    overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
     return Settings(**overrides)
 
 

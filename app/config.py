@@ -1,115 +1,12 @@
-"""All settings in one place: environment variables `CHUNKMQ_*`, overridable by CLI flags.
-
-Plain classes checked on construction rather than pydantic models: a restart reads them before it
-answers (app/start.py), and pydantic's import and model build were a third of that part.
-"""
+"""All settings in one place: environment variables `CHUNKMQ_*`, overridable by CLI flags."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
-from enum import Enum, StrEnum
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
-
-class SettingError(ValueError):
-    """A setting's value is not of its type or out of its range."""
-
-
-class SecretStr:
-    """A secret (a password) that repr() and str() do not show."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def get_secret_value(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "SecretStr('**********')" if self._value else "SecretStr('')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SecretStr) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-
-def Field(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None) -> Any:
-    """A setting with a range: `ge` <= value (or `gt` <), value <= `le`."""
-    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le})
-
-
-_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
-
-
-def _bool(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in _TRUE | _FALSE:
-        raise ValueError(f"{value!r} is not a boolean (true/false, 1/0, yes/no, on/off)")
-    return text in _TRUE
-
-
-def _int(value: object) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(f"{value!r} is not an integer")
-    return int(value)  # type: ignore[call-overload]
-
-
-def _float(value: object) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
-    return float(value)  # type: ignore[arg-type]
-
-
-def _secret(value: object) -> SecretStr:
-    return value if isinstance(value, SecretStr) else SecretStr(str(value))
-
-
-class FromEnvironment:
-    """Settings read from the environment variables CHUNKMQ_<FIELD> (in any case), keyword arguments
-    first, then the defaults; each value is converted to its field's type and checked against its
-    range, or SettingError names the setting. Unknown keywords and variables are ignored."""
-
-    def __init__(self, **values: Any) -> None:
-        environment = {key[8:].lower(): text for key, text in os.environ.items() if key[:8].upper() == "CHUNKMQ_"}
-        for spec in fields(self):  # type: ignore[arg-type]
-            if spec.name in values:
-                raw, where = values[spec.name], spec.name
-            elif spec.name in environment:
-                raw, where = environment[spec.name], f"CHUNKMQ_{spec.name.upper()}"
-            else:
-                setattr(self, spec.name, spec.default if spec.default is not MISSING else spec.default_factory())  # type: ignore[misc]
-                continue
-            setattr(self, spec.name, _checked(spec.name, where, str(spec.type), raw, spec.metadata))
-
-    @classmethod
-    def names(cls) -> frozenset[str]:
-        return frozenset(spec.name for spec in fields(cls))  # type: ignore[arg-type]
-
-
-def _checked(name: str, where: str, type_name: str, raw: Any, limits: Any) -> Any:
-    """`raw` (a variable's text, or a keyword's value) as the setting `name` of type `type_name`."""
-    convert = _CONVERTERS[type_name]
-    try:
-        value = raw if isinstance(convert, type) and isinstance(raw, convert) else convert(raw)
-    except (ValueError, TypeError):
-        choices = f" (one of: {', '.join(m.value for m in convert)})" if isinstance(convert, type) and issubclass(convert, Enum) else ""
-        raise SettingError(f"{where}: {raw!r} is not a valid {type_name} for {name}{choices}") from None
-    ge, gt, le = limits.get("ge"), limits.get("gt"), limits.get("le")
-    if (ge is not None and value < ge) or (gt is not None and value <= gt) or (le is not None and value > le):
-        bounds = [f"{word} {bound}" for word, bound in ((">=", ge), (">", gt), ("<=", le)) if bound is not None]
-        raise SettingError(f"{where}: {name} must be {' and '.join(bounds)}, not {raw!r}")
-    return value
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class FsyncSetting(StrEnum):
@@ -123,14 +20,8 @@ class DiskBudgetPolicy(StrEnum):
     DROP_OLDEST = "drop_oldest"  # at the budget, retention deletes the oldest chunks, consumed or not
 
 
-_CONVERTERS: dict[str, Callable[[Any], Any]] = {
-    "str": str, "int": _int, "float": _float, "bool": _bool, "Path": Path, "SecretStr": _secret,
-    "FsyncSetting": FsyncSetting, "DiskBudgetPolicy": DiskBudgetPolicy,
-}
-
-
-@dataclass(init=False)
-class Settings(FromEnvironment):
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHUNKMQ_", extra="ignore")
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -212,7 +103,7 @@ class Settings(FromEnvironment):
     smtp_starttls: bool = False  # upgrade a plain connection with STARTTLS
     smtp_tls: bool = False  # TLS from the first byte (usually port 465)
     smtp_user: str = ""
-    smtp_password: SecretStr = SecretStr("")  # noqa: RUF009 - immutable
+    smtp_password: SecretStr = SecretStr("")
     smtp_from: str = "chunkmq@localhost"
     smtp_to: str = ""  # default recipients, comma-separated
     smtp_timeout_seconds: float = Field(10.0, gt=0)
@@ -233,9 +124,10 @@ class Settings(FromEnvironment):
         return self.database_url or f"sqlite:///{(self.data_dir / 'meta.db').resolve()}"
 
 
-@dataclass(init=False)
-class ClientSettings(FromEnvironment):
+class ClientSettings(BaseSettings):
     """What `chunkmq` commands that talk to a running server use (`chunkmq definitions ...`)."""
+
+    model_config = SettingsConfigDict(env_prefix="CHUNKMQ_", extra="ignore")
 
     url: str = "http://127.0.0.1:8000"
     token: str = ""  # a bearer token; with none, the one in <data_dir>/admin-token is tried

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
-from chunkmq.config import SettingError, Settings
+from chunkmq.config import Settings
 from tests.api.client import ok
 from tests.api.test_streams import consume_url, group_info, open_ws, recv, run, send, synced
 from tests.server import ServerProcess
@@ -96,7 +97,7 @@ def in_flight_to(server: ServerProcess, q: str, n: int, timeout: float = 5.0) ->
 def test_ping_settings_must_be_positive() -> None:
     assert Settings(ws_ping_interval=0.25, ws_ping_timeout=2).ws_ping_timeout == 2.0
     for bad in ({"ws_ping_interval": 0}, {"ws_ping_timeout": -1}):
-        with pytest.raises(SettingError):
+        with pytest.raises(ValidationError):
             Settings(**bad)
 
 
