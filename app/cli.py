@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -45,6 +45,20 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
                 self.transport.abort()
 
     return WebSocketProtocol
+
+
+def _websocket_protocol_on_upgrade() -> Callable[..., asyncio.Protocol]:
+    """What uvicorn makes a WebSocket's protocol with: `_websocket_protocol()`'s class, built (and the
+    websockets library loaded) at the first upgrade, or by warm_up, rather than before a restart
+    answers (app/start.py)."""
+    made: list[type[asyncio.Protocol]] = []
+
+    def protocol(**kwargs: Any) -> asyncio.Protocol:
+        if not made:
+            made.append(_websocket_protocol())
+        return made[0](**kwargs)
+
+    return protocol
 
 
 class OneWrite:
@@ -159,7 +173,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         http=_http_protocol(settings.request_header_timeout_seconds),
         # Past this many open connections (WebSockets included) a new request is answered 503.
         limit_concurrency=settings.max_connections,
-        ws=_websocket_protocol(),
+        ws=_websocket_protocol_on_upgrade(),
         # A publish-stream frame may carry a whole batch; uvicorn's default would cap it at 16 MiB.
         ws_max_size=settings.max_batch_bytes + 1024 * 1024,
         # No permessage-deflate: its zlib state costs about 35 KB per connection, most of an idle
@@ -180,23 +194,30 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import gc
+
+    # No cyclic collections while the start imports and builds (it makes next to no garbage, and the
+    # passes over its growing heap were a tenth of the imports' time): tune_gc turns them back on.
+    gc.disable()
     import uvicorn
 
-    from chunkmq.main import ConfigError, create_app
+    from chunkmq.start import ConfigError, check_settings, serving_app
     from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
 
     settings = _settings_from(args)
     os.umask(0o077)  # whatever the server or a library creates (SQLite's journals too) is owner-only
     try:
-        app = create_app(settings)
+        check_settings(settings)
     except ConfigError as exc:
         print(f"chunkmq: {exc}", file=sys.stderr)
         return 2
     try:  # before anything in the directory is read, recovered or created
-        app.state.dir_lock = DirectoryLock.acquire(settings.data_dir)
+        lock = DirectoryLock.acquire(settings.data_dir)
     except DirectoryLocked as exc:
         print(f"chunkmq: {exc}", file=sys.stderr)
         return 1
+    app = serving_app(settings)  # in two stages (app/start.py)
+    app.state.dir_lock = lock  # type: ignore[attr-defined]
     from chunkmq.broker import blob
     from chunkmq.storage import record
     from chunkmq.wire import batch
@@ -608,7 +629,7 @@ def _alerts_delete(args: argparse.Namespace) -> int:
 
 
 def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from chunkmq.meta.models import ALERT_KINDS
+    from chunkmq.meta.rows import ALERT_KINDS
 
     where = _where_parser()
     where.add_argument("--url", help="a running server (http://host:port): go through its API instead")

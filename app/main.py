@@ -1,4 +1,7 @@
-"""The application factory: wires settings, storage, metadata, broker, API and console together."""
+"""The application factory: wires settings, storage, metadata, broker, API and console together.
+
+`chunkmq serve` starts in two stages (app/start.py): the broker and the hot routes first, then this
+app, built while the first requests are answered."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
+from starlette.datastructures import State
 from starlette.types import Receive, Scope, Send
 
 from chunkmq import __version__, web
@@ -27,6 +31,7 @@ from chunkmq.config import Settings
 from chunkmq.meta import MetaStore
 from chunkmq.meta.migrate import upgrade
 from chunkmq.metrics import registry
+from chunkmq.start import check_settings, configure_logging, tune_gc
 from chunkmq.storage.files import private_dir
 from chunkmq.storage.lock import DirectoryLock
 from chunkmq.web import render as web_render
@@ -38,17 +43,6 @@ SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
 FORGET_CONSUMERS_SECONDS = 10.0  # consumers unseen for 5 minutes leave the lists this often
 DISK_MEASURE_SECONDS = 1.0  # the data directory is walked this often for the disk budget (disk.py)
 WARM_UP_DELAY_SECONDS = 1.0  # what start-up left out is loaded this long after the server answers
-
-
-class ConfigError(RuntimeError):
-    """Raised when the settings are unsafe or inconsistent."""
-
-
-def check_settings(settings: Settings) -> None:
-    if settings.auth not in ("on", "off"):
-        raise ConfigError("CHUNKMQ_AUTH must be on or off")
-    if settings.auth == "off" and settings.host != "127.0.0.1":
-        raise ConfigError("CHUNKMQ_AUTH=off is refused unless the server binds to 127.0.0.1")
 
 
 async def _every(seconds: float, work: Callable[[], Awaitable[object] | object], name: str) -> None:
@@ -68,40 +62,15 @@ async def _later(seconds: float, work: Callable[..., Awaitable[object]], *args: 
     await work(*args)
 
 
-def tune_gc() -> None:
-    """Every publish and pull allocates thousands of short-lived dicts and lists; with CPython's
-    default thresholds the cyclic GC then runs full collections over everything the broker holds,
-    which measured as 3x slower publishing (60k vs 204k msgs/s in-process, bench/http_publish.py).
-    Our hot paths create no reference cycles, so: freeze what start-up built, collect rarely.
-    A server's first start freezes without a collection: it leaves a few dozen unreachable objects,
-    and a full pass over the 100,000 it built costs about 0.1 s of CPU before the server answers. A
-    later app in the same process (tests, benchmarks) collects first, or the cycles an earlier app
-    left would be frozen for good."""
-    if gc.get_freeze_count():
-        gc.collect()
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
-
-
 def warm_up() -> None:
     """Load what the first requests do not need, so that the first request that does (a large publish
-    or binary pull: numpy; a console page: Jinja2 and its templates' environment) does not wait for
-    it, then freeze what they built as start-up's objects are (tune_gc)."""
+    or binary pull: numpy; a stream: the websockets library; a console page: Jinja2 and its
+    templates' environment) does not wait for it, then freeze what they built as start-up's objects
+    are (tune_gc)."""
     importlib.import_module("numpy")
+    importlib.import_module("uvicorn.protocols.websockets.websockets_sansio_impl")  # the first stream's (app/cli.py)
     web_render.environment()
     gc.freeze()
-
-
-def configure_logging(level: str) -> None:
-    """Send chunkmq's own log lines (storage recovery, idempotency window, retention) to stderr at the
-    configured level: uvicorn configures only its own loggers, so these were dropped below WARNING."""
-    logger = logging.getLogger("chunkmq")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-    number = logging.getLevelName(level.upper())
-    logger.setLevel(number if isinstance(number, int) else logging.INFO)
 
 
 class App(FastAPI):
@@ -118,6 +87,83 @@ class App(FastAPI):
         await super().__call__(scope, receive, send)
 
 
+async def open_broker(state: State, settings: Settings) -> None:
+    """The metadata store (migrated, with its first admin token and console user), the broker on it
+    (the store recovered) and token auth, on `state`: the ORM's way, for `create_app`'s lifespan and
+    for a start that must write the metadata (app/start.py)."""
+    private_dir(settings.data_dir)
+    await asyncio.to_thread(upgrade, settings.meta_url)
+    meta = MetaStore(settings.meta_url)
+    # First-start secrets before the store opens: the disk budget's first measurement counts them.
+    if settings.auth == "on":
+        token = await asyncio.to_thread(bootstrap_admin_token, meta, settings.data_dir)
+        if token:
+            print(
+                f"chunkmq: created the first admin token (also in {settings.data_dir / 'admin-token'}):\n"
+                f"  {token}",
+                file=sys.stderr, flush=True,
+            )
+    password = await asyncio.to_thread(bootstrap_admin_user, meta, settings.data_dir)
+    if password:
+        print(
+            f"chunkmq: created the console user admin (password also in {settings.data_dir / 'admin-password'}):\n"
+            f"  {password}",
+            file=sys.stderr, flush=True,
+        )
+    state.meta = meta
+    state.broker = await asyncio.to_thread(Broker.open, settings, meta)
+    state.auth = TokenAuth(meta, enabled=settings.auth == "on")
+
+
+@contextlib.asynccontextmanager
+async def running(state: State, settings: Settings) -> AsyncIterator[None]:
+    """Alerts, metrics and the broker's background work, on an opened broker (`open_broker`, or
+    app/start.py's first stage); on the way out, the last writes and the broker and metadata closed."""
+    broker: Broker = state.broker
+    meta: MetaStore = state.meta
+    alerts = Alerts(broker, meta, settings)
+    state.alerts = alerts
+    collectors = [BrokerCollector(broker), AlertCollector(alerts)]
+    for collector in collectors:
+        registry.register(collector)
+    await broker.history.load()
+    logs.install()  # uvicorn has configured its loggers by now
+    tune_gc()
+    tasks = [
+        asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
+        asyncio.create_task(_every(FORGET_CONSUMERS_SECONDS, broker.forget_idle_consumers, "forget consumers")),
+        asyncio.create_task(broker.committer.run()),
+        asyncio.create_task(_every(settings.retention_interval_seconds, broker.run_retention, "retention")),
+        asyncio.create_task(_every(1.0, broker.stats.sample, "stats")),
+        asyncio.create_task(_every(settings.dedup_snapshot_seconds, broker.snapshot_dedup, "dedup snapshot")),
+        asyncio.create_task(_every(settings.history_interval_seconds, broker.history.sample, "history sample")),
+        asyncio.create_task(_every(settings.history_flush_seconds, broker.history.flush, "history flush")),
+        asyncio.create_task(_every(DISK_MEASURE_SECONDS, broker.disk.measure, "disk measure")),
+        asyncio.create_task(_every(TOKEN_USE_SECONDS, state.auth.flush_last_used, "token last use")),
+        asyncio.create_task(_every(logs.FLUSH_SECONDS, logs.flush, "access log")),
+        asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
+        *await alerts.start(),
+        asyncio.create_task(_later(WARM_UP_DELAY_SECONDS, asyncio.to_thread, warm_up)),
+    ]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await alerts.close()
+            await broker.committer.round()
+            await broker.history.close()
+            await state.auth.flush_last_used()
+        finally:
+            logs.flush()
+            for collector in collectors:
+                registry.unregister(collector)
+            await asyncio.to_thread(broker.close)
+            meta.close()
+
+
 def create_app(settings: Settings | None = None) -> App:
     settings = settings or Settings()
     check_settings(settings)
@@ -130,72 +176,14 @@ def create_app(settings: Settings | None = None) -> App:
         own_lock = getattr(app.state, "dir_lock", None) is None
         if own_lock:
             app.state.dir_lock = DirectoryLock.acquire(settings.data_dir)
-        private_dir(settings.data_dir)
-        await asyncio.to_thread(upgrade, settings.meta_url)
-        meta = MetaStore(settings.meta_url)
-        # First-start secrets before the store opens: the disk budget's first measurement counts them.
-        if settings.auth == "on":
-            token = await asyncio.to_thread(bootstrap_admin_token, meta, settings.data_dir)
-            if token:
-                print(
-                    f"chunkmq: created the first admin token (also in {settings.data_dir / 'admin-token'}):\n"
-                    f"  {token}",
-                    file=sys.stderr, flush=True,
-                )
-        password = await asyncio.to_thread(bootstrap_admin_user, meta, settings.data_dir)
-        if password:
-            print(
-                f"chunkmq: created the console user admin (password also in {settings.data_dir / 'admin-password'}):\n"
-                f"  {password}",
-                file=sys.stderr, flush=True,
-            )
-        broker = await asyncio.to_thread(Broker.open, settings, meta)
-        app.state.broker = broker
-        app.state.auth = TokenAuth(meta, enabled=settings.auth == "on")
-        alerts = Alerts(broker, meta, settings)
-        app.state.alerts = alerts
-        collectors = [BrokerCollector(broker), AlertCollector(alerts)]
-        for collector in collectors:
-            registry.register(collector)
-        await broker.history.load()
-        logs.install()  # uvicorn has configured its loggers by now
-        tune_gc()
-        tasks = [
-            asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
-            asyncio.create_task(_every(FORGET_CONSUMERS_SECONDS, broker.forget_idle_consumers, "forget consumers")),
-            asyncio.create_task(broker.committer.run()),
-            asyncio.create_task(_every(settings.retention_interval_seconds, broker.run_retention, "retention")),
-            asyncio.create_task(_every(1.0, broker.stats.sample, "stats")),
-            asyncio.create_task(_every(settings.dedup_snapshot_seconds, broker.snapshot_dedup, "dedup snapshot")),
-            asyncio.create_task(_every(settings.history_interval_seconds, broker.history.sample, "history sample")),
-            asyncio.create_task(_every(settings.history_flush_seconds, broker.history.flush, "history flush")),
-            asyncio.create_task(_every(DISK_MEASURE_SECONDS, broker.disk.measure, "disk measure")),
-            asyncio.create_task(_every(TOKEN_USE_SECONDS, app.state.auth.flush_last_used, "token last use")),
-            asyncio.create_task(_every(logs.FLUSH_SECONDS, logs.flush, "access log")),
-            asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
-            *await alerts.start(),
-            asyncio.create_task(_later(WARM_UP_DELAY_SECONDS, asyncio.to_thread, warm_up)),
-        ]
         try:
-            yield
+            await open_broker(app.state, settings)
+            async with running(app.state, settings):
+                yield
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            try:
-                await alerts.close()
-                await broker.committer.round()
-                await broker.history.close()
-                await app.state.auth.flush_last_used()
-            finally:
-                logs.flush()
-                for collector in collectors:
-                    registry.unregister(collector)
-                await asyncio.to_thread(broker.close)
-                meta.close()
-                if own_lock:
-                    app.state.dir_lock.release()
-                    app.state.dir_lock = None
+            if own_lock:
+                app.state.dir_lock.release()
+                app.state.dir_lock = None
 
     # /docs and /redoc come from app/api/docs.py, with their assets served locally (no CDN)
     app = App(title="chunkmq", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -213,5 +201,5 @@ def create_app(settings: Settings | None = None) -> App:
     router.install(app)  # every route behind its rule (app/api/access.py)
     web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first
     app.router.routes.append(allow.route)  # OPTIONS on any path, after every route that has the path
-    schemas.install_openapi(app, {**publish.OPENAPI_PATHS, **pull.OPENAPI_PATHS}, secured=settings.auth == "on")
+    schemas.install_openapi(app, {**publish.openapi_paths(), **pull.openapi_paths()}, secured=settings.auth == "on")
     return app

@@ -6,6 +6,8 @@ restarts interleaved so that every build meets the same load.
     python -m bench.restart --backlog 100000 --repeat 8 [--variant before=/path/with/chunkmq ...]
 
 Each variant restarts its own copy of one store, filled once with `--backlog` messages of 100 B.
+For farm-bench, which times whole processes: `--fill DIR` fills a store, `--once DIR [--pythonpath P]`
+restarts a server on it once, prints its figures and kills it (SIGKILL: no shutdown in the timing).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -69,8 +72,9 @@ def fill(data_dir: Path, backlog: int, log: Path) -> None:
         process.stop()
 
 
-def restart(data_dir: Path, pythonpath: str, log: Path) -> dict[str, float]:
-    """One start: seconds to /readyz 200, to a pulled message, and server CPU seconds at ready."""
+def restart(data_dir: Path, pythonpath: str, log: Path, kill: bool = False) -> dict[str, float]:
+    """One start: seconds to /readyz 200, to a pulled message, and server CPU seconds at ready; with
+    `kill`, the server is killed after (SIGKILL) rather than stopped."""
     port = free_port()
     t0 = time.monotonic()
     process = spawn(data_dir, port, pythonpath, log)
@@ -83,6 +87,8 @@ def restart(data_dir: Path, pythonpath: str, log: Path) -> dict[str, float]:
             raise RuntimeError(f"no message pulled right after /readyz: {status} {raw[:200]!r}")
         return {"ready_s": ready_s, "pulled_s": time.monotonic() - t0, "cpu_s": cpu}
     finally:
+        if kill:
+            os.killpg(process.pid, signal.SIGKILL)
         process.stop()
 
 
@@ -92,7 +98,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--variant", action="append", default=[], metavar="NAME=PYTHONPATH",
                    help="another build of chunkmq, first on PYTHONPATH (default: only the installed one)")
+    p.add_argument("--fill", metavar="DIR", type=Path, help="only fill a store in DIR with --backlog messages")
+    p.add_argument("--once", metavar="DIR", type=Path, help="only restart once on the store in DIR (see above)")
+    p.add_argument("--pythonpath", default="", help="with --once: the build of chunkmq to run, first on PYTHONPATH")
     args = p.parse_args(argv)
+    if args.fill:
+        _compile_package()
+        fill(args.fill, args.backlog, args.fill.parent / "fill.log")
+        return 0
+    if args.once:
+        print(json.dumps(restart(args.once, args.pythonpath, args.once.parent / "once.log", kill=True)))
+        return 0
     variants = {"installed": "", **dict(v.split("=", 1) for v in args.variant)}
     _compile_package()
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:

@@ -32,7 +32,7 @@ with Client("{url}") as client:
 # What a client user gets from `pip install chunkmq`; the broker's dependencies are `chunkmq[server]`.
 CLIENT_DEPENDENCIES = {"httpx", "websockets", "orjson"}
 SERVER_ONLY = {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "jinja2", "pyarrow", "numpy",
-               "pydantic", "pydantic-settings", "uvloop", "httptools", "rich", "isal"}
+               "pydantic", "uvloop", "httptools", "rich", "isal"}
 
 
 @pytest.fixture(scope="module")

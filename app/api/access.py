@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fastapi import Depends
-from fastapi.params import Depends as DependsParam
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -165,7 +163,15 @@ async def authorize(conn: HTTPConnection) -> Principal:
         raise Refused from None
 
 
-AUTHORIZE: DependsParam = Depends(authorize)
+def __getattr__(name: str) -> Any:
+    """AUTHORIZE, `Depends(authorize)`: what a FastAPI route takes its caller from. Made when the
+    first route asks, so that the hot routes, which use `Authorized`, need no FastAPI (app/start.py)."""
+    if name != "AUTHORIZE":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from fastapi import Depends
+
+    globals()["AUTHORIZE"] = value = Depends(authorize)
+    return value
 
 
 class Authorized:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from sqlalchemy.exc import OperationalError
-
+from chunkmq.api.errors import code_of
 from chunkmq.auth.permissions import Action, Permissions
 from chunkmq.auth.tokens import hash_token
 from chunkmq.broker.errors import Forbidden, Unauthorized
-from chunkmq.meta import MetaStore
+from chunkmq.wire import codes
+
+if TYPE_CHECKING:
+    from chunkmq.meta import MetaStore
+    from chunkmq.meta.plain import PlainMeta
 
 _CACHE_SECONDS = 30.0  # a token deleted from the CLI stops working within this time
 _OUTAGE_RETRY_SECONDS = 1.0  # while the database is unreachable, a known token's answer is kept this long
@@ -44,8 +48,8 @@ class TokenAuth:
     """Resolves tokens through a small in-memory cache, so no request after the first for a token
     runs SQL (the publish path stays free of it)."""
 
-    def __init__(self, meta: MetaStore, enabled: bool) -> None:
-        self.meta = meta
+    def __init__(self, meta: MetaStore | PlainMeta, enabled: bool) -> None:
+        self.meta = meta  # a staged start's first stage finds tokens without the ORM (app/start.py)
         self.enabled = enabled
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._used: set[int] = set()  # token ids used since the last flush (`chunkmq token list`)
@@ -76,7 +80,9 @@ class TokenAuth:
     ) -> tuple[float, Principal | None]:
         try:
             row = await asyncio.to_thread(self.meta.find_token, token)
-        except OperationalError:
+        except Exception as exc:
+            if code_of(exc) != codes.UNAVAILABLE:
+                raise
             # The database is unreachable (docs/metadata.md): a token checked before keeps its answer
             # until it is back (revoking one needs the database too); a new one gets 503 unavailable.
             if stale is None:
@@ -96,9 +102,9 @@ class TokenAuth:
         used, self._used = self._used, set()
         if used:
             try:
-                await asyncio.to_thread(lambda: [self.meta.touch_token(i) for i in sorted(used)])
-            except OperationalError:
-                self._used |= used  # the database is unreachable: the next flush writes them
+                await asyncio.to_thread(lambda: [self.meta.touch_token(i) for i in sorted(used)])  # type: ignore[union-attr]
+            except BaseException:
+                self._used |= used  # e.g. the database is unreachable: the next flush writes them
                 raise
         return len(used)
 

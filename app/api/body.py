@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import orjson
-from fastapi import Request
+from starlette.requests import Request
 from starlette.types import Receive, Scope
 
 from chunkmq.broker.errors import InvalidInput, TooLarge

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from fastapi import Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Send
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+import sqlite3
+import sys
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -30,6 +30,10 @@ from chunkmq.broker.errors import BrokerError, DirectoryLocked, storage
 from chunkmq.meta import errors as meta
 from chunkmq.spark import errors as spark
 from chunkmq.wire import codes
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from fastapi.exceptions import RequestValidationError
 
 log = logging.getLogger("chunkmq.api")
 
@@ -48,8 +52,9 @@ ERROR_MAP: dict[type[BaseException], str] = {
     meta.AlreadyExists: codes.ALREADY_EXISTS,
     meta.NotFound: codes.NOT_FOUND,  # refined by the entity: queue_not_found, ...
     meta.InvalidValue: codes.INVALID_BODY,
-    SQLAlchemyError: codes.METADATA_ERROR,
-    OperationalError: codes.UNAVAILABLE,  # database locked or gone: try again
+    # The metadata's reads before the ORM is loaded (app/meta/plain.py), as the ORM's below
+    sqlite3.Error: codes.METADATA_ERROR,
+    sqlite3.OperationalError: codes.UNAVAILABLE,
     InvalidPattern: codes.INVALID_BODY,  # a token's permission pattern
     MailError: codes.SMTP_FAILED,
     # The Spark connector's errors, as the `chunkmq spark` jobs report them
@@ -57,6 +62,13 @@ ERROR_MAP: dict[type[BaseException], str] = {
     spark.DataLoss: codes.PRECONDITION_FAILED,  # failOnDataLoss: the offsets the query needs are gone
     spark.ReadFailed: codes.UNAVAILABLE,
     spark.ChunkmqError: codes.INTERNAL_ERROR,  # refined by the broker's own code
+}
+
+# SQLAlchemy's and FastAPI's by name: a server answers its first requests before it loads them
+# (app/start.py), and until then none of their errors can be raised.
+_NAMED: dict[str, str] = {
+    "sqlalchemy.exc.SQLAlchemyError": codes.METADATA_ERROR,
+    "sqlalchemy.exc.OperationalError": codes.UNAVAILABLE,  # database locked or gone: try again
 }
 
 _ENTITY_CODES = {
@@ -81,17 +93,27 @@ def code_of(exc: BaseException) -> str:
     specific ERROR_MAP entry along its MRO (internal_error when none)."""
     if isinstance(exc, BrokerError):
         return exc.code
-    if isinstance(exc, RequestValidationError):  # a JSON body's field (as a form's), else a parameter
-        body = all(err.get("loc", ("",))[0] == "body" for err in exc.errors())
+    if _validation_error(exc):  # a JSON body's field (as a form's), else a parameter
+        body = all(err.get("loc", ("",))[0] == "body" for err in exc.errors())  # type: ignore[attr-defined]
         return codes.INVALID_BODY if body else codes.INVALID_REQUEST
     if isinstance(exc, StarletteHTTPException):
         return _HTTP_CODES.get(exc.status_code, codes.INTERNAL_ERROR if exc.status_code >= 500 else codes.INVALID_BODY)
-    code = next((ERROR_MAP[cls] for cls in type(exc).__mro__ if cls in ERROR_MAP), codes.INTERNAL_ERROR)
+    code = next((c for cls in type(exc).__mro__ if (c := _mapped(cls)) is not None), codes.INTERNAL_ERROR)
     if isinstance(exc, meta.NotFound):
         code = _ENTITY_CODES.get(exc.entity, codes.NOT_FOUND)
     elif isinstance(exc, spark.ChunkmqError) and exc.code in codes.STATUS:
         code = exc.code
     return code
+
+
+def _mapped(cls: type) -> str | None:
+    return ERROR_MAP.get(cls) or _NAMED.get(f"{cls.__module__}.{cls.__qualname__}")
+
+
+def _validation_error(exc: BaseException) -> bool:
+    """Whether `exc` is FastAPI's RequestValidationError (none can exist before FastAPI is loaded)."""
+    fastapi_exceptions = sys.modules.get("fastapi.exceptions")
+    return fastapi_exceptions is not None and isinstance(exc, fastapi_exceptions.RequestValidationError)
 
 
 def status_of(exc: BaseException) -> int:
@@ -123,8 +145,8 @@ def api_error(exc: BaseException) -> BrokerError:
     elif server_fault(exc):
         log.error("request failed: %r", exc, exc_info=exc)
         message = f"{code.replace('_', ' ')}; see the server log"
-    elif isinstance(exc, RequestValidationError):
-        message = _describe(exc)
+    elif _validation_error(exc):
+        message = _describe(exc)  # type: ignore[arg-type]
     else:
         message = getattr(exc, "message", None) or str(exc) or code.replace("_", " ")
     error = BrokerError(message, code=code)
@@ -195,10 +217,13 @@ def _describe(exc: RequestValidationError) -> str:
 
 
 def install(app: FastAPI) -> None:
+    from fastapi.exceptions import RequestValidationError
+    from sqlalchemy.exc import SQLAlchemyError
+
     async def mapped(_: Request, exc: Exception) -> Response:
         return render(exc)
 
-    for cls in (BrokerError, *ERROR_MAP):
+    for cls in (BrokerError, *ERROR_MAP, SQLAlchemyError):
         app.add_exception_handler(cls, mapped)
 
     @app.exception_handler(Refused)

@@ -20,6 +20,7 @@ from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import NotFound
 from chunkmq.broker.views import as_json, overview_json
+from chunkmq.start import readiness
 from chunkmq.wire import codes
 
 router = APIRouter(tags=["operations"])
@@ -53,13 +54,8 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", responses={**schemas.answers(schemas.Readiness), **schemas.answers(
     schemas.Readiness, status=503, description="Starting, or publishes are refused for lack of space")})
 async def readyz(request: Request) -> Response:
-    broker: Broker | None = getattr(request.app.state, "broker", None)
-    if broker is None:
-        return json({"status": "starting"}, 503)
-    reason = broker.disk.refusal()
-    if reason is not None:  # publishes are refused (507) or would be at the next chunk
-        return json({"status": "storage_full", "reason": reason}, 503)
-    return json({"status": "ready"})
+    status, body = readiness(getattr(request.app.state, "broker", None))  # as a start's first stage answers
+    return json(body, status)
 
 
 @router.get("/metrics", response_class=PlainTextResponse, responses=schemas.answers(

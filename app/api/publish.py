@@ -6,7 +6,7 @@ FastAPI routes (app/main.py). Route matching through included routers, the Reque
 dependency solving and the Response object cost about half of the server's time on a one-message
 publish (about 90 of 180 us, docs/decisions.md). They are served ahead of the middleware stack
 (app/api/hot_routes.py), with the same guard and error map, and OpenAPI describes them through
-OPENAPI_PATHS.
+`openapi_paths()`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from starlette.datastructures import QueryParams
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from chunkmq.api import schemas
 from chunkmq.api.access import Authorized
 from chunkmq.api.body import header, media_type, parse_json, read_body
 from chunkmq.api.deps import send_body, send_json
@@ -84,6 +83,8 @@ routes = [
 
 
 def _operation(operation_id: str, summary: str, description: str, *errors: str) -> dict[str, Any]:
+    from chunkmq.api import schemas
+
     return {
         "post": {
             "tags": ["publish"],
@@ -102,13 +103,18 @@ _PUBLISH_ERRORS = (
     codes.INVALID_NAME, codes.INVALID_BODY, codes.PRECONDITION_FAILED, codes.MESSAGE_TOO_LARGE,
     codes.BATCH_TOO_LARGE, codes.QUEUE_FULL, codes.STORAGE_FULL,
 )
-OPENAPI_PATHS = {
-    "/api/v1/exchanges/{name}/publish": _operation(
-        "publish", "Publish", "Publish a batch through an exchange (`amq.default` for the default exchange).",
-        codes.EXCHANGE_NOT_FOUND, codes.UNROUTABLE, *_PUBLISH_ERRORS,
-    ),
-    "/api/v1/queues/{name}/publish": _operation(
-        "publish_to_queue", "Publish to queue", "Publish a batch straight into one queue (no routing).",
-        codes.QUEUE_NOT_FOUND, *_PUBLISH_ERRORS,
-    ),
-}
+
+
+def openapi_paths() -> dict[str, Any]:
+    """OpenAPI's description of the routes, built with the full app (app/start.py: the first stage
+    loads no pydantic schemas)."""
+    return {
+        "/api/v1/exchanges/{name}/publish": _operation(
+            "publish", "Publish", "Publish a batch through an exchange (`amq.default` for the default exchange).",
+            codes.EXCHANGE_NOT_FOUND, codes.UNROUTABLE, *_PUBLISH_ERRORS,
+        ),
+        "/api/v1/queues/{name}/publish": _operation(
+            "publish_to_queue", "Publish to queue", "Publish a batch straight into one queue (no routing).",
+            codes.QUEUE_NOT_FOUND, *_PUBLISH_ERRORS,
+        ),
+    }

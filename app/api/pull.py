@@ -5,7 +5,7 @@ A long poll woken by a publish is one HTTP answer per message at low rates, and 
 through included routers, the Request object and dependency solving were the largest part of the
 server's CPU per message on end-to-end latency (docs/benchmarks.md, "What dominates"). The route
 is served ahead of the middleware stack (app/api/hot_routes.py), with the same guard and error
-map, and OpenAPI describes it through OPENAPI_PATHS.
+map, and OpenAPI describes it through `openapi_paths()`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from chunkmq.api import schemas
 from chunkmq.api.access import Authorized
 from chunkmq.api.body import MAX_OBJECT_BYTES, header, object_of, read_body
 from chunkmq.api.deps import send_body, send_json
@@ -81,18 +80,24 @@ async def _send(send: Send, answer: bytes, binary: bool) -> None:
 
 route = Route(PATH, Authorized("POST", PATH, PullEndpoint()), methods=["POST"])
 
-OPENAPI_PATHS: dict[str, Any] = {
-    PATH: {
-        "post": {
-            "tags": ["consumer groups"],
-            "summary": "Pull",
-            "operationId": "pull_api_v1_queues__queue__groups__group__pull_post",
-            "parameters": [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                           for name in ("queue", "group")],
-            "responses": schemas.answers(
-                schemas.Pulled, codes.INVALID_NAME, codes.INVALID_BODY, codes.INVALID_ACK, codes.QUEUE_NOT_FOUND,
-                codes.GROUP_NOT_FOUND, codes.PRECONDITION_FAILED, codes.BODY_TOO_LARGE),
-            **schemas.body(schemas.PullBody, required=False),
+
+def openapi_paths() -> dict[str, Any]:
+    """OpenAPI's description of the route, built with the full app (app/start.py: the first stage
+    loads no pydantic schemas)."""
+    from chunkmq.api import schemas
+
+    return {
+        PATH: {
+            "post": {
+                "tags": ["consumer groups"],
+                "summary": "Pull",
+                "operationId": "pull_api_v1_queues__queue__groups__group__pull_post",
+                "parameters": [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                               for name in ("queue", "group")],
+                "responses": schemas.answers(
+                    schemas.Pulled, codes.INVALID_NAME, codes.INVALID_BODY, codes.INVALID_ACK, codes.QUEUE_NOT_FOUND,
+                    codes.GROUP_NOT_FOUND, codes.PRECONDITION_FAILED, codes.BODY_TOO_LARGE),
+                **schemas.body(schemas.PullBody, required=False),
+            }
         }
     }
-}

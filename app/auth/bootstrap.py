@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from chunkmq.meta.repository import MetaStore
 from chunkmq.storage.files import DIR_MODE, FILE_MODE
+
+if TYPE_CHECKING:
+    from chunkmq.meta.repository import MetaStore
 
 ADMIN_TOKEN_FILE = "admin-token"
 ADMIN_TOKEN_NAME = "admin (bootstrap)"

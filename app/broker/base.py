@@ -25,12 +25,12 @@ from chunkmq.broker.queue import Queue
 from chunkmq.broker.routing import Exchange, RoutingTable
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import Settings
-from chunkmq.meta import MetaStore
 from chunkmq.storage import NewMessage, Store, StoredMessage
 from chunkmq.wire import codes
 
 if TYPE_CHECKING:
     from chunkmq.broker.history import History
+    from chunkmq.meta import MetaStore
 
 log = logging.getLogger("chunkmq.broker")
 

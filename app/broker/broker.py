@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -46,11 +46,14 @@ from chunkmq.broker.queue import Queue, QueueSettings
 from chunkmq.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import FsyncSetting, Settings
-from chunkmq.meta import GroupRow, MetaStore
+from chunkmq.meta.rows import GroupRow, MetaSnapshot
 from chunkmq.storage import FsyncMode, StorageError, Store, StoreOptions
 from chunkmq.storage.files import private_dir, restrict_tree
 from chunkmq.storage.lock import LOCK_FILE
 from chunkmq.wire import codes
+
+if TYPE_CHECKING:
+    from chunkmq.meta import MetaStore
 
 __all__ = ["Broker", "PublishOutcome", "parse_binding", "parse_exchange"]
 
@@ -145,8 +148,9 @@ class Broker(Publishing, Consuming):
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    def open(cls, settings: Settings, meta: MetaStore) -> Broker:
-        """Open the store (running its recovery) and load the routing table from the database."""
+    def open(cls, settings: Settings, meta: MetaStore, snapshot: MetaSnapshot | None = None) -> Broker:
+        """Open the store (running its recovery) and load the routing table from the database, or
+        from `snapshot` when it was read already (without the ORM: app/meta/plain.py)."""
         private_dir(settings.data_dir)
         changed = restrict_tree(settings.data_dir, _OWN_ENTRIES)
         if changed:
@@ -165,12 +169,11 @@ class Broker(Publishing, Consuming):
             ),
         )
         broker = cls(settings, store, meta)
-        broker._load()
+        broker._load(snapshot or broker.meta.load())
         broker.disk.measure_now()  # the first publishes are checked against a real measurement
         return broker
 
-    def _load(self) -> None:
-        snapshot = self.meta.load()
+    def _load(self, snapshot: MetaSnapshot) -> None:
         for row in snapshot.exchanges:
             self.routing.exchanges[row.name] = Exchange(row.name, ExchangeType(row.type), row.alternate_exchange)
         for row in snapshot.queues:

@@ -9,7 +9,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from chunkmq import metrics
 from chunkmq.broker.base import BrokerBase, now_ms
 from chunkmq.broker.dedup import key_scope
 from chunkmq.broker.errors import (
@@ -77,6 +76,8 @@ class Publishing(BrokerBase):
         if future is not None and not future.done():
             started = time.perf_counter()
             await asyncio.wrap_future(future)
+            from chunkmq import metrics  # prometheus_client: not before a restart answers (app/start.py)
+
             metrics.fsync_wait.observe(time.perf_counter() - started)
         return PublishOutcome(results, self.durability)
 

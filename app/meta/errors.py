@@ -12,7 +12,10 @@ Each error names the `entity` ("exchange", "queue", "binding", "group", "token",
 
 from __future__ import annotations
 
-from sqlalchemy.exc import DataError, IntegrityError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the errors are raised without SQLAlchemy too (app/meta/plain.py)
+    from sqlalchemy.exc import DataError, IntegrityError
 
 
 class MetaError(Exception):

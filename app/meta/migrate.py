@@ -19,6 +19,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, make_url
 
 from chunkmq.meta.engine import make_engine
+from chunkmq.meta.plain import head_revision
 from chunkmq.resources import MIGRATIONS
 from chunkmq.storage.files import DIR_MODE, FILE_MODE
 
@@ -89,19 +90,8 @@ def _revisions(connection: Connection) -> list[str]:
     return list(connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalars())
 
 
-def _numbers() -> list[int]:
-    return [int(p.name[:4]) for p in (SCRIPT_LOCATION / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")]
-
-
-def head_revision() -> str:
-    """The newest migration's revision, read off the file names: the scripts are numbered
-    (alembic/versions/NNNN_<message>.py with revision "NNNN", each revising the one before; a test
-    in tests/meta/test_migrations.py holds them to it), so the highest number is the head."""
-    return f"{max(_numbers()):04d}"
-
-
 def _next_rev_id() -> str:
-    return f"{max(_numbers(), default=0) + 1:04d}"
+    return f"{int(head_revision()) + 1:04d}"
 
 
 def new_revision(message: str) -> Path:

@@ -28,6 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from chunkmq.meta.rows import ALERT_KINDS
 from chunkmq.meta.types import BigInt, CanonicalJSON, UtcDateTime, utcnow
 
 EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers", "hash")
@@ -218,7 +219,6 @@ class GroupHistory(Base):
 
 # --- alerts (app/alerts, docs/alerts.md) ---------------------------------------------------------
 
-ALERT_KINDS = ("lag_messages", "lag_seconds", "stalled", "no_consumers", "dead_letters", "queue_full", "disk")
 ALERT_STATES = ("ok", "pending", "firing", "resolved")
 ALERT_EVENT_TYPES = ("transition", "mail")
 

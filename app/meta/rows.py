@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chunkmq.meta import models
+if TYPE_CHECKING:  # the row functions read ORM objects; the rows themselves need no SQLAlchemy
+    from chunkmq.meta import models
+
+
+# What an alert rule watches (app/alerts/rules.py); here rather than in models.py, so that the CLI's
+# parser names them without loading SQLAlchemy.
+ALERT_KINDS = ("lag_messages", "lag_seconds", "stalled", "no_consumers", "dead_letters", "queue_full", "disk")
 
 
 @dataclass(frozen=True, slots=True)
