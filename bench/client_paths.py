@@ -7,8 +7,8 @@ then alternates rounds of: `chunkmq.Client.publish_to_queue` of batches of 100 t
 and `Client.producer("").publish_batch` of the same over the WebSocket stream, against redis-py's
 XADD pipelines of 100; `Client.pull(queue, group, 1000)` (each pull carrying the
 previous batch's ack, `ack_up_to`, the last one acked with `Client.ack`) and `Client.pull_batch` the
-same way, and `Client.consume` (credit 1,000, acked as it goes), against XREADGROUP COUNT 1000 +
-XACK of the batch. Prints msgs/s and client CPU µs per
+same way, `Client.consume` (credit 1,000, acked as it goes) and its `batches()` (a cumulative
+`ack_up_to` per batch), against XREADGROUP COUNT 1000 + XACK of the batch. Prints msgs/s and client CPU µs per
 message, one JSON line per measurement, with the load average beside each.
 """
 
@@ -51,6 +51,18 @@ def chunkmq_consume(mq: Client, queue: str, count: int) -> None:
     with mq.consume(queue, "g3", credit=PULL) as stream:
         for n, _message in enumerate(stream, 1):
             if n == count:
+                break
+
+
+def chunkmq_consume_batches(mq: Client, queue: str, count: int) -> None:
+    got = 0
+    with mq.consume(queue, "g4", credit=PULL, auto_ack=False) as stream:
+        for batch in stream.batches(max_messages=count - got):
+            for m in batch:
+                _ = m.body  # what a consumer reads
+            stream.ack_up_to(batch[-1].offset + 1)
+            got += len(batch)
+            if got >= count:
                 break
 
 
@@ -134,6 +146,8 @@ def main() -> None:
                 timed("chunkmq Client.pull_batch 1,000 + ack", count, chunkmq_pull_batch, mq, queue, count)
                 timed("chunkmq Client.consume, credit 1,000, acked as it goes (WebSocket)", count, chunkmq_consume, mq,
                       queue + "-ws", count)
+                timed("chunkmq Client.consume batches, credit 1,000, ack_up_to per batch (WebSocket)", count,
+                      chunkmq_consume_batches, mq, queue + "-ws", count)
                 timed("redis-py XREADGROUP 1,000 + XACK", count, redis_pull, r, queue, count)
                 mq.delete_queue(queue, force=True)
                 mq.delete_queue(queue + "-ws", force=True)

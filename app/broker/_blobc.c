@@ -1,4 +1,5 @@
-/* The compiled twin of blob.py's `parse`: a page of stored blobs read as columns in one pass.
+/* The compiled twins of blob.py's `parse` (a page of stored blobs read as columns in one pass) and
+   `text_blobs` (the stored blobs of a batch of plain text bodies, built in one pass).
 
    blob.py is the reference: its module docstring has the blob's layout, and its parse gives the
    columns this gives, odd rows included (the property tests in tests/broker/test_blobc.py hold them
@@ -105,15 +106,73 @@ done:
     return result;
 }
 
+/* text_blobs(head, buffer, start, lengths): a list of `head` + each piece of `buffer` cut by the
+   list `lengths` from `start`, when every byte of the pieces is ASCII that JSON writes as it is
+   (0x20-0x7F but the quote and the backslash); None for anything else, blob.py then decides. */
+static PyObject *text_blobs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "text_blobs() takes 4 arguments");
+        return NULL;
+    }
+    PyObject *head = args[0], *buffer = args[1], *lengths = args[3];
+    if (!PyBytes_CheckExact(head) || !PyBytes_CheckExact(buffer) || !PyLong_CheckExact(args[2]) ||
+        !PyList_CheckExact(lengths))
+        Py_RETURN_NONE;
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]), n = PyList_GET_SIZE(lengths);
+    if (start == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (start < 0 || start > PyBytes_GET_SIZE(buffer))
+        Py_RETURN_NONE;
+    Py_ssize_t room = PyBytes_GET_SIZE(buffer) - start, total = 0;
+    PyObject **items = PySequence_Fast_ITEMS(lengths);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyLong_CheckExact(items[i]))
+            Py_RETURN_NONE;
+        Py_ssize_t len = PyLong_AsSsize_t(items[i]);
+        if (len < 0 || len > room - total) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        total += len;
+    }
+    const unsigned char *text = (const unsigned char *)PyBytes_AS_STRING(buffer) + start;
+    unsigned char bad = 0;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        unsigned char c = text[i];
+        bad |= (unsigned char)((c < 0x20) | (c >= 0x80) | (c == '"') | (c == '\\'));
+    }
+    if (bad)
+        Py_RETURN_NONE;
+    Py_ssize_t h = PyBytes_GET_SIZE(head);
+    const char *at = (const char *)text;
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
+        Py_ssize_t len = PyLong_AsSsize_t(items[i]);
+        PyObject *blob = PyBytes_FromStringAndSize(NULL, h + len);
+        if (blob == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        memcpy(PyBytes_AS_STRING(blob), PyBytes_AS_STRING(head), (size_t)h);
+        memcpy(PyBytes_AS_STRING(blob) + h, at, (size_t)len);
+        PyList_SET_ITEM(list, i, blob);
+        at += len;
+    }
+    return list;
+}
+
 static PyMethodDef methods[] = {
     {"parse", (PyCFunction)(void (*)(void))parse, METH_FASTCALL, "parse(buf, start, length, out, flags)"},
+    {"text_blobs", (PyCFunction)(void (*)(void))text_blobs, METH_FASTCALL, "text_blobs(head, buffer, start, lengths)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_blobc",
-    .m_doc = "The compiled twin of blob.py's parse.",
+    .m_doc = "The compiled twins of blob.py's parse and text_blobs.",
     .m_size = -1,
     .m_methods = methods,
 };

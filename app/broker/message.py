@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from chunkmq.broker.blob import FORMAT1, HAS_ROUTING_KEY, HEAD, LONG, blob_fields, encode_blob
+from chunkmq.broker.blob import FORMAT1, HAS_ROUTING_KEY, HEAD, LONG, blob_fields, encode_blob, text_blobs
 from chunkmq.broker.errors import InvalidInput, NotFound, TooLarge
 from chunkmq.broker.names import MAX_ROUTING_KEY
 from chunkmq.storage.model import AppendedBatch, StoredMessage
@@ -347,53 +347,44 @@ def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedB
         raise TooLarge(str(e), code=codes.BATCH_TOO_LARGE) from None
     except wire.MalformedBatch as e:
         raise InvalidInput(str(e)) from None
-    payloads = wire.slices(body, columns.bodies_start, columns.body_lengths)
-    key_lens = columns.key_lengths
-    if max(key_lens) == 0:  # every message on the empty routing key (a queue publish)
-        routing_keys = [""] * len(key_lens)
+    key_lens, n = columns.key_lengths, len(columns.key_lengths)
+    first = body[columns.keys_start:columns.keys_start + key_lens[0]]
+    one_key = key_lens.count(key_lens[0]) == n and body[columns.keys_start:columns.bodies_start] == first * n
+    if one_key:  # the common batch (a queue publish: the empty key)
+        routing_keys = [_routing_key(first, 0)] * n
     else:
         raw_keys = wire.slices(body, columns.keys_start, key_lens)
         known = {raw: _routing_key(raw, raw_keys.index(raw)) for raw in set(raw_keys)}
         routing_keys = [known[raw] for raw in raw_keys]
-    return _stored(exchange, routing_keys, payloads, columns.flags, body[columns.bodies_start:])
-
-
-def _stored(exchange: str, routing_keys: list[str], payloads: Sequence[bytes], flags: list[int],
-            bodies: bytes) -> ParsedBatch:
-    """The stored blobs of binary records: the blob head of their exchange and routing key (cached),
-    then the body as the blob keeps it: text JSON-escaped, bytes raw. Text that JSON leaves as it is
-    (no quote, backslash or control character) is stored as it came: for a batch of such ASCII
-    text, which two C passes over the bodies tell, a blob is one concatenation."""
     heads = _heads_of(exchange)
-    by_key = {key: _head(heads, exchange, key) for key in set(routing_keys)}
-    if not any(flags) and bodies.isascii() and _ascii_as_json(bodies):
-        if len(by_key) == 1:  # one routing key
-            (head,) = by_key.values()
-            return ParsedBatch(routing_keys, list(map(head.__add__, payloads)), {})
-        return ParsedBatch(routing_keys, list(map(bytes.__add__, map(by_key.__getitem__, routing_keys), payloads)), {})
-    key_heads = [by_key[key] for key in routing_keys]
-    blobs: list[bytes] = []
+    by_key = {key: _head(heads, exchange, key) for key in (routing_keys[:1] if one_key else set(routing_keys))}
+    if not any(columns.flags):
+        # Text bodies that JSON leaves as they are (no quote, backslash or control character) are
+        # stored as they came, after the blob's head: for a batch of such ASCII text, which one pass
+        # over the bodies tells, a blob is one concatenation.
+        if one_key:
+            blobs = text_blobs(by_key[routing_keys[0]], body, columns.bodies_start, columns.body_lengths)
+            if blobs is not None:
+                return ParsedBatch(routing_keys, blobs, {})
+        else:
+            texts = text_blobs(b"", body, columns.bodies_start, columns.body_lengths)
+            if texts is not None:
+                return ParsedBatch(routing_keys, list(map(bytes.__add__, map(by_key.__getitem__, routing_keys), texts)), {})
+    payloads = wire.slices(body, columns.bodies_start, columns.body_lengths)
+    stored: list[bytes] = []
     full: dict[int, Outgoing] = {}
-    for i, (head, payload, flag) in enumerate(zip(key_heads, payloads, flags, strict=True)):
+    for i, (key, payload, flag) in enumerate(zip(routing_keys, payloads, columns.flags, strict=True)):
         if flag:
-            blob = encode_blob(_escaped(exchange), _escaped(routing_keys[i]), None, payload, True)
-            full[i] = Outgoing(routing_keys[i], NO_HEADERS, None, None, blob, FLAG_BINARY)
+            blob = encode_blob(_escaped(exchange), _escaped(key), None, payload, True)
+            full[i] = Outgoing(key, NO_HEADERS, None, None, blob, FLAG_BINARY)
         else:
             try:
                 text = payload.decode()
             except UnicodeDecodeError:
                 raise InvalidInput(f"record {i}: a text body must be UTF-8 (flag 1 marks bytes)") from None
-            blob = head + (payload if _as_json(payload) else _escaped(text))
-        blobs.append(blob)
-    return ParsedBatch(routing_keys, blobs, full)
-
-
-def _ascii_as_json(text: bytes) -> bool:
-    """_as_json for the ASCII bodies of a whole batch: no quote or backslash (two memchr calls) and
-    no control character (numpy's minimum), a tenth of the translate's time over 100 KB."""
-    import numpy as np
-
-    return b'"' not in text and b"\\" not in text and (not text or int(np.frombuffer(text, np.uint8).min()) >= 0x20)
+            blob = by_key[key] + (payload if _as_json(payload) else _escaped(text))
+        stored.append(blob)
+    return ParsedBatch(routing_keys, stored, full)
 
 
 def _as_json(text: bytes) -> bool:

@@ -36,6 +36,7 @@ from chunkmq.storage import (
     QueueCapReached,
 )
 from chunkmq.storage import StorageFull as StoreFull
+from chunkmq.wire import batch as wire
 from chunkmq.wire import codes
 
 
@@ -130,13 +131,12 @@ class Publishing(BrokerBase):
         if not full and keys.count(keys[0]) == len(keys):
             # The common batch, every binary one to a queue among them: one routing key, no tags,
             # headers or idempotency keys. What the loop below does per message, in C loops.
-            lengths = list(map(len, blobs))
-            if max(lengths) > max_bytes:
-                i = next(i for i, n in enumerate(lengths) if n > max_bytes)
+            if max(map(len, blobs)) > max_bytes:
+                i = next(i for i, data in enumerate(blobs) if len(data) > max_bytes)
                 raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code=codes.MESSAGE_TOO_LARGE)
             ids = routes[keys[0]] = self._targets(exchange, target, keys[0], NO_HEADERS)
             per_route[keys[0]] = len(blobs)
-            slots.extend(range(len(blobs)))
+            slots = list(range(len(blobs)))
             data_column, queue_column = blobs, [ids] * len(blobs)
             keys = blobs = []  # nothing left for the loop
         for i, (routing_key, data) in enumerate(zip(keys, blobs, strict=True)):
@@ -214,6 +214,11 @@ class Publishing(BrokerBase):
             self._after_append(incoming, len(messages))
             names = {q: self.queues_by_id[q].name.encode() for q in incoming}
             return render_results(appended, names), durable
+        queue_json = self._one_queue(appended)
+        if queue_json is not None and not batch_keys and len(slots) == len(messages):
+            # the common publish: every message new, into one queue, no key to remember
+            self._after_append(incoming, len(messages))
+            return wire.results_json(queue_json, appended.positions, appended.offsets), durable
         results = self._results(appended)
         for key, index in batch_keys.items():
             self.dedup.put(key, appended.timestamp, results[index])
@@ -250,14 +255,22 @@ class Publishing(BrokerBase):
         names = self.routing.route(exchange, routing_key, headers, queues)
         return tuple(q.id for n in names if (q := queues.get(n)) is not None and q.producer_visible)
 
+    def _one_queue(self, appended: AppendedBatch) -> bytes | None:
+        """The name (as JSON) of the one queue every message of the batch went to, if they did."""
+        queues = appended.queues
+        if appended.counts is None and queues and queues.count(queues[0]) == len(queues):
+            q = self.queues_by_id.get(queues[0])
+            return q.name_json if q is not None else None
+        return None
+
     def _results(self, appended: AppendedBatch) -> list[bytes]:
         """Every message's result, as _result renders it; the one-queue case without a join."""
         by_id = self.queues_by_id
         out: list[bytes] = []
         add = out.append
-        if appended.counts is None and len(set(appended.queues)) == 1 and appended.queues[0] in by_id:
+        name = self._one_queue(appended)
+        if name is not None:
             # one queue for every message: one format per message, its name's JSON repeated
-            name = by_id[appended.queues[0]].name_json
             template = b'{"id":"%%016x","routed":[{"queue":%b,"offset":%%d}],"duplicate":false}' % name.replace(b"%", b"%%")
             return list(map(template.__mod__, zip(appended.positions, appended.offsets, strict=True)))
         for position, placed in zip(appended.positions, appended.placements, strict=True):

@@ -12,6 +12,9 @@
   does not ack the message it was on; closing hands unprocessed messages back at once.
 - Manual acks (auto_ack=False): `ack`, `ack_up_to` (cumulative: only for a group with one consumer)
   and `nack`.
+- Batches: `next_batch` (and iterating `batches()`) hands over every message buffered so far, one
+  list per step, up to `max_messages`: no per-message step in the consumer. With auto_ack a batch
+  is done when the loop asks for the next batch or message, as a message is.
 - Messages arrive as binary batches (the stream's `format=binary`): no JSON or base64 to decode.
 - Reconnects: a lost connection (server restart, network) is reopened with exponential backoff for
   up to `retry_for` seconds, under the same consumer id with `resume=true`: the messages that were in
@@ -29,7 +32,8 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import orjson
@@ -51,6 +55,7 @@ from chunkmq.client.models import Message
 
 ACK_EVERY_S = 0.1
 T = TypeVar("T")
+_OFFSET = itemgetter(1)  # Message.offset, as a C getter for a batch's offsets
 
 
 def default_consumer_id() -> str:
@@ -78,6 +83,7 @@ class _Stream:
                            {"consumer": self.consumer, "resume": "true", "format": "binary"})
         self._buffer: deque[Message] = deque()
         self._current: Message | None = None  # handed to the loop, acked when it asks for the next
+        self._current_batch: list[Message] = []  # the same for a batch (next_batch)
         self._acks: list[int] = []  # done, not yet sent
         self._taken = 0  # handed to the loop since the last credit frame
         self._refill_at = max(1, credit // 2)
@@ -85,10 +91,22 @@ class _Stream:
         self._closed = False
 
     def _move_on(self) -> None:
-        """The loop asks for another message (or stops): the one it had is done."""
+        """The loop asks for another message or batch (or stops): the one it had is done."""
         if self._current is not None:
             self._acks.append(self._current.offset)
             self._current = None
+        if self._current_batch:
+            self._acks.extend(map(_OFFSET, self._current_batch))
+            self._current_batch = []
+
+    def _drop_current(self) -> None:
+        """The loop body failed on what it had: handed back, not acked."""
+        self._current = None
+        self._current_batch = []
+
+    def _due(self) -> bool:
+        """Whether acks or credit are due to be sent now."""
+        return self._taken >= self._refill_at or bool(self._acks and time.monotonic() - self._flushed > ACK_EVERY_S)
 
     def _take(self) -> tuple[Message, bool]:
         """The next buffered message, and whether acks or credit are due to be sent now."""
@@ -96,8 +114,25 @@ class _Stream:
         self._taken += 1
         if self.auto_ack:
             self._current = message
-        due = self._taken >= self._refill_at or bool(self._acks and time.monotonic() - self._flushed > ACK_EVERY_S)
-        return message, due
+        return message, self._due()
+
+    def _take_batch(self, max_messages: int | None) -> tuple[list[Message], bool]:
+        """Every buffered message (at most `max_messages`), and whether acks or credit are due."""
+        buffer = self._buffer
+        if max_messages is None or max_messages >= len(buffer):
+            batch = list(buffer)
+            buffer.clear()
+        else:
+            batch = [buffer.popleft() for _ in range(max_messages)]
+        self._taken += len(batch)
+        if self.auto_ack:
+            self._current_batch = batch
+        return batch, self._due()
+
+    @staticmethod
+    def _check_max(max_messages: int | None) -> None:
+        if max_messages is not None and max_messages < 1:
+            raise ValueError("max_messages must be at least 1")
 
     def _closing(self) -> bool:
         """Mark the consumer closed, the current message done; False when it already was closed."""
@@ -123,7 +158,7 @@ class AsyncConsumer(_Stream):
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if exc_type is not None:
-            self._current = None  # the loop body failed on it: it is handed back, not acked
+            self._drop_current()  # the loop body failed on it: it is handed back, not acked
         await self.close()
 
     def __aiter__(self) -> AsyncConsumer:
@@ -154,6 +189,33 @@ class AsyncConsumer(_Stream):
         if due:
             await self._flush()
         return message
+
+    async def next_batch(self, timeout: float | None = None, max_messages: int | None = None) -> list[Message]:
+        """Every message buffered so far (at most `max_messages`), waiting up to `timeout` seconds
+        (None: for as long as it takes) for at least one; [] when none came or the consumer is
+        closed. With auto_ack the batch is done when the loop asks for the next one."""
+        self._check_max(max_messages)
+        if self._ws is None and not self._closed:
+            raise RuntimeError("the consumer is not open: iterate it inside its `with` (or `async with`) block")
+        self._move_on()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._buffer:
+            if self._closed:
+                return []
+            await self._flush()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return []
+            await self._receive(left)
+        batch, due = self._take_batch(max_messages)
+        if due:
+            await self._flush()
+        return batch
+
+    async def batches(self, max_messages: int | None = None) -> AsyncIterator[list[Message]]:
+        """`async for batch in stream.batches():` next_batch until the consumer is closed."""
+        while batch := await self.next_batch(max_messages=max_messages):
+            yield batch
 
     # ------------------------------------------------------------------ manual acknowledgements
 
@@ -275,7 +337,7 @@ class Consumer(_Stream):
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if exc_type is not None:
-            self._current = None  # the loop body failed on it: it is handed back, not acked
+            self._drop_current()  # the loop body failed on it: it is handed back, not acked
         self.close()
 
     def __iter__(self) -> Consumer:
@@ -307,6 +369,32 @@ class Consumer(_Stream):
         if due:
             self._flush()
         return message
+
+    def next_batch(self, timeout: float | None = None, max_messages: int | None = None) -> list[Message]:
+        """Every message buffered so far (at most `max_messages`): see AsyncConsumer.next_batch."""
+        self._check_max(max_messages)
+        if self._ws is None and not self._closed:
+            raise RuntimeError("the consumer is not open: iterate it inside its `with` block")
+        self._move_on()
+        if not self._buffer:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._buffer:
+                if self._closed:
+                    return []
+                self._flush()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return []
+                self._receive(left)
+        batch, due = self._take_batch(max_messages)
+        if due:
+            self._flush()
+        return batch
+
+    def batches(self, max_messages: int | None = None) -> Iterator[list[Message]]:
+        """`for batch in stream.batches():` next_batch until the consumer is closed."""
+        while batch := self.next_batch(max_messages=max_messages):
+            yield batch
 
     def ack(self, messages: Iterable[Message | int]) -> None:
         """Acknowledge messages (or offsets): see AsyncConsumer.ack."""

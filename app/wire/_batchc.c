@@ -636,6 +636,68 @@ static PyObject *decode_delivered(PyObject *self, PyObject *const *args, Py_ssiz
     return result;
 }
 
+/* results_json(name, ids, offsets): the JSON results of messages placed in one queue whose name
+   as JSON is `name`, as batch.results_json writes them; None for what is not two lists of the same
+   length of ints within u64. */
+static PyObject *results_json(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (check_args("results_json", nargs, 3) != OK)
+        return NULL;
+    PyObject *name = args[0], *ids = args[1], *offsets = args[2];
+    if (!PyBytes_CheckExact(name) || !PyList_CheckExact(ids) || !PyList_CheckExact(offsets) ||
+        PyList_GET_SIZE(ids) != PyList_GET_SIZE(offsets))
+        return leave();
+    static const char a[] = "{\"id\":\"", b[] = "\",\"routed\":[{\"queue\":", c[] = ",\"offset\":",
+                      d[] = "}],\"duplicate\":false}";
+    const Py_ssize_t fixed = sizeof a - 1 + 16 + sizeof b - 1 + sizeof c - 1 + 20 + sizeof d - 1 + 1;
+    Py_ssize_t n = PyList_GET_SIZE(ids), k = PyBytes_GET_SIZE(name);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyLong_CheckExact(PyList_GET_ITEM(ids, i)) || !PyLong_CheckExact(PyList_GET_ITEM(offsets, i)))
+            return leave();
+    if (n > (PY_SSIZE_T_MAX - 2) / (fixed + k))
+        return leave();
+    char *buf = PyMem_Malloc((size_t)(2 + n * (fixed + k)));
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    static const char hex[] = "0123456789abcdef";
+    char *q = buf;
+    *q++ = '[';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long id = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(ids, i));
+        unsigned long long offset = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(offsets, i));
+        if (PyErr_Occurred()) {  /* negative, or past u64 */
+            PyErr_Clear();
+            PyMem_Free(buf);
+            return leave();
+        }
+        if (i)
+            *q++ = ',';
+        memcpy(q, a, sizeof a - 1);
+        q += sizeof a - 1;
+        for (int j = 15; j >= 0; j--, id >>= 4)
+            q[j] = hex[id & 15];
+        q += 16;
+        memcpy(q, b, sizeof b - 1);
+        q += sizeof b - 1;
+        memcpy(q, PyBytes_AS_STRING(name), (size_t)k);
+        q += k;
+        memcpy(q, c, sizeof c - 1);
+        q += sizeof c - 1;
+        char digits[20];
+        int m = 0;
+        do
+            digits[m++] = (char)('0' + offset % 10);
+        while (offset /= 10);
+        while (m)
+            *q++ = digits[--m];
+        memcpy(q, d, sizeof d - 1);
+        q += sizeof d - 1;
+    }
+    *q++ = ']';
+    PyObject *out = PyBytes_FromStringAndSize(buf, q - buf);
+    PyMem_Free(buf);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"encode_publish", (PyCFunction)(void (*)(void))encode_publish, METH_FASTCALL,
      "encode_publish(bodies, keys, flags)"},
@@ -647,6 +709,7 @@ static PyMethodDef methods[] = {
     {"encode_results", (PyCFunction)(void (*)(void))encode_results, METH_FASTCALL,
      "encode_results(ids, counts, offsets, name_lengths, names)"},
     {"decode_results", (PyCFunction)(void (*)(void))decode_results, METH_FASTCALL, "decode_results(content)"},
+    {"results_json", (PyCFunction)(void (*)(void))results_json, METH_FASTCALL, "results_json(name, ids, offsets)"},
     {"encode_delivered", (PyCFunction)(void (*)(void))encode_delivered, METH_FASTCALL,
      "encode_delivered(n, columns, regions)"},
     {"decode_delivered", (PyCFunction)(void (*)(void))decode_delivered, METH_FASTCALL, "decode_delivered(batch)"},

@@ -1,7 +1,7 @@
 """chunkmq over its WebSocket streams through the public Python client: `Client.producer` (one
-`publish_batch` per batch, its confirm awaited) and `Client.consume` (credit = the pull window; as
-the group's one consumer, a cumulative `ack_up_to` every 100 messages, as the NATS and RabbitMQ
-adapters ack). Declares and deletes go over REST, as there is no stream for them."""
+`publish_batch` per batch, its confirm awaited) and `Client.consume` (credit = the pull window;
+`next_batch` takes what has arrived, and as the group's one consumer a cumulative `ack_up_to` covers
+each batch). Declares and deletes go over REST, as there is no stream for them."""
 
 from __future__ import annotations
 
@@ -13,15 +13,13 @@ from bench.adapters.base import ConsumeTimeout, OnBody
 from bench.adapters.chunkmq_http import CONSUMER, GROUP, ChunkmqHttpAdapter
 from chunkmq import Producer
 
-ACK_EVERY = 100  # messages per cumulative ack
-
 
 class ChunkmqWsAdapter(ChunkmqHttpAdapter):
     name = "chunkmq-ws"
     setup = (f"chunkmq.Client streams (websockets {version('websockets')}): Client.producer on the default "
              "exchange, one publish_batch per batch (a binary frame), its confirm awaited; Client.consume with "
-             "credit = the pull window (binary batches, refilled once half of it is used), a cumulative ack_up_to "
-             "every 100 messages and at the end")
+             "credit = the pull window (binary batches, refilled once half of it is used), next_batch taking what "
+             "has arrived and a cumulative ack_up_to per batch")
 
     def open(self) -> None:
         super().open()
@@ -49,13 +47,13 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise ConsumeTimeout(f"chunkmq-ws: {got}/{n} messages before the deadline")
-                message = stream.next(timeout=min(left, 1.0))
-                if message is None:
+                batch = stream.next_batch(timeout=min(left, 1.0), max_messages=n - got)
+                if not batch:
                     continue
                 if on_body is not None:
-                    body = message.body
-                    on_body(body.encode() if isinstance(body, str) else body)
-                got += 1
-                if got % ACK_EVERY == 0 or got == n:
-                    stream.ack_up_to(message.offset + 1)
+                    for message in batch:
+                        body = message.body
+                        on_body(body.encode() if isinstance(body, str) else body)
+                got += len(batch)
+                stream.ack_up_to(batch[-1].offset + 1)  # the whole batch, cumulatively
         return got

@@ -1,5 +1,6 @@
-"""The compiled twin of blob.py's `parse` (app/broker/_blobc.c) against its numpy reference: the same
-columns, odd rows included, over random pages and damaged ones, and no crash on any input."""
+"""The compiled twins of blob.py's `parse` and `text_blobs` (app/broker/_blobc.c) against their
+Python reference: the same columns, odd rows included, over random pages and damaged ones, the same
+blobs of text batches, and no crash on any input."""
 
 from __future__ import annotations
 
@@ -122,6 +123,52 @@ def test_arrays_of_other_types_or_shapes_are_left_to_numpy() -> None:
         _blobc.parse(*good[:4])
     same(buf, np.zeros(n, np.int32), np.ones(n, np.int32))  # numpy's own dtypes
     same(buf, np.array([-1, 0, 1]), np.ones(n, np.int64))  # a negative start reads from the end, as numpy does
+
+
+def _text_blobs(compiled: bool, *args: Any) -> Any:
+    """What blob.text_blobs returns or raises, on the twin or on Python."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(blob, "_blobc", _blobc if compiled else None)
+        try:
+            return blob.text_blobs(*args)
+        except Exception as exc:
+            return type(exc), str(exc)
+
+
+# bodies JSON writes as they are, and (rarely in a batch) one that it escapes or that is not ASCII
+_plain = st.sampled_from([b"", b"x" * 100, b"a b~\x7f", bytes(range(0x20, 0x80)).replace(b'"', b"").replace(b"\\", b"")])
+_escaped = st.sampled_from([b'"', b"\\", b"\x00", b"\x1f", b"\x80", b"\xc3\xa9", b"a\nb"])
+
+
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(kinds=st.lists(_plain | st.binary(max_size=30), min_size=1, max_size=5), n=st.integers(0, 300) | st.just(1000),
+       odd=st.none() | _escaped, seed=st.integers(0, 2**32), head=st.sampled_from([b"", b"\x80", b"\x82\x02qw"]),
+       before=st.binary(max_size=20), after=st.sampled_from([b"", b"tail"]))
+def test_text_blobs_are_what_python_builds(kinds: list[bytes], n: int, odd: bytes | None, seed: int, head: bytes,
+                                           before: bytes, after: bytes) -> None:
+    rng = random.Random(seed)
+    bodies = [kinds[rng.randrange(len(kinds))] for _ in range(n)]
+    if odd is not None and n:
+        bodies[rng.randrange(n)] = odd
+    args = (head, before + b"".join(bodies) + after, len(before), [len(b) for b in bodies])
+    python = _text_blobs(False, *args)
+    assert _text_blobs(True, *args) == python
+    plain = all(b.isascii() and not any(c < 0x20 or c in b'"\\' for c in b) for b in bodies)
+    assert python == ([head + b for b in bodies] if plain else None)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(head=st.binary(max_size=5), buffer=st.binary(max_size=60), start=st.integers(-3, 63) | st.just(2**70),
+       lengths=st.lists(st.integers(-2, 30) | st.sampled_from([2**63, 2**70]), max_size=8))
+def test_text_blobs_of_any_cut_are_what_python_builds_never_a_crash(head: bytes, buffer: bytes, start: int,
+                                                                       lengths: list[int]) -> None:
+    """Starts and lengths past the buffer, negative or beyond 64 bits are left to Python."""
+    assert _text_blobs(True, head, buffer, start, lengths) == _text_blobs(False, head, buffer, start, lengths)
+    for wrong in [(bytearray(head), buffer, 0, [0]), (head, memoryview(buffer), 0, [0]), (head, buffer, 0.0, [0]),
+                  (head, buffer, 0, (0,)), (head, buffer, 0, [True])]:
+        assert _blobc.text_blobs(*wrong) is None
+    with pytest.raises(TypeError):
+        _blobc.text_blobs(head, buffer, start)
 
 
 def test_the_format_tests_pass_under_pythonmalloc_debug() -> None:

@@ -106,6 +106,37 @@ def test_consumer_iterates_with_credit_refill_and_auto_acks(shared_server: Serve
     run(main())
 
 
+def test_consumer_hands_over_batches_acked_as_a_whole(shared_server: ServerProcess, name: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(shared_server.url) as mq:
+            await mq.declare_queue(name, ack_timeout_ms=60_000)
+            await mq.publish_to_queue(name, [str(i) for i in range(1200)])
+            seen: list[int] = []
+            async with mq.consume(name, "g", credit=500) as stream:
+                async for batch in stream.batches(max_messages=200):
+                    assert 0 < len(batch) <= 200
+                    seen += [int(m.body) for m in batch]
+                    if len(seen) == 1200:
+                        break
+                assert await stream.next_batch(timeout=0.1) == []
+            assert seen == list(range(1200))
+            assert (await mq.group(name, "g")).ack_floor == 1200
+            await mq.publish_to_queue(name, ["a", "b"])
+            with pytest.raises(RuntimeError):
+                async with mq.consume(name, "g", credit=10) as stream:
+                    async for batch in stream.batches():
+                        raise RuntimeError(f"cannot handle {len(batch)}")
+            async with mq.consume(name, "g", credit=10, auto_ack=False) as manual:
+                again = await manual.next_batch(timeout=5)
+                while len(again) < 2:  # handed back together, though a frame may cut them
+                    again += await manual.next_batch(timeout=5)
+                assert [(m.body, m.delivery_count) for m in again] == [("a", 2), ("b", 2)]
+                await manual.ack(again)
+            assert (await mq.group(name, "g")).ack_floor == 1202
+
+    run(main())
+
+
 def test_a_failing_loop_body_hands_its_message_back(shared_server: ServerProcess, name: str) -> None:
     async def main() -> None:
         async with AsyncClient(shared_server.url) as mq:

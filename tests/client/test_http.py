@@ -1,8 +1,10 @@
 """The blocking client's HTTP layer (app/client/_http.py) against a real broker: timeouts, retries with
-backoff, TLS and proxies, through the relay of tests/client/relay.py."""
+backoff, TLS and proxies, through the relay of tests/client/relay.py; and the requests it writes and
+the answers it reads, over a socket pair."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from chunkmq import Client, ConnectionFailed, QueueFull
+from chunkmq.client._http import read_response, request_bytes
 from tests.client.relay import Relay, self_signed
 from tests.server import ServerProcess
 
@@ -103,3 +106,56 @@ def test_proxies_given_or_from_the_environment(shared_server: ServerProcess, nam
         mq.publish_to_queue(name, "through a tunnel")
         assert proxy.seen == [f"CONNECT 127.0.0.1:{tls.port} HTTP/1.0".encode()]
         assert mq.queue(name).messages == 1
+
+
+def test_a_request_is_one_write_of_head_and_body_and_refuses_control_characters() -> None:
+    sent = request_bytes("POST", "/api/v1/queues/q/publish?mandatory=true", b"\x01\x00body", {"host": "h:1", "a": "b"})
+    assert sent == (b"POST /api/v1/queues/q/publish?mandatory=true HTTP/1.1\r\nhost: h:1\r\na: b\r\n"
+                    b"content-length: 6\r\n\r\n\x01\x00body")
+    assert request_bytes("PUT", "/x", None, {}).endswith(b"content-length: 0\r\n\r\n")
+    assert request_bytes("GET", "/x", None, {}) == b"GET /x HTTP/1.1\r\n\r\n"
+    for target, headers in [("/x y", {}), ("/x", {"a": "b\r\nevil: 1"}), ("/x", {"a\n": "b"}), ("/x", {"a": "\x00"})]:
+        with pytest.raises(ValueError, match="control character"):
+            request_bytes("GET", target, None, headers)
+
+
+def _answer(raw: bytes, method: str = "GET", close: bool = False) -> tuple[int, bytes, dict[str, str], bool] | type:
+    """read_response over a socket pair whose other end wrote `raw` (in small pieces) and maybe closed."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        def write() -> None:
+            for i in range(0, len(raw), 7):
+                theirs.sendall(raw[i:i + 7])
+            if close:
+                theirs.shutdown(socket.SHUT_WR)
+        writer = threading.Thread(target=write)
+        writer.start()
+        ours.settimeout(5)
+        try:
+            response, will_close = read_response(ours, method)
+        except http.client.HTTPException as exc:
+            return type(exc)
+        finally:
+            writer.join()
+    return response.status, response.content, dict(response.headers), will_close
+
+
+def test_answers_are_read_by_length_chunked_or_to_the_close() -> None:
+    assert _answer(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nChunkmq-Durability: fsync\r\n\r\nhello") == (
+        200, b"hello", {"content-length": "5", "chunkmq-durability": "fsync"}, False)
+    big = bytes(range(256)) * 1000
+    assert _answer(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%b" % (len(big), big))[1] == big
+    chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n6\r\n world\r\n0\r\nt: 1\r\n\r\n"
+    assert _answer(chunked)[:2] == (200, b"hello world")
+    assert _answer(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n") == (
+        204, b"", {"connection": "close"}, True)
+    assert _answer(b"HTTP/1.0 200 OK\r\n\r\nto the end", close=True) == (200, b"to the end", {}, True)
+    assert _answer(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", method="HEAD")[:2] == (200, b"")
+    assert _answer(b"HTTP/1.1 200 OK\r\nA: 1\r\nA: 2\r\nContent-Length: 0\r\n\r\n")[2] == {"a": "1, 2", "content-length": "0"}
+    # damaged or cut answers are HTTP errors: the connection is dropped (and an idempotent request retried)
+    assert _answer(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhalf", close=True) is http.client.IncompleteRead
+    assert _answer(b"HTTP/1.1 200 OK\r\nContent-Le", close=True) is http.client.RemoteDisconnected
+    assert _answer(b"SMTP 220 hello\r\n\r\n") is http.client.BadStatusLine
+    assert _answer(b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n") is http.client.HTTPException
+    assert _answer(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n") is http.client.HTTPException
+    assert _answer(b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n") is http.client.HTTPException

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -174,6 +175,21 @@ def test_results_encode_and_decode_as_in_python(args: tuple, damage: list[tuple[
     same("decode_results", _damaged(out, damage, cut, extra))
 
 
+@FAST
+@given(n=_size, name=st.sampled_from([b'"q"', b'"a%d%s%%"', b'"' + b"n" * 255 + b'"', b""]), data=st.data())
+def test_json_results_are_what_python_formats(n: int, name: bytes, data: st.DataObject) -> None:
+    ids, offsets = _column(data.draw, n, _width(64)), _column(data.draw, n, _width(64))
+    if data.draw(st.booleans()) and n:  # a column of another length
+        offsets = offsets[:-1]
+    out = same("results_json", name, ids, offsets)
+    if all(0 <= v < 2**64 for v in ids + offsets) and len(ids) == len(offsets):
+        assert _batchc.results_json(name, ids, offsets) is not None  # the twin's own work
+        assert isinstance(out, bytes)
+        if name == b'"q"':
+            assert orjson.loads(out) == [{"id": f"{i:016x}", "routed": [{"queue": "q", "offset": o}], "duplicate": False}
+                                         for i, o in zip(ids, offsets, strict=True)]
+
+
 # ---------------------------------------------------------------------------------------- delivered
 _dtypes = [np.int64, np.uint64, np.int32, np.uint32, np.uint16, np.uint8, np.int8, bool]
 
@@ -252,7 +268,7 @@ def test_the_twin_given_anything_answers_or_raises_never_crashes(args: list[Any]
     functions: list[tuple[Callable[..., Any], int]] = [
         (_batchc.encode_publish, 3), (_batchc.encode_publish_text, 3), (_batchc.decode_publish, 2),
         (_batchc.slices, 3), (_batchc.encode_results, 5), (_batchc.decode_results, 1),
-        (_batchc.encode_delivered, 3), (_batchc.decode_delivered, 1)]
+        (_batchc.encode_delivered, 3), (_batchc.decode_delivered, 1), (_batchc.results_json, 3)]
     for fn, arity in functions:  # whatever the arguments: an answer or None, never an exception
         fn(*args[:arity])
         with pytest.raises(TypeError):
