@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import chunkmq
+import chunkmq.client.errors
 from tests.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
