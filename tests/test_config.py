@@ -1,5 +1,5 @@
-"""app/config.py: settings from CHUNKMQ_* environment variables (in any case, read by pydantic-settings),
-keyword arguments first, each value validated as its field's type."""
+"""app/config.py: settings come from CHUNKMQ_* variables, are checked, and derive the URLs and lists
+the rest of the server reads."""
 
 from __future__ import annotations
 
@@ -8,42 +8,59 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from chunkmq.config import ClientSettings, FsyncSetting, Settings
+from chunkmq.config import ClientSettings, DiskBudgetPolicy, FsyncSetting, Settings
 
 
-def test_variables_keywords_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_variables_with_the_prefix_are_read_and_converted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHUNKMQ_FSYNC", "always")
     monkeypatch.setenv("CHUNKMQ_PORT", "9001")
-    monkeypatch.setenv("chunkmq_fsync", "always")  # any case, as pydantic-settings reads them
+    monkeypatch.setenv("CHUNKMQ_DISK_BUDGET_POLICY", "drop_oldest")
     monkeypatch.setenv("CHUNKMQ_METRICS_REQUIRE_TOKEN", "true")
-    monkeypatch.setenv("CHUNKMQ_SMTP_PASSWORD", "hunter2")
-    monkeypatch.setenv("CHUNKMQ_URL", "http://broker:8000")
-    monkeypatch.setenv("CHUNKMQ_NOT_A_SETTING", "x")  # ignored
-    monkeypatch.setenv("OTHER_PORT", "1")
-    settings = Settings(data_dir="/srv/chunkmq", unknown=1)
-    assert (settings.port, settings.fsync, settings.metrics_require_token) == (9001, FsyncSetting.ALWAYS, True)
-    assert settings.data_dir == Path("/srv/chunkmq") and settings.fsync_interval_ms == 100
-    assert settings.smtp_password.get_secret_value() == "hunter2" and "hunter2" not in repr(settings)
-    assert Settings(port=7000).port == 7000  # a keyword (a CLI flag) wins over the variable
-    assert ClientSettings().url == "http://broker:8000"
-    assert Settings(max_headers="7", fsync="never", gc_threshold=0).max_headers == 7  # converted as the variables are
-    for text, value in (("yes", True), ("OFF", False), ("1", True), ("f", False)):
-        monkeypatch.setenv("CHUNKMQ_SMTP_TLS", text)
-        assert Settings().smtp_tls is value
+    monkeypatch.setenv("CHUNKMQ_NOT_A_SETTING", "x")  # ignored, not an error
+    monkeypatch.setenv("PORT", "1")  # without the prefix: not ours
+    s = Settings()
+    assert (s.fsync, s.port, s.disk_budget_policy, s.metrics_require_token) == (
+        FsyncSetting.ALWAYS, 9001, DiskBudgetPolicy.DROP_OLDEST, True)
+    assert Settings(port=9002).port == 9002  # arguments (the CLI's flags) win over the environment
 
 
-@pytest.mark.parametrize(("name", "value", "says"), [
-    ("CHUNKMQ_PORT", "eighty", "port\n  Input should be a valid integer"),
-    ("CHUNKMQ_FSYNC_INTERVAL_MS", "0", "fsync_interval_ms\n  Input should be greater than or equal to 1"),
-    ("CHUNKMQ_FSYNC", "sometimes", "fsync\n  Input should be 'always', 'interval' or 'never'"),
-    ("CHUNKMQ_GC_THRESHOLD", "0.9", "gc_threshold\n  Input should be less than or equal to 0.5"),
-    ("CHUNKMQ_METRICS_REQUIRE_TOKEN", "maybe", "metrics_require_token\n  Input should be a valid boolean"),
-    ("CHUNKMQ_SMTP_ATTEMPTS", "2.5", "smtp_attempts\n  Input should be a valid integer"),
+@pytest.mark.parametrize(("field", "value"), [
+    ("fsync", "sometimes"), ("fsync_interval_ms", 0), ("chunk_size", 4095), ("gc_threshold", 0.6),
+    ("smtp_port", 70000), ("console_page_size", 1001), ("retention_interval_seconds", 0),
+    ("console_session_idle_seconds", 59), ("max_headers", -1),
 ])
-def test_a_bad_value_names_its_setting(monkeypatch: pytest.MonkeyPatch, name: str, value: str, says: str) -> None:
-    monkeypatch.setenv(name, value)
+def test_values_out_of_range_are_refused_naming_the_field(field: str, value: object) -> None:
     with pytest.raises(ValidationError) as refused:
-        Settings()
-    assert says in str(refused.value)
-    monkeypatch.delenv(name)
-    with pytest.raises(ValidationError, match="port"):
-        Settings(port="x")  # keywords (CLI flags) are checked too
+        Settings(**{field: value})
+    assert [e["loc"] for e in refused.value.errors()] == [(field,)]
+
+
+def test_the_console_url_defaults_to_host_and_port_without_a_trailing_slash() -> None:
+    assert Settings(host="127.0.0.1", port=8123).console_base_url == "http://127.0.0.1:8123"
+    assert Settings(console_url="https://mq.example.com/console/").console_base_url == "https://mq.example.com/console"
+
+
+def test_smtp_recipients_are_split_on_commas_without_blanks() -> None:
+    assert Settings(smtp_to=" a@x.org, ,b@y.org,").smtp_recipients == ("a@x.org", "b@y.org")
+    assert Settings(smtp_to="").smtp_recipients == ()
+
+
+def test_the_metadata_url_is_sqlite_in_the_data_directory_unless_given(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert Settings(data_dir=Path("rel")).meta_url == f"sqlite:///{tmp_path / 'rel' / 'meta.db'}"  # absolute
+    url = "postgresql+psycopg://u@localhost/chunkmq"
+    assert Settings(data_dir=Path("rel"), database_url=url).meta_url == url
+
+
+def test_the_smtp_password_is_never_shown() -> None:
+    s = Settings(smtp_password="hunter2-secret")
+    assert "hunter2-secret" not in repr(s) and "hunter2-secret" not in str(s.model_dump())
+    assert s.smtp_password.get_secret_value() == "hunter2-secret"
+
+
+def test_client_settings_read_the_same_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHUNKMQ_URL", "http://10.0.0.5:8000")
+    monkeypatch.setenv("CHUNKMQ_TOKEN", "t0ken")
+    monkeypatch.setenv("CHUNKMQ_FSYNC", "never")  # a server setting: not the client's concern
+    assert (ClientSettings().url, ClientSettings().token) == ("http://10.0.0.5:8000", "t0ken")

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from tests.api.client import error, ok
 from tests.api.test_auth import client, create_token
@@ -103,9 +104,10 @@ def test_without_auth_other_sites_and_host_names_are_refused(shared_server: Serv
 
     async def ws_refused() -> None:
         ws_url = f"ws://127.0.0.1:{shared_server.port}/api/v1/exchanges/amq.default/stream"
-        with pytest.raises(Exception):  # noqa: B017 - the handshake is refused (websockets' InvalidStatus)
+        with pytest.raises(InvalidStatus) as refused:  # the handshake is answered, and refused
             async with connect(ws_url, origin="http://attacker.example", compression=None):  # type: ignore[arg-type]
                 pass
+        assert refused.value.response.status_code == 403
 
     asyncio.run(ws_refused())
 

@@ -108,16 +108,20 @@ def test_data_loss(spark: Any, broker: ServerProcess, api: httpx.Client, name: s
     fill(api, name, 10, start=100)
     df = _read(spark, broker, subscribe=name, startingOffsets=f'{{"{name}": 50}}', failOnDataLoss=str(fail).lower())
     if fail:
-        with pytest.raises(Exception, match="are gone"):
+        from pyspark.errors import AnalysisException
+
+        with pytest.raises(AnalysisException, match="are gone"):
             df.collect()
     else:
         assert sorted(r.offset for r in df.select("offset").collect()) == list(range(100, 110))
 
 
 def test_bad_options_are_clear_errors(spark: Any, broker: ServerProcess, name: str) -> None:
-    with pytest.raises(Exception, match="subscribe"):
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException, match="subscribe"):
         _read(spark, broker).collect()
-    with pytest.raises(Exception, match="no queue named"):
+    with pytest.raises(AnalysisException, match="no queue named"):
         _read(spark, broker, subscribe=f"{name}-missing").collect()
 
 
@@ -151,7 +155,9 @@ def test_a_broker_gone_after_planning_fails_the_job_naming_broker_queue_and_offs
         rdd = _read(spark, server, subscribe=name, minPartitions="1").rdd
         assert rdd.getNumPartitions() == 1  # planned with the broker up
         server.kill()
-        with pytest.raises(Exception) as failed:
+        from pyspark.errors import PythonException  # a task's error, raised in the Python worker
+
+        with pytest.raises(PythonException) as failed:
             rdd.count()
         assert (f"ReadFailed: reading queue '{name}' offsets 0..999 from the broker at {server.url} failed at "
                 f"offset 0: ConnectionRefusedError") in str(failed.value)

@@ -67,10 +67,12 @@ def test_stream_write_retried_batch_is_stored_once(
 
 
 def test_sink_option_errors(spark: Any, broker: ServerProcess) -> None:
+    from pyspark.errors import AnalysisException  # refused when the writer is made, before any task
+
     df = spark.createDataFrame([("x",)], "body string")
-    with pytest.raises(Exception, match="exchange"):
+    with pytest.raises(AnalysisException, match="exchange"):
         df.write.format("chunkmq").option("url", broker.url).mode("append").save()
-    with pytest.raises(Exception, match="body"):
+    with pytest.raises(AnalysisException, match="body"):
         no_body = spark.createDataFrame([("x",)], "text string")
         no_body.write.format("chunkmq").option("exchange", "e").mode("append").save()
 
@@ -78,6 +80,7 @@ def test_sink_option_errors(spark: Any, broker: ServerProcess) -> None:
 def test_a_failed_job_run_again_stores_each_row_once_with_an_idempotency_key_column(
     spark: Any, broker: ServerProcess, api: httpx.Client, name: str
 ) -> None:
+    from pyspark.errors import AnalysisException, PythonException
     from pyspark.sql import functions as F
 
     exchange = _exchange(api, name)
@@ -90,7 +93,7 @@ def test_a_failed_job_run_again_stores_each_row_once_with_an_idempotency_key_col
         rows.write.format("chunkmq").option("url", broker.url).option("exchange", exchange) \
             .option("idempotencyKeyColumn", "key").mode("append").save()
 
-    with pytest.raises(Exception, match="the body column holds a null"):
+    with pytest.raises(PythonException, match="the body column holds a null"):  # in the task
         run(fails=True)
     assert bodies(api, name) == [f"m{i}" for i in range(1000)]
     run(fails=False)  # the whole job again: a new write, but the same keys
@@ -98,6 +101,6 @@ def test_a_failed_job_run_again_stores_each_row_once_with_an_idempotency_key_col
     one = api.get(f"/api/v1/queues/{name}/messages", params={"offset": 0, "limit": 1}).json()["messages"][0]
     assert one["headers"] == {}  # the key column is each message's key, not a part of it
     df = spark.createDataFrame([("x", 1)], "body string, key int")
-    with pytest.raises(Exception, match="idempotencyKeyColumn 'key' must name a string column"):
+    with pytest.raises(AnalysisException, match="idempotencyKeyColumn 'key' must name a string column"):
         df.write.format("chunkmq").option("url", broker.url).option("exchange", exchange) \
             .option("idempotencyKeyColumn", "key").mode("append").save()
