@@ -150,3 +150,25 @@ def test_a_long_poll_is_woken_and_answered_by_the_protocol(tmp_path: Path) -> No
             assert pulled.startswith(b"HTTP/1.1 200 OK") and b'"body":"hello"' in pulled
 
     asyncio.run(main())
+
+
+def test_publishes_that_wait_are_answered_as_through_asgi(tmp_path: Path) -> None:
+    """A publish starts at once in the parser's callback (app/cli.py started_eagerly); one that
+    waits, for its token's first lookup or for its fsync, goes on in a task."""
+    async def main() -> None:
+        settings = Settings(auth="on", fsync="always", data_dir=tmp_path / "data")
+        async with servers(settings) as (_, hot, asgi):
+            admin = {"authorization": f"Bearer {(settings.data_dir / 'admin-token').read_text().strip()}",
+                     "content-type": "application/json"}
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", admin)))
+            for _ in range(2):  # the token looked up, then known
+                got = [await exchange(port, raw(port, ("POST", "/api/v1/queues/q/publish", PUBLISH, admin)))
+                       for port in (hot, asgi)]
+                assert got[0] == got[1] and got[0][0].startswith(b"HTTP/1.1 200 OK")
+                assert b'"durability":"fsync"' in got[0][0]
+            refused = [await exchange(port, raw(port, ("POST", "/api/v1/queues/q/publish", PUBLISH,
+                                                       {**admin, "authorization": "Bearer cmq_wrong"})))
+                       for port in (hot, asgi)]
+            assert refused[0] == refused[1] and refused[0][0].startswith(b"HTTP/1.1 401")
+
+    asyncio.run(main())

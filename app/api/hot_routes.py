@@ -52,13 +52,16 @@ def refusal(status: int, code: str, message: str) -> Answer:
 
 class HotRoute(Route):
     """A POST route whose endpoint takes (scope, body) and returns an Answer. `limit(settings)`: the
-    body's largest size and the code of its refusal."""
+    body's largest size and the code of its refusal. `eager`: the endpoint may start outside a task
+    (app/cli.py runs it at once, in the parser's callback): it uses nothing that needs one, such as
+    `asyncio.timeout`."""
 
     def __init__(self, path: str, endpoint: Callable[[Scope, bytes], Awaitable[Answer]],
-                 limit: Callable[[Any], tuple[int, str]]) -> None:
+                 limit: Callable[[Any], tuple[int, str]], *, eager: bool = False) -> None:
         self.need = rule("POST", path)
         self.answer = endpoint
         self.limit = limit
+        self.eager = eager
         super().__init__(path, _ThroughTheStack(self), methods=["POST"])
 
     async def respond(self, scope: Scope, body: bytes | Receive) -> Answer:

@@ -80,7 +80,7 @@ def _limit(settings: Settings) -> tuple[int, str]:
 
 
 routes = [
-    HotRoute(path, PublishEndpoint(to_queue=to_queue), _limit)
+    HotRoute(path, PublishEndpoint(to_queue=to_queue), _limit, eager=True)  # waits only for fsync or a token's lookup
     for path, to_queue in (("/api/v1/exchanges/{name}/publish", False), ("/api/v1/queues/{name}/publish", True))
 ]
 
