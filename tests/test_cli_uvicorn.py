@@ -85,6 +85,29 @@ def test_what_the_protocol_s_hot_path_reads_and_the_cycle_state_it_stands_in_for
     assert "self.access_logger.info(" in send and "get_path_with_query_string(self.scope)" in send
 
 
+def test_the_keep_alive_clock_the_subclass_takes_over() -> None:
+    """app/cli.py replaces on_response_complete (its keep-alive timer on the connection's one timer)
+    and _unset_keepalive_if_required: uvicorn's must still be what it copies, and the keep-alive
+    timer must be set nowhere else."""
+    base = httptools_impl.HttpToolsProtocol
+    body = [line.strip() for line in inspect.getsource(base.on_response_complete).splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+    assert body == [
+        "def on_response_complete(self) -> None:",
+        "self.server_state.total_requests += 1",
+        "if self.transport.is_closing():", "return",
+        "self._unset_keepalive_if_required()",
+        "self.flow.resume_reading()",
+        "if self.pipeline:", "cycle, app = self.pipeline.pop()", "self._start_asgi_task(cycle, app)",
+        "else:", "self.timeout_keep_alive_task = self.loop.call_later(",
+        "self.timeout_keep_alive, self.timeout_keep_alive_handler", ")",
+    ]
+    source = inspect.getsource(httptools_impl)
+    assert source.count("self.timeout_keep_alive_task = self.loop.call_later(") == 1
+    assert source.count("self._unset_keepalive_if_required()") == 3  # data_received, connection_lost, on_response_complete
+    assert "self.transport.close()" in inspect.getsource(base.timeout_keep_alive_handler)
+
+
 def test_the_websocket_protocol_keepalive_timeout_and_the_state_the_subclass_reads() -> None:
     base = WebSocketsSansIOProtocol
     assert _parameters(base.keepalive_timeout) == ["self"]

@@ -1,7 +1,10 @@
-"""The hot routes answered by `chunkmq serve`'s HTTP protocol without ASGI (app/cli.py): on real
-sockets, each request is answered byte for byte as the same app answers it through ASGI (whose hot
-path tests/api/test_hot_routes.py holds to the middleware stack's answers), with the same access log
-line; pipelined requests, HTTP/1.0 and Expect: 100-continue keep uvicorn's behaviour."""
+"""`chunkmq serve`'s HTTP protocol (app/cli.py) in process, on real sockets.
+
+The hot routes answered without ASGI: each request is answered byte for byte as the same app
+answers it through ASGI (whose hot path tests/api/test_hot_routes.py holds to the middleware stack's
+answers), with the same access log line; pipelined requests, HTTP/1.0 and Expect: 100-continue keep
+uvicorn's behaviour. The connection's clocks: headers sent too slowly, and keep-alive idleness.
+(tests/test_cli_connections.py checks the limits on a server process.)"""
 
 from __future__ import annotations
 
@@ -61,7 +64,7 @@ async def exchange(port: int, data: bytes, answers: int = 1) -> list[bytes]:
 
 
 @asynccontextmanager
-async def servers(settings: Settings) -> AsyncIterator[tuple[App, int, int]]:
+async def servers(settings: Settings, **options: object) -> AsyncIterator[tuple[App, int, int]]:
     """The app served twice: as itself (hot requests answered by the protocol) and wrapped in a
     plain ASGI function (the protocol finds no hot routes on it: every request goes through ASGI)."""
     app = create_app(settings)
@@ -72,8 +75,8 @@ async def servers(settings: Settings) -> AsyncIterator[tuple[App, int, int]]:
     ports = free_port(), free_port()
     running = []
     for target, port, lifespan in ((app, ports[0], "on"), (through_asgi, ports[1], "off")):
-        server = uvicorn.Server(uvicorn.Config(target, **{**uvicorn_options(settings), "port": port,
-                                                          "lifespan": lifespan, "log_config": None}))
+        server = uvicorn.Server(uvicorn.Config(target, **{**uvicorn_options(settings), "port": port,  # type: ignore[arg-type]
+                                                          "lifespan": lifespan, "log_config": None, **options}))
         running.append((server, asyncio.create_task(server.serve())))
         while not server.started:
             await asyncio.sleep(0.01)
@@ -170,5 +173,42 @@ def test_publishes_that_wait_are_answered_as_through_asgi(tmp_path: Path) -> Non
                                                        {**admin, "authorization": "Bearer cmq_wrong"})))
                        for port in (hot, asgi)]
             assert refused[0] == refused[1] and refused[0][0].startswith(b"HTTP/1.1 401")
+
+    asyncio.run(main())
+
+
+async def closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(1), seconds) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_the_connection_s_clocks(tmp_path: Path) -> None:
+    """Headers must be in within the header timeout of a request's first byte, whatever came before
+    on the connection; an idle keep-alive connection closes after timeout_keep_alive; one that keeps
+    sending requests stays open past both."""
+    async def main() -> None:
+        settings = Settings(auth="off", data_dir=tmp_path / "data", request_header_timeout_seconds=0.5)
+        async with servers(settings, timeout_keep_alive=1) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            reader, writer = await asyncio.open_connection("127.0.0.1", hot)
+            started = asyncio.get_running_loop().time()
+            while asyncio.get_running_loop().time() - started < 1.5:  # busy past both clocks
+                writer.write(raw(hot, OK[0]))
+                assert (await answer(reader)).startswith(b"HTTP/1.1 200 OK")
+                await asyncio.sleep(0.1)
+            writer.write(b"POST /api/v1/queues/q/publish HTTP/1.1\r\nhost: 127.0.0.1\r\n")  # never ends
+            assert not await closed_within(reader, 0.3)
+            assert await closed_within(reader, 1)  # aborted at the header timeout
+            writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", hot)
+            writer.write(raw(hot, OK[0]))
+            assert (await answer(reader)).startswith(b"HTTP/1.1 200 OK")
+            assert not await closed_within(reader, 0.7)
+            assert await closed_within(reader, 1)  # idle past timeout_keep_alive
+            writer.close()
 
     asyncio.run(main())
