@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Coroutine, Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -107,36 +107,6 @@ class HotCycle:
         pass
 
 
-async def started_eagerly(coroutine: Coroutine[Any, Any, None], waits_for: Any) -> None:
-    """The rest of `coroutine`, which ran outside any task until it yielded `waits_for` (a future it
-    awaits): what a task does with a coroutine, from there on. Answering a hot request at once, in
-    the parser's callback, saves a task and a turn of the event loop per request when nothing waits
-    (a publish in fsync=interval, its token known)."""
-    await _Resumed(coroutine, waits_for)
-
-
-class _Resumed:
-    __slots__ = ("coroutine", "waits_for")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, None], waits_for: Any) -> None:
-        self.coroutine = coroutine
-        self.waits_for = waits_for
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        coroutine, waits_for = self.coroutine, self.waits_for
-        while True:
-            try:
-                sent = yield waits_for
-            except BaseException as exc:  # cancelled: the coroutine sees it where it waits
-                step = coroutine.throw, exc
-            else:
-                step = coroutine.send, sent
-            try:
-                waits_for = step[0](step[1])
-            except StopIteration:
-                return
-
-
 #: uvicorn's answer to an app that failed before answering (RequestResponseCycle.send_500_response)
 _FAILED = (500, b"text/plain; charset=utf-8", b"Internal Server Error", ())
 
@@ -167,6 +137,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
     from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
+    from chunkmq.api import eager
     from chunkmq.api.errors import overloaded
 
     class HttpProtocol(HttpToolsProtocol):
@@ -290,12 +261,10 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             elif not cycle.response_complete:
                 cycle.more_body = False
                 answering = self._answer(cycle)
-                if cycle.route.eager:  # run at once; a task only if it has to wait (started_eagerly)
-                    try:
-                        waits_for = answering.send(None)
-                    except StopIteration:
+                if cycle.route.eager:  # run at once; a task only if it has to wait (app/api/eager.py)
+                    finished, answering = eager.start(answering)
+                    if finished:
                         return
-                    answering = started_eagerly(answering, waits_for)
                 task = self.loop.create_task(answering)
                 task.add_done_callback(self.tasks.discard)
                 self.tasks.add(task)
