@@ -96,38 +96,119 @@ class OneWrite:
         return getattr(self.transport, name)
 
 
+class HotCycle:
+    """A hot request's cycle (app/api/hot_routes.py): what uvicorn's protocol reads and writes of a
+    request's RequestResponseCycle while it reads the body, receives more requests (pipelining),
+    loses the connection or shuts down. `message_event` is the cycle itself: a hot request is answered
+    once its whole body is in (`on_message_complete`), so nothing waits for the event."""
+
+    __slots__ = ("body", "disconnected", "keep_alive", "more_body", "response_complete", "route", "scope")
+
+    def __init__(self, route: Any, scope: dict[str, Any], keep_alive: bool) -> None:
+        self.route = route
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.body = bytearray()
+        self.more_body = True
+        self.disconnected = False
+        self.response_complete = False
+
+    @property
+    def message_event(self) -> HotCycle:
+        return self
+
+    def set(self) -> None:
+        pass
+
+
+#: uvicorn's answer to an app that failed before answering (RequestResponseCycle.send_500_response)
+_FAILED = (500, b"text/plain; charset=utf-8", b"Internal Server Error", ())
+
+
 def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol, except that a connection must send a request's whole headers
     within `header_timeout` seconds of connecting (or of its previous response), or it is closed,
-    and that every response goes out in one write (OneWrite).
+    that every response goes out in one write (OneWrite), and that the hot routes are answered
+    without ASGI.
 
     uvicorn's `timeout_keep_alive` only runs between a response and the next request's first byte:
     a client that sends half a request line or half the headers (slowloris) held its connection, and
     a slot of `limit_concurrency`, for ever (50 such sockets were still open after 90 s).
 
     Past `limit_concurrency` the answer is API.md's error shape (503 `overloaded`), not uvicorn's text.
-    """
-    from uvicorn.protocols.http.flow_control import service_unavailable
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+    A hot request (a publish or a pull, app/api/hot_routes.py) with a small body is answered by the
+    app's HotRoutes straight from the parser's callbacks: its answer is written as one write, with the
+    head uvicorn would write, after the same checks, rules and error map as through ASGI. The ASGI
+    messages, the response cycle with its event, and uvicorn's checks of an app's headers were about
+    a fifth of the server's CPU on a one-message publish. Anything else, or a hot request that
+    uvicorn would treat specially (Expect: 100-continue, a pipelined request behind another, past
+    the connection limit, a chunked or large body, an escaped path, a path prefix, an app wrapped in
+    uvicorn's middlewares), takes uvicorn's own path to the app.
+    """
+    import httptools
+    from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, service_unavailable
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+    from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+
+    from chunkmq.api import eager
     from chunkmq.api.errors import overloaded
 
     class HttpProtocol(HttpToolsProtocol):
-        _header_timer: asyncio.TimerHandle | None = None
+        # One timer per connection for both of its clocks, each a loop time or None: the request's
+        # headers must be in by `_header_deadline`; an idle keep-alive connection closes at
+        # `_idle_deadline` (uvicorn's timeout_keep_alive). Setting or clearing a clock is a float per
+        # request; uvicorn's call_later and cancel per clock and request cost about 5 us on every
+        # single-message publish. The timer fires at the earliest clock, or once per period.
+        _timer: asyncio.TimerHandle | None = None
+        _timer_at = 0.0
+        _header_deadline: float | None = None
+        _idle_deadline: float | None = None
+
+        def _watch(self, deadline: float) -> None:
+            if self._timer is not None and self._timer_at <= deadline:
+                return  # it fires first and sets itself again for this clock
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer, self._timer_at = self.loop.call_at(deadline, self._tick), deadline
+
+        def _tick(self) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            now = self.loop.time()
+            if self._header_deadline is not None and now >= self._header_deadline:
+                self.transport.abort()  # nothing was answered yet: there is nothing to flush
+            elif self._idle_deadline is not None and now >= self._idle_deadline:
+                self.timeout_keep_alive_handler()
+            else:
+                pending = [d for d in (self._header_deadline, self._idle_deadline) if d is not None]
+                if pending:
+                    self._watch(min(pending))
 
         def _arm(self) -> None:
-            self._disarm()
-            self._header_timer = self.loop.call_later(header_timeout, self._too_slow)
+            self._header_deadline = self.loop.time() + header_timeout
+            self._watch(self._header_deadline)
 
         def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
+            self._header_deadline = None
 
-        def _too_slow(self) -> None:
-            self._header_timer = None
-            if not self.transport.is_closing():
-                self.transport.abort()  # nothing was answered yet: there is nothing to flush
+        def _unset_keepalive_if_required(self) -> None:
+            self._idle_deadline = None
+
+        def on_response_complete(self) -> None:
+            """uvicorn's, with the keep-alive clock on the connection's timer."""
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return
+            self._idle_deadline = None
+            self.flow.resume_reading()
+            if self.pipeline:  # the pipelined request that waited for this one
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self._idle_deadline = self.loop.time() + self.timeout_keep_alive
+                self._watch(self._idle_deadline)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -139,6 +220,8 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
 
         def on_headers_complete(self) -> None:
             self._disarm()
+            if self._hot_cycle():
+                return
             super().on_headers_complete()
             cycle = self.cycle  # this request's, just made (its task has not run yet)
             if cycle is not None and not isinstance(cycle.transport, OneWrite):
@@ -152,8 +235,86 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
 
                 cycle.on_response = finished
 
+        def _hot_cycle(self) -> bool:
+            """Whether this request is a hot one that the app's HotRoutes answer (on_message_complete);
+            its scope is filled as uvicorn fills it."""
+            hot = getattr(self.app, "hot_routes", None)  # the app itself, not wrapped by uvicorn
+            parser = self.parser
+            if (hot is None or parser.get_method() != b"POST" or self.expect_100_continue or self.root_path
+                    or parser.should_upgrade() or (self.cycle is not None and not self.cycle.response_complete)):
+                return False
+            limit = self.limit_concurrency
+            if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+                return False
+            for name, value in self.headers:
+                if name == b"transfer-encoding" or (
+                        name == b"content-length" and not (value.isdigit() and int(value) <= HIGH_WATER_LIMIT)):
+                    return False
+            url = httptools.parse_url(self.url)
+            path = url.path.decode("ascii")
+            found = None if "%" in path else hot.route("POST", path)
+            if found is None:
+                return False
+            http_version = parser.get_http_version()
+            scope = self.scope
+            scope["method"] = "POST"
+            if http_version != "1.1":
+                scope["http_version"] = http_version
+            scope["path"] = path
+            scope["raw_path"] = url.path
+            scope["query_string"] = url.query or b""
+            scope["path_params"] = found[1]
+            scope["app"] = self.app
+            self.cycle = HotCycle(found[0], scope, http_version != "1.0" and parser.should_keep_alive())  # type: ignore[assignment]
+            return True
+
+        def on_message_complete(self) -> None:
+            cycle = self.cycle
+            if type(cycle) is not HotCycle:
+                super().on_message_complete()
+            elif not cycle.response_complete:
+                cycle.more_body = False
+                answering = self._answer(cycle)
+                if cycle.route.eager:  # run at once; a task only if it has to wait (app/api/eager.py)
+                    finished, answering = eager.start(answering)
+                    if finished:
+                        return
+                task = self.loop.create_task(answering)
+                task.add_done_callback(self.tasks.discard)
+                self.tasks.add(task)
+
+        async def _answer(self, cycle: HotCycle) -> None:
+            try:
+                answer = await self.app.hot_routes.respond(cycle.route, cycle.scope, bytes(cycle.body))
+            except BaseException as exc:  # cancelled at a forced shutdown (respond maps every Exception)
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                answer, cycle.keep_alive = _FAILED, False
+            if self.flow.write_paused and not cycle.disconnected:
+                await self.flow.drain()
+            if cycle.disconnected:
+                return
+            status, content_type, body, headers = answer
+            if self.access_log:
+                self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(cycle.scope), "POST",
+                                        get_path_with_query_string(cycle.scope), cycle.scope["http_version"], status)
+            out = [STATUS_LINE[status]]
+            for name, value in (*self.server_state.default_headers, (b"content-type", content_type),
+                                (b"content-length", b"%d" % len(body)), *headers):
+                out += (name, b": ", value, b"\r\n")
+            if not cycle.keep_alive:
+                out.append(b"connection: close\r\n")
+            out += (b"\r\n", body)
+            self.transport.write(b"".join(out))
+            cycle.response_complete = True
+            if not cycle.keep_alive:
+                self.transport.close()
+            self.on_response_complete()
+
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
+            self._header_deadline = self._idle_deadline = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             super().connection_lost(exc)
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:

@@ -12,6 +12,7 @@ import importlib
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.datastructures import State
@@ -22,7 +23,6 @@ from chunkmq.alerts.jobs import Alerts
 from chunkmq.api import allow, docs, errors, logs, publish, pull, router, schemas
 from chunkmq.api.auth import TokenAuth
 from chunkmq.api.guard import Guard, every_request
-from chunkmq.api.hot_routes import ROUTES as HOT_ROUTES
 from chunkmq.api.hot_routes import HotRoutes
 from chunkmq.api.operations import AlertCollector, BrokerCollector
 from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
@@ -31,7 +31,7 @@ from chunkmq.config import Settings
 from chunkmq.meta import MetaStore
 from chunkmq.meta.migrate import upgrade
 from chunkmq.metrics import registry
-from chunkmq.start import check_settings, configure_logging, tune_gc
+from chunkmq.start import AppState, check_settings, configure_logging, tune_gc
 from chunkmq.storage.files import private_dir
 from chunkmq.storage.lock import DirectoryLock
 from chunkmq.web import render as web_render
@@ -79,10 +79,14 @@ class App(FastAPI):
 
     hot_routes: HotRoutes
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.state = AppState()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (endpoint := self.hot_routes.match(scope)) is not None:
+        if scope["type"] == "http" and (route := self.hot_routes.match(scope)) is not None:
             scope["app"] = self
-            await self.hot_routes.serve(endpoint, scope, receive, send)
+            await self.hot_routes.serve(route, scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -196,8 +200,9 @@ def create_app(settings: Settings | None = None) -> App:
     if checks:
         app.add_middleware(Guard, checks=checks)
     app.add_middleware(allow.HeadAsGet)
-    app.hot_routes = HotRoutes(checks)
-    app.router.routes.extend(HOT_ROUTES)  # the router has them too: OPTIONS, HEAD and 405 name them
+    hot_routes = [*publish.routes, pull.route]
+    app.hot_routes = HotRoutes(checks, hot_routes)
+    app.router.routes.extend(hot_routes)  # the router has them too: OPTIONS, HEAD and 405 name them
     router.install(app)  # every route behind its rule (app/api/access.py)
     web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first
     app.router.routes.append(allow.route)  # OPTIONS on any path, after every route that has the path

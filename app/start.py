@@ -63,6 +63,19 @@ def check_settings(settings: Settings) -> None:
         raise ConfigError("CHUNKMQ_AUTH=off is refused unless the server binds to 127.0.0.1")
 
 
+class AppState(State):
+    """Starlette's app state, whose values are plain attributes too: reading one through State's
+    __getattr__ cost about 0.8 us, three or four times per hot request."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        object.__delattr__(self, name)
+
+
 def configure_logging(level: str) -> None:
     """Send chunkmq's own log lines (storage recovery, idempotency window, retention) to stderr at the
     configured level: uvicorn configures only its own loggers, so these were dropped below WARNING."""
@@ -150,7 +163,7 @@ class Staged:
     def __init__(self, settings: Settings, plain: PlainMeta) -> None:
         self.settings = settings
         self.plain = plain
-        self.state = State()
+        self.state = AppState()
         self.state.settings = settings
         self.hot_routes = HotRoutes(every_request(settings))
         self.full: App | None = None  # the full app, once built and running

@@ -8,6 +8,7 @@ tests/test_cli_connections.py checks the behaviour itself on real servers.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,54 @@ def test_the_response_cycle_writes_its_head_then_its_body_and_calls_on_response(
     assert "self.transport.write(" in send and "self.on_response()" in send
     assert inspect.iscoroutinefunction(flow_control.service_unavailable)
     assert _parameters(flow_control.service_unavailable) == ["scope", "receive", "send"]
+
+
+def test_what_the_protocol_s_hot_path_reads_and_the_cycle_state_it_stands_in_for() -> None:
+    """app/cli.py answers hot requests itself (HotCycle): it fills the scope as on_headers_complete
+    does, and uvicorn's methods that touch a request's cycle use only what HotCycle has."""
+    base = httptools_impl.HttpToolsProtocol
+    assert _parameters(base.on_message_complete) == ["self"]
+    assert _assigns(base, "__init__", "app", "limit_concurrency", "root_path", "access_log", "access_logger",
+                    "server_state", "connections", "tasks", "logger")
+    assert _assigns(base, "on_message_begin", "url", "expect_100_continue", "headers", "scope")
+    assert _assigns(base, "connection_made", "flow")
+    headers = inspect.getsource(base.on_headers_complete)
+    for key in ("method", "http_version", "path", "raw_path", "query_string"):
+        assert f'self.scope["{key}"] =' in headers
+    assert "httptools.parse_url(self.url)" in headers and 'if "%" in path' in headers
+    assert "keep_alive=http_version != \"1.0\" and self.parser.should_keep_alive()" in headers
+    assert "len(self.connections) >= self.limit_concurrency or len(self.tasks) >= self.limit_concurrency" in headers
+    cycle_uses = "".join(inspect.getsource(getattr(base, m)) for m in (
+        "on_body", "on_message_complete", "connection_lost", "shutdown", "on_response_complete", "data_received"))
+    used = set(re.findall(r"self\.cycle\.(\w+)", cycle_uses))
+    assert used <= {"body", "more_body", "message_event", "disconnected", "keep_alive", "response_complete"}, used
+    assert httptools_impl.STATUS_LINE[500] == b"HTTP/1.1 500 Internal Server Error\r\n"
+    assert flow_control.HIGH_WATER_LIMIT == 65536
+    send = inspect.getsource(httptools_impl.RequestResponseCycle.send)
+    assert "self.access_logger.info(" in send and "get_path_with_query_string(self.scope)" in send
+
+
+def test_the_keep_alive_clock_the_subclass_takes_over() -> None:
+    """app/cli.py replaces on_response_complete (its keep-alive timer on the connection's one timer)
+    and _unset_keepalive_if_required: uvicorn's must still be what it copies, and the keep-alive
+    timer must be set nowhere else."""
+    base = httptools_impl.HttpToolsProtocol
+    body = [line.strip() for line in inspect.getsource(base.on_response_complete).splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+    assert body == [
+        "def on_response_complete(self) -> None:",
+        "self.server_state.total_requests += 1",
+        "if self.transport.is_closing():", "return",
+        "self._unset_keepalive_if_required()",
+        "self.flow.resume_reading()",
+        "if self.pipeline:", "cycle, app = self.pipeline.pop()", "self._start_asgi_task(cycle, app)",
+        "else:", "self.timeout_keep_alive_task = self.loop.call_later(",
+        "self.timeout_keep_alive, self.timeout_keep_alive_handler", ")",
+    ]
+    source = inspect.getsource(httptools_impl)
+    assert source.count("self.timeout_keep_alive_task = self.loop.call_later(") == 1
+    assert source.count("self._unset_keepalive_if_required()") == 3  # data_received, connection_lost, on_response_complete
+    assert "self.transport.close()" in inspect.getsource(base.timeout_keep_alive_handler)
 
 
 def test_the_websocket_protocol_keepalive_timeout_and_the_state_the_subclass_reads() -> None:

@@ -2,9 +2,9 @@
 
 A route is authorised here and nowhere else: the router adds `authorize` to every route it mounts
 and refuses to mount one without a rule (RouteWithoutRule, when the app is built), and the hot
-routes (app/api/hot_routes.py) wrap their endpoints in `Authorized` with the same rules. An endpoint
-receives the caller as `who: Principal = Depends(authorize)` (the router's call, not a second one)
-and uses it only to filter lists and to check objects it finds by id.
+routes (app/api/hot_routes.py) apply the same rules. An endpoint receives the caller as
+`who: Principal = Depends(authorize)` (the router's call, not a second one) and uses it only to
+filter lists and to check objects it finds by id.
 
 The order of the checks: the token (401 `unauthorized`), the name in the path (400 `invalid_name`),
 the permission on that name (403 `forbidden`). The permission is decided from the name alone, before
@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from starlette.requests import HTTPConnection
-from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from chunkmq.api.auth import NOBODY, Principal, TokenAuth, bearer
-from chunkmq.api.body import header
 from chunkmq.api.errors import Refused, refuse
 from chunkmq.auth.permissions import Action
 from chunkmq.broker.errors import BrokerError, Forbidden
@@ -173,16 +171,3 @@ def __getattr__(name: str) -> Any:
     globals()["AUTHORIZE"] = value = Depends(authorize)
     return value
 
-
-class Authorized:
-    """A plain ASGI endpoint (the hot routes) behind its rule: the same check as `authorize`."""
-
-    def __init__(self, method: str, path: str, app: ASGIApp) -> None:
-        self.need = rule(method, path)
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope["app"].state
-        token = bearer(header(scope, b"authorization"))
-        await self.need.authorize(state.auth, token, scope["path_params"])
-        await self.app(scope, receive, send)

@@ -42,6 +42,7 @@ class Principal:
 
 
 NOBODY = Principal("anyone", Permissions())  # the caller of a route that needs no token
+ANONYMOUS = Principal("anonymous", _ALL)  # every caller when tokens are off (immutable: one for all)
 
 
 class TokenAuth:
@@ -60,7 +61,7 @@ class TokenAuth:
 
     async def principal(self, token: str | None) -> Principal:
         if not self.enabled:
-            return Principal("anonymous", _ALL)
+            return ANONYMOUS
         if not token:
             raise Unauthorized("a bearer token is required (Authorization: Bearer <token>)")
         key = hash_token(token)

@@ -1,5 +1,5 @@
 """The hot routes (publish through an exchange, publish to a queue, pull), served ahead of the app's
-middleware stack.
+middleware stack, and by `chunkmq serve` ahead of ASGI itself.
 
 At one message per request, the layers a request passes before its endpoint cost as much as the
 endpoint: Starlette's ServerErrorMiddleware, FastAPI's telemetry and body-limit middlewares,
@@ -10,60 +10,133 @@ dominates"). A hot request needs two of them: the checks every request passes (a
 here as the stack applies them, so a hot request is answered exactly as it would be through the
 stack; any other method or path goes through the stack.
 
+A hot endpoint takes the request's scope and whole body and returns its answer (`Answer`): the app
+sends it through ASGI (`HotRoutes.serve`), and `chunkmq serve`'s HTTP protocol (app/cli.py) writes it
+straight to the socket, without ASGI's receive/send messages, for a request whose body it already
+holds (`HotRoutes.respond`).
+
 The routes stay in the app's router too, so OPTIONS, HEAD and 405 `Allow` name them as any route.
-Their endpoints are wrapped in their rules (app/api/access.py, `Authorized`), so a hot request is
-authorised by the same table as every other, whichever way it comes.
+Each is authorised by its rule (app/api/access.py, `rule`), the same table as every other route,
+whichever way it comes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from chunkmq.api import publish, pull
-from chunkmq.api.errors import api_error, send_error
+from chunkmq.api.access import rule
+from chunkmq.api.auth import bearer
+from chunkmq.api.body import header, read_body
+from chunkmq.api.errors import api_error, error_body
 from chunkmq.api.guard import Check, first_problem
+from chunkmq.broker.errors import TooLarge
 
-ROUTES: list[Route] = [*publish.routes, pull.route]
+#: An answer: (status, content type, body, the other headers)
+Answer = tuple[int, bytes, bytes, tuple[tuple[bytes, bytes], ...]]
+JSON = b"application/json"
+_UNAUTHORIZED = ((b"www-authenticate", b"Bearer"),)
+
+
+def ok(body: bytes, content_type: bytes = JSON, headers: tuple[tuple[bytes, bytes], ...] = ()) -> Answer:
+    return 200, content_type, body, headers
+
+
+def refusal(status: int, code: str, message: str) -> Answer:
+    """An error in API.md's shape, as errors.send_error sends it."""
+    return status, JSON, error_body(code, message), _UNAUTHORIZED if status == 401 else ()
+
+
+class HotRoute(Route):
+    """A POST route whose endpoint takes (scope, body) and returns an Answer. `limit(settings)`: the
+    body's largest size and the code of its refusal. `eager`: the endpoint may start outside a task
+    (app/cli.py runs it at once, in the parser's callback): it uses nothing that needs one, such as
+    `asyncio.timeout`."""
+
+    def __init__(self, path: str, endpoint: Callable[[Scope, bytes], Awaitable[Answer]],
+                 limit: Callable[[Any], tuple[int, str]], *, eager: bool = False) -> None:
+        self.need = rule("POST", path)
+        self.answer = endpoint
+        self.limit = limit
+        self.eager = eager
+        super().__init__(path, _ThroughTheStack(self), methods=["POST"])
+
+    async def respond(self, scope: Scope, body: bytes | Receive) -> Answer:
+        """The answer to a request (its path parameters in the scope): authorised by its rule, then
+        its body (`receive` to read it, or the bytes already read) checked and answered; every error
+        mapped as the stack's handlers map it."""
+        try:
+            state = scope["app"].state
+            await self.need.authorize(state.auth, bearer(header(scope, b"authorization")), scope["path_params"])
+            max_bytes, code = self.limit(state.settings)
+            if type(body) is bytes:
+                if len(body) > max_bytes:
+                    raise TooLarge(f"the request body is larger than {max_bytes} bytes", code=code)
+            else:
+                body = await read_body(body, header(scope, b"content-length"), max_bytes, code)
+            return await self.answer(scope, body)
+        except Exception as exc:
+            error = api_error(exc)
+            return refusal(error.status, error.code, error.message)
+
+
+
+class _ThroughTheStack:
+    """A hot route's ASGI endpoint in the router (a server behind a path prefix): the stack's Guard
+    has checked the request. (An instance, not a function: Starlette would wrap a function in its
+    Request machinery.)"""
+
+    def __init__(self, route: HotRoute) -> None:
+        self.route = route
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_answer(send, await self.route.respond(scope, receive))
+
+
+async def send_answer(send: Send, answer: Answer) -> None:
+    status, content_type, body, headers = answer
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", content_type), (b"content-length", b"%d" % len(body)), *headers]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class HotRoutes:
-    """Matches a request to a hot route and serves it, after `checks` (guard.every_request)."""
+    """Matches a request to a hot route and answers it, after `checks` (guard.every_request)."""
 
-    def __init__(self, checks: list[Check]) -> None:
+    def __init__(self, checks: list[Check], routes: list[HotRoute]) -> None:
         self.checks = checks
-        self.routes = [(route.path_regex, route.endpoint) for route in ROUTES]
+        self.routes = [(route.path_regex, route) for route in routes]
 
-    def match(self, scope: Scope) -> ASGIApp | None:
-        """The endpoint of a hot request, with its path parameters put into the scope; None for any
-        other request. Starlette's routes match `path` minus `root_path`: a server behind a path
-        prefix takes the stack."""
-        if scope["method"] != "POST" or scope.get("root_path"):
+    def route(self, method: str, path: str) -> tuple[HotRoute, dict[str, Any]] | None:
+        """The route of a hot request and its path parameters; None for any other request."""
+        if method != "POST":
             return None
-        path = scope["path"]
-        for regex, endpoint in self.routes:
+        for regex, route in self.routes:
             found = regex.match(path)
             if found is not None:
-                scope["path_params"] = found.groupdict()
-                return endpoint
+                return route, found.groupdict()
         return None
 
-    async def serve(self, endpoint: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    def match(self, scope: Scope) -> HotRoute | None:
+        """The route of a hot ASGI request, with its path parameters put into the scope; None for any
+        other request. Starlette's routes match `path` minus `root_path`: a server behind a path
+        prefix takes the stack."""
+        if scope.get("root_path"):
+            return None
+        found = self.route(scope["method"], scope["path"])
+        if found is None:
+            return None
+        scope["path_params"] = found[1]
+        return found[0]
+
+    async def respond(self, route: HotRoute, scope: Scope, body: bytes | Receive) -> Answer:
         problem = first_problem(self.checks, "http", scope)
         if problem is not None:
-            await send_error(send, *problem)
-            return
-        started = False
+            return refusal(*problem)
+        return await route.respond(scope, body)
 
-        async def sending(message: Message) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
-        try:
-            await endpoint(scope, receive, sending)
-        except Exception as exc:
-            if started:  # half an answer is out: nothing valid can follow it (uvicorn closes the connection)
-                raise
-            error = api_error(exc)
-            await send_error(send, error.status, error.code, error.message)
+    async def serve(self, route: HotRoute, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_answer(send, await self.respond(route, scope, receive))

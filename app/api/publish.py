@@ -1,12 +1,11 @@
 """Publishing over HTTP: the hot path, served as plain ASGI.
 
 Raw body -> orjson -> broker -> orjson, no pydantic, and none of FastAPI's per-request machinery:
-the two publish routes are Starlette routes whose endpoint is an ASGI app, placed ahead of the
-FastAPI routes (app/main.py). Route matching through included routers, the Request object,
+the two publish routes are hot routes (app/api/hot_routes.py) whose endpoint takes the scope and the
+body and returns the answer. Route matching through included routers, the Request object,
 dependency solving and the Response object cost about half of the server's time on a one-message
-publish (about 90 of 180 us, docs/decisions.md). They are served ahead of the middleware stack
-(app/api/hot_routes.py), with the same guard and error map, and OpenAPI describes them through
-`openapi_paths()`.
+publish (about 90 of 180 us, docs/decisions.md). They are served ahead of the middleware stack,
+with the same guard and error map, and OpenAPI describes them through `openapi_paths()`.
 """
 
 from __future__ import annotations
@@ -14,15 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.datastructures import QueryParams
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Scope
 
-from chunkmq.api.access import Authorized
-from chunkmq.api.body import header, media_type, parse_json, read_body
-from chunkmq.api.deps import send_body, send_json
+from chunkmq.api.body import header, media_type, parse_json
+from chunkmq.api.hot_routes import Answer, HotRoute, ok
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.broker.names import exchange_from_path
+from chunkmq.config import Settings
 from chunkmq.wire import codes
 from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
 
@@ -50,18 +48,16 @@ def binary_mandatory(scope: Scope) -> bool:
 
 
 class PublishEndpoint:
-    """The ASGI app of `POST /api/v1/exchanges/{name}/publish` (through an exchange; `amq.default`
+    """The endpoint of `POST /api/v1/exchanges/{name}/publish` (through an exchange; `amq.default`
     is the default exchange) or, with ``to_queue``, `POST /api/v1/queues/{name}/publish`."""
 
     def __init__(self, *, to_queue: bool) -> None:
         self.to_queue = to_queue
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope["app"].state
-        broker: Broker = state.broker
+    async def __call__(self, scope: Scope, raw: bytes) -> Answer:
+        broker: Broker = scope["app"].state.broker
         name: str = scope["path_params"]["name"]  # checked with the permission (app/api/access.py)
         exchange = "" if self.to_queue else exchange_from_path(name)
-        raw = await read_body(receive, header(scope, b"content-length"), broker.settings.max_batch_bytes)
         binary = media_type(header(scope, b"content-type")) == BATCH_MEDIA_TYPE
         if binary:
             messages, mandatory = raw, binary_mandatory(scope)  # parsed by the broker, column by column
@@ -71,13 +67,19 @@ class PublishEndpoint:
         outcome = await broker.publish(exchange, messages, mandatory, queue_name=name if self.to_queue else None,
                                        binary_answer=binary_answer)
         if binary_answer:
-            await send_body(send, outcome.results, BATCH_MEDIA_TYPE, [(b"chunkmq-durability", outcome.durability.encode())])
-        else:
-            await send_json(send, outcome.json())
+            return ok(outcome.results, _BATCH, ((b"chunkmq-durability", outcome.durability.encode()),))
+        return ok(outcome.json())
+
+
+_BATCH = BATCH_MEDIA_TYPE.encode()
+
+
+def _limit(settings: Settings) -> tuple[int, str]:
+    return settings.max_batch_bytes, codes.BATCH_TOO_LARGE
 
 
 routes = [
-    Route(path, Authorized("POST", path, PublishEndpoint(to_queue=to_queue)), methods=["POST"])
+    HotRoute(path, PublishEndpoint(to_queue=to_queue), _limit, eager=True)  # waits only for fsync or a token's lookup
     for path, to_queue in (("/api/v1/exchanges/{name}/publish", False), ("/api/v1/queues/{name}/publish", True))
 ]
 

@@ -1,5 +1,5 @@
-"""Pulling over HTTP: `POST /api/v1/queues/{queue}/groups/{group}/pull`, served as plain ASGI as the
-publish routes are (app/api/publish.py).
+"""Pulling over HTTP: `POST /api/v1/queues/{queue}/groups/{group}/pull`, a hot route as the publish
+routes are (app/api/publish.py).
 
 A long poll woken by a publish is one HTTP answer per message at low rates, and FastAPI's routing
 through included routers, the Request object and dependency solving were the largest part of the
@@ -13,16 +13,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Scope
 
-from chunkmq.api.access import Authorized
-from chunkmq.api.body import MAX_OBJECT_BYTES, header, object_of, read_body
-from chunkmq.api.deps import send_body, send_json
+from chunkmq.api.body import MAX_OBJECT_BYTES, header, object_of
+from chunkmq.api.hot_routes import Answer, HotRoute, ok
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.broker.fields import reject_unknown
 from chunkmq.broker.names import check_name
+from chunkmq.config import Settings
 from chunkmq.wire import codes
 from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
 
@@ -31,54 +30,52 @@ MAX_WAIT_MS = 30_000
 PATH = "/api/v1/queues/{queue}/groups/{group}/pull"
 
 
-class PullEndpoint:
-    """The ASGI app of the pull route (an instance, not a function: Starlette would wrap a function
-    in its Request machinery)."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope["app"].state
-        broker: Broker = state.broker
-        queue: str = scope["path_params"]["queue"]  # checked with the permission (app/api/access.py)
-        group: str = scope["path_params"]["group"]
-        raw = await read_body(receive, header(scope, b"content-length"), MAX_OBJECT_BYTES, codes.BODY_TOO_LARGE)
-        body = object_of(raw, required=False)
-        reject_unknown(body, ("max_messages", "wait_ms", "consumer", "ack"))
-        max_messages = body.get("max_messages", 100)
-        wait_ms = body.get("wait_ms", 0)
-        consumer = body.get("consumer", "default")
-        if type(max_messages) is not int or not 1 <= max_messages <= MAX_PULL:
-            raise InvalidInput(f"max_messages must be an integer from 1 to {MAX_PULL}")
-        if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
-            raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
-        check_name(consumer, "consumer id")
-        binary = BATCH_MEDIA_TYPE in (header(scope, b"accept") or "")
-        if "ack" in body:
-            # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
-            if type(body["ack"]) is not dict:
-                raise InvalidInput('ack must be an object: {"offsets": [...]} or {"up_to": n}')
+async def pull(scope: Scope, raw: bytes) -> Answer:
+    """The endpoint of the pull route (app/api/hot_routes.py)."""
+    broker: Broker = scope["app"].state.broker
+    queue: str = scope["path_params"]["queue"]  # checked with the permission (app/api/access.py)
+    group: str = scope["path_params"]["group"]
+    body = object_of(raw, required=False)
+    reject_unknown(body, ("max_messages", "wait_ms", "consumer", "ack"))
+    max_messages = body.get("max_messages", 100)
+    wait_ms = body.get("wait_ms", 0)
+    consumer = body.get("consumer", "default")
+    if type(max_messages) is not int or not 1 <= max_messages <= MAX_PULL:
+        raise InvalidInput(f"max_messages must be an integer from 1 to {MAX_PULL}")
+    if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
+        raise InvalidInput(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
+    check_name(consumer, "consumer id")
+    binary = BATCH_MEDIA_TYPE in (header(scope, b"accept") or "")
+    if "ack" in body:
+        # The previous batch's ack rides on the next pull: one round trip per batch instead of two.
+        if type(body["ack"]) is not dict:
+            raise InvalidInput('ack must be an object: {"offsets": [...]} or {"up_to": n}')
+        try:
+            broker.ack(queue, group, body["ack"])
+        except InvalidInput as exc:
+            raise InvalidInput(f"ack: {exc.message}", code=exc.code) from None
+        if broker.durability == "fsync":  # else acks are written behind: nothing to wait for, no task
+            durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
             try:
-                broker.ack(queue, group, body["ack"])
-            except InvalidInput as exc:
-                raise InvalidInput(f"ack: {exc.message}", code=exc.code) from None
-            if broker.durability == "fsync":  # else acks are written behind: nothing to wait for, no task
-                durable = asyncio.ensure_future(broker.acks_durable())  # one fsync round covers it and others
-                try:
-                    answer = await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary)
-                finally:
-                    await durable  # the answer acknowledges the ack: only once it survives a crash
-                await _send(send, answer, binary)
-                return
-        await _send(send, await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary), binary)
+                answer = await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary)
+            finally:
+                await durable  # the answer acknowledges the ack: only once it survives a crash
+            return _answer(answer, binary)
+    return _answer(await broker.pull(queue, group, max_messages, wait_ms, consumer, binary=binary), binary)
 
 
-async def _send(send: Send, answer: bytes, binary: bool) -> None:
-    if binary:  # a binary batch (docs/api.md "Binary batches")
-        await send_body(send, answer, BATCH_MEDIA_TYPE)
-    else:
-        await send_json(send, answer)
+_BATCH = BATCH_MEDIA_TYPE.encode()
 
 
-route = Route(PATH, Authorized("POST", PATH, PullEndpoint()), methods=["POST"])
+def _answer(answer: bytes, binary: bool) -> Answer:
+    return ok(answer, _BATCH) if binary else ok(answer)  # binary: a binary batch (docs/api.md "Binary batches")
+
+
+def _limit(settings: Settings) -> tuple[int, str]:
+    return MAX_OBJECT_BYTES, codes.BODY_TOO_LARGE
+
+
+route = HotRoute(PATH, pull, _limit)
 
 
 def openapi_paths() -> dict[str, Any]:

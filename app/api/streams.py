@@ -53,6 +53,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, WebSocket
 
+from chunkmq.api import eager
 from chunkmq.api.errors import api_error, error_frame, refuse, send_frame
 from chunkmq.api.publish import binary_mandatory, publish_args
 from chunkmq.broker.broker import Broker, PublishOutcome
@@ -329,7 +330,7 @@ async def publish_stream(websocket: WebSocket, name: str) -> None:
     await _PublishStream(websocket, broker, exchange, binary, mandatory).run()
 
 
-_Answer = asyncio.Future[PublishOutcome] | BrokerError | bytes
+_Answer = asyncio.Future[PublishOutcome] | PublishOutcome | BrokerError | bytes
 
 
 class _PublishStream:
@@ -391,9 +392,14 @@ class _PublishStream:
             messages, mandatory = publish_args({k: v for k, v in fields.items() if k != "seq"})
         except Exception as exc:
             return seq, api_error(exc)
-        # A task starts in creation order and runs the synchronous part of the publish (validate,
-        # route, append) before its first await: frames are stored in the order they arrived.
-        return seq, asyncio.ensure_future(self.broker.publish(self.exchange, messages, mandatory))
+        # Run at once (app/api/eager.py): the synchronous part of the publish (validate, route,
+        # append) runs here, so frames are stored in the order they arrived, and one that does not
+        # wait for an fsync needs no task.
+        try:
+            finished, outcome = eager.start(self.broker.publish(self.exchange, messages, mandatory))
+        except Exception as exc:
+            return seq, api_error(exc)  # logged there when it is a server error
+        return seq, outcome if finished else asyncio.ensure_future(outcome)
 
     async def _send_loop(self) -> None:
         while True:
@@ -405,11 +411,16 @@ class _PublishStream:
                 frame = answer
             elif isinstance(answer, BrokerError):
                 frame = error_frame(answer, seq)
+            elif isinstance(answer, PublishOutcome):
+                frame = _confirm(seq, answer)
             else:
                 try:
-                    outcome = await answer
-                    frame = b'{"type":"confirm","seq":%b,"results":%b,"durability":"%b"}' % (
-                        orjson.dumps(seq), outcome.results, outcome.durability.encode())
+                    frame = _confirm(seq, await answer)
                 except Exception as exc:
                     frame = error_frame(api_error(exc), seq)  # logged there when it is a server error
             await send_frame(self.ws, frame, self.binary)
+
+
+def _confirm(seq: Any, outcome: PublishOutcome) -> bytes:
+    return b'{"type":"confirm","seq":%b,"results":%b,"durability":"%b"}' % (
+        orjson.dumps(seq), outcome.results, outcome.durability.encode())

@@ -1,0 +1,214 @@
+"""`chunkmq serve`'s HTTP protocol (app/cli.py) in process, on real sockets.
+
+The hot routes answered without ASGI: each request is answered byte for byte as the same app
+answers it through ASGI (whose hot path tests/api/test_hot_routes.py holds to the middleware stack's
+answers), with the same access log line; pipelined requests, HTTP/1.0 and Expect: 100-continue keep
+uvicorn's behaviour. The connection's clocks: headers sent too slowly, and keep-alive idleness.
+(tests/test_cli_connections.py checks the limits on a server process.)"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import orjson
+import uvicorn
+from starlette.types import Receive, Scope, Send
+
+from chunkmq.cli import uvicorn_options
+from chunkmq.config import Settings
+from chunkmq.main import App, create_app
+from tests.api.test_hot_routes import LOCAL_REFUSALS, PUBLISH, REFUSALS
+from tests.server import free_port
+
+Request = tuple[str, str, bytes, dict[str, str]]
+OK: list[Request] = [
+    ("POST", "/api/v1/queues/q/publish", PUBLISH, {"content-type": "application/json"}),
+    ("POST", "/api/v1/exchanges/amq.default/publish?mandatory=true",
+     orjson.dumps({"messages": [{"body": "x", "routing_key": "q"}], "mandatory": True}),
+     {"content-type": "application/json"}),
+    ("POST", "/api/v1/queues/q/groups/g/pull", b'{"max_messages": 1}', {"content-type": "application/json"}),
+    ("POST", "/api/v1/queues/e/groups/g/pull", b"", {}),  # no body at all: the defaults (an empty queue)
+    ("POST", "/api/v1/queues/q/publish", b"x" * 70_000, {"content-type": "application/json"}),  # large: ASGI
+]
+
+
+def raw(port: int, request: Request, version: str = "1.1") -> bytes:
+    method, path, body, headers = request
+    lines = [f"{method} {path} HTTP/{version}", f"host: 127.0.0.1:{port}", f"content-length: {len(body)}",
+             *(f"{k}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+async def answer(reader: asyncio.StreamReader) -> bytes:
+    """One answer, its date header and the numbers that differ from server to server (offsets, ids)
+    taken out."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    body = await reader.readexactly(length)
+    return re.sub(rb"date: [^\r]*\r\n", b"", head) + re.sub(rb'"(id|offset|published_at|timestamp)":"?[0-9a-f]+"?',
+                                                              rb'"\1":0', body)
+
+
+async def exchange(port: int, data: bytes, answers: int = 1) -> list[bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        return [await answer(reader) for _ in range(answers)]
+    finally:
+        writer.close()
+
+
+@asynccontextmanager
+async def servers(settings: Settings, **options: object) -> AsyncIterator[tuple[App, int, int]]:
+    """The app served twice: as itself (hot requests answered by the protocol) and wrapped in a
+    plain ASGI function (the protocol finds no hot routes on it: every request goes through ASGI)."""
+    app = create_app(settings)
+
+    async def through_asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        await app(scope, receive, send)
+
+    ports = free_port(), free_port()
+    running = []
+    for target, port, lifespan in ((app, ports[0], "on"), (through_asgi, ports[1], "off")):
+        server = uvicorn.Server(uvicorn.Config(target, **{**uvicorn_options(settings), "port": port,  # type: ignore[arg-type]
+                                                          "lifespan": lifespan, "log_config": None, **options}))
+        running.append((server, asyncio.create_task(server.serve())))
+        while not server.started:
+            await asyncio.sleep(0.01)
+    try:
+        yield app, *ports
+    finally:
+        for server, task in reversed(running):
+            server.should_exit = True
+            await task
+
+
+def test_hot_requests_are_answered_as_through_asgi(tmp_path: Path) -> None:
+    lines: list[str] = []
+    by_protocol: list[bool] = []  # whether the line came from the protocol's own path (app/cli.py)
+    handler = logging.Handler()
+
+    def emit(record: logging.LogRecord) -> None:
+        lines.append(record.getMessage().split(" - ", 1)[1])
+        by_protocol.append(Path(record.pathname).name == "cli.py")
+
+    handler.emit = emit  # type: ignore[method-assign]
+    access = logging.getLogger("uvicorn.access")
+    access.addHandler(handler)
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data", log_level="info")) as (_, hot, asgi):
+            for path in ("/api/v1/queues/q", "/api/v1/queues/q/groups/g", "/api/v1/queues/e", "/api/v1/queues/e/groups/g"):
+                await exchange(hot, raw(hot, ("PUT", path, b"{}", {"content-type": "application/json"})))
+            for request in [*REFUSALS, *LOCAL_REFUSALS, *OK]:
+                lines.clear()
+                by_protocol.clear()
+                got = [await exchange(port, raw(port, request)) for port in (hot, asgi)]
+                assert got[0] == got[1], request
+                assert len(lines) == 2 and lines[0] == lines[1], (request, lines)
+                small = len(request[2]) <= 65536 and "%" not in request[1]
+                assert by_protocol == [small, False], request
+            # HTTP/1.0: answered, then the connection closes
+            got = [await exchange(port, raw(port, OK[0], "1.0")) for port in (hot, asgi)]
+            assert got[0] == got[1] and b"connection: close" in got[0][0]
+            # three pipelined requests (the second waits for the first), answered in order
+            pipelined = [await exchange(port, raw(port, OK[0]) + raw(port, REFUSALS[1]) + raw(port, OK[2]), 3)
+                         for port in (hot, asgi)]
+            assert pipelined[0] == pipelined[1]
+            assert [a.split(b"\r\n", 1)[0] for a in pipelined[0]] == [b"HTTP/1.1 200 OK", b"HTTP/1.1 400 Bad Request",
+                                                                     b"HTTP/1.1 200 OK"]
+            # Expect: 100-continue: uvicorn's path, its interim answer before the body is sent
+            for port in (hot, asgi):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                method, path, body, headers = OK[0]
+                writer.write(raw(port, (method, path, b"", {**headers, "expect": "100-continue"})).replace(
+                    b"content-length: 0", b"content-length: %d" % len(body)))
+                assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+                writer.write(body)
+                assert (await answer(reader)).startswith(b"HTTP/1.1 200 OK")
+                writer.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        access.removeHandler(handler)
+
+
+def test_a_long_poll_is_woken_and_answered_by_the_protocol(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q/groups/g", b"{}", {"content-type": "application/json"})))
+            waiting = asyncio.create_task(exchange(hot, raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull",
+                                                                  b'{"wait_ms": 5000}', {}))))
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            await exchange(hot, raw(hot, OK[0]))
+            [pulled] = await asyncio.wait_for(waiting, 2)
+            assert pulled.startswith(b"HTTP/1.1 200 OK") and b'"body":"hello"' in pulled
+
+    asyncio.run(main())
+
+
+def test_publishes_that_wait_are_answered_as_through_asgi(tmp_path: Path) -> None:
+    """A publish starts at once in the parser's callback (app/cli.py started_eagerly); one that
+    waits, for its token's first lookup or for its fsync, goes on in a task."""
+    async def main() -> None:
+        settings = Settings(auth="on", fsync="always", data_dir=tmp_path / "data")
+        async with servers(settings) as (_, hot, asgi):
+            admin = {"authorization": f"Bearer {(settings.data_dir / 'admin-token').read_text().strip()}",
+                     "content-type": "application/json"}
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", admin)))
+            for _ in range(2):  # the token looked up, then known
+                got = [await exchange(port, raw(port, ("POST", "/api/v1/queues/q/publish", PUBLISH, admin)))
+                       for port in (hot, asgi)]
+                assert got[0] == got[1] and got[0][0].startswith(b"HTTP/1.1 200 OK")
+                assert b'"durability":"fsync"' in got[0][0]
+            refused = [await exchange(port, raw(port, ("POST", "/api/v1/queues/q/publish", PUBLISH,
+                                                       {**admin, "authorization": "Bearer cmq_wrong"})))
+                       for port in (hot, asgi)]
+            assert refused[0] == refused[1] and refused[0][0].startswith(b"HTTP/1.1 401")
+
+    asyncio.run(main())
+
+
+async def closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(1), seconds) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_the_connection_s_clocks(tmp_path: Path) -> None:
+    """Headers must be in within the header timeout of a request's first byte, whatever came before
+    on the connection; an idle keep-alive connection closes after timeout_keep_alive; one that keeps
+    sending requests stays open past both."""
+    async def main() -> None:
+        settings = Settings(auth="off", data_dir=tmp_path / "data", request_header_timeout_seconds=0.5)
+        async with servers(settings, timeout_keep_alive=1) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            reader, writer = await asyncio.open_connection("127.0.0.1", hot)
+            started = asyncio.get_running_loop().time()
+            while asyncio.get_running_loop().time() - started < 1.5:  # busy past both clocks
+                writer.write(raw(hot, OK[0]))
+                assert (await answer(reader)).startswith(b"HTTP/1.1 200 OK")
+                await asyncio.sleep(0.1)
+            writer.write(b"POST /api/v1/queues/q/publish HTTP/1.1\r\nhost: 127.0.0.1\r\n")  # never ends
+            assert not await closed_within(reader, 0.3)
+            assert await closed_within(reader, 1)  # aborted at the header timeout
+            writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", hot)
+            writer.write(raw(hot, OK[0]))
+            assert (await answer(reader)).startswith(b"HTTP/1.1 200 OK")
+            assert not await closed_within(reader, 0.7)
+            assert await closed_within(reader, 1)  # idle past timeout_keep_alive
+            writer.close()
+
+    asyncio.run(main())
