@@ -32,7 +32,7 @@ import orjson
 from starlette.datastructures import State
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from chunkmq.api import logs
+from chunkmq.api import logs, publish, pull
 from chunkmq.api.auth import TokenAuth
 from chunkmq.api.deps import send_json
 from chunkmq.api.errors import send_error
@@ -165,7 +165,7 @@ class Staged:
         self.plain = plain
         self.state = AppState()
         self.state.settings = settings
-        self.hot_routes = HotRoutes(every_request(settings))
+        self.hot_routes = HotRoutes(every_request(settings), [*publish.routes, pull.route])
         self.full: App | None = None  # the full app, once built and running
         self.built = asyncio.Event()
         self._stack = contextlib.AsyncExitStack()
@@ -176,9 +176,12 @@ class Staged:
             await self.full(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
-        elif scope["type"] == "http" and (endpoint := self._first_stage_endpoint(scope)) is not None:
+        elif scope["type"] == "http" and (probe := self._probe(scope)) is not None:
             scope["app"] = self
-            await self.hot_routes.serve(endpoint, scope, receive, send)
+            await probe(scope, receive, send)
+        elif scope["type"] == "http" and (route := self.hot_routes.match(scope)) is not None:
+            scope["app"] = self
+            await self.hot_routes.serve(route, scope, receive, send)
         else:
             await self.built.wait()
             if self.full is None:
@@ -186,14 +189,14 @@ class Staged:
                 return
             await self.full(scope, receive, send)
 
-    def _first_stage_endpoint(self, scope: Scope) -> ASGIApp | None:
-        """A hot route's endpoint, /healthz's or /readyz's; None for what the full app serves."""
+    def _probe(self, scope: Scope) -> ASGIApp | None:
+        """/healthz's or /readyz's endpoint; None for any other request."""
         if scope["method"] == "GET" and not scope.get("root_path"):
             if scope["path"] == "/healthz":
                 return _healthz
             if scope["path"] == "/readyz":
                 return _readyz
-        return self.hot_routes.match(scope)
+        return None
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
