@@ -46,6 +46,11 @@ class ApiError(ChunkmqError):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, status={self.status}, message={self.message!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception pickles its args (the one formatted string): a copy made in another process (a
+        # multiprocessing pool's worker) needs the constructor's arguments instead.
+        return type(self), (self.code, self.message, self.status), self.__dict__
+
 
 class InvalidRequest(ApiError):
     """Raised when a name, size or shape in the request is not acceptable (400)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 from chunkmq.client import errors
 from chunkmq.wire import codes
 
@@ -24,3 +26,14 @@ def test_the_errors_a_caller_may_retry_unchanged_say_so() -> None:
     assert retryable == {codes.QUEUE_FULL, codes.UNAVAILABLE, codes.OVERLOADED, codes.STORAGE_FULL}
     assert errors.ConnectionFailed("gone").retryable
     assert not errors.ChunkmqError("x").retryable
+
+
+def test_api_errors_survive_a_pickle_round_trip() -> None:
+    """A multiprocessing pool hands a worker's error to its parent pickled."""
+    for code in codes.STATUS:
+        error = errors.api_error(code, "why it failed")
+        error.retry_after = 2.5  # what the client sets on a 429/503 with Retry-After (any attribute)
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), copy.code, copy.status, copy.message, str(copy)) == (
+            type(error), error.code, error.status, error.message, str(error))
+        assert copy.retry_after == 2.5
