@@ -10,9 +10,9 @@ fit in the active one, its index entries). Files grown while the walk runs are c
 worst, never missed.
 
 The walk is proportional to what changed: the queue index directories (one per queue, tens of
-thousands of them) are measured once, then only those of the queues the store reports changed since
-the last measurement (Store.changed_queues: appended to, trimmed, created, deleted); everything else
-under the data directory (the log, the metadata database, snapshots) is walked every time.
+thousands of them) are counted by Store.index_bytes, which measures again only those of the queues
+that changed since; everything else under the data directory (the log, the metadata database,
+snapshots) is walked every time.
 
 Policy `reject` (default): a publish that could take the directory past the budget is refused with
 507 storage_full, nothing of it stored. Policy `drop_oldest`: publishes are not checked; the
@@ -30,9 +30,7 @@ Owned by the event loop thread, like the rest of the broker; only the walk runs 
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 from chunkmq.broker.errors import StorageFull
@@ -61,24 +59,6 @@ def allocated_bytes(root: Path, skip: Path | None = None) -> int:
     return total
 
 
-def _directories(ids: set[int], name: Callable[[int], Path]) -> dict[int, int]:
-    """Allocated bytes of the files in each directory ``name(id)``; 0 for one that is gone."""
-    out = {}
-    for i in ids:
-        total = 0
-        try:
-            with os.scandir(name(i)) as entries:
-                for entry in entries:
-                    try:
-                        total += entry.stat(follow_symlinks=False).st_blocks * 512
-                    except FileNotFoundError:
-                        pass
-        except FileNotFoundError:
-            pass
-        out[i] = total
-    return out
-
-
 def free_bytes(root: Path) -> int:
     """Bytes an unprivileged process may still allocate on the file system holding ``root``."""
     st = os.statvfs(root)
@@ -100,9 +80,6 @@ class DiskGuard:
         self.entry_bytes = _blocks(store.index_file_bytes) / entries
         self.used = 0  # bytes under the data directory at the last measurement
         self._queues_dir = files.queues_dir(store.root)
-        self._index: dict[int, int] = {}  # queue id -> bytes its index directory held when last measured
-        self._index_total = 0
-        self._unmeasured: set[int] = set()  # changed queues whose measurement has not come back yet
         self.free = 0  # free bytes on its file system then
         self.placed = 0  # index entries written by checked publishes, ever
         self.refused = 0  # publishes refused by the budget, ever
@@ -116,36 +93,20 @@ class DiskGuard:
     def _chunk_number(self) -> int:
         return self.store.chunks_created
 
-    def _walk(self, changed: set[int]) -> tuple[int, dict[int, int], int]:
-        """(bytes outside the index directories, bytes of each changed queue's, free bytes)."""
-        queue_dir = functools.partial(files.queue_dir, self.store.root)
-        return (allocated_bytes(self.root, skip=self._queues_dir), _directories(changed, queue_dir),
-                free_bytes(self.root))
-
-    def _changed(self) -> set[int]:
-        self._unmeasured |= self.store.changed_queues("disk")
-        return set(self._unmeasured)
+    def _walk(self) -> tuple[int, int]:
+        """(bytes under the data directory, free bytes on its file system)."""
+        return allocated_bytes(self.root, skip=self._queues_dir) + self.store.index_bytes(), free_bytes(self.root)
 
     def measure_now(self) -> None:
         """Measure synchronously (on start, before the first publish)."""
         chunk_at, placed_at = self._chunk_number(), self.placed
-        changed = self._changed()
-        self._set(*self._walk(changed), chunk_at, placed_at)
+        self._record(*self._walk(), chunk_at, placed_at)
 
     async def measure(self) -> None:
         """Measure in a worker thread (the background job, and after retention freed space)."""
         chunk_at, placed_at = self._chunk_number(), self.placed
-        changed = self._changed()
-        rest, indexes, free = await asyncio.to_thread(self._walk, changed)
-        self._set(rest, indexes, free, chunk_at, placed_at)
-
-    def _set(self, rest: int, indexes: dict[int, int], free: int, chunk_at: int, placed_at: int) -> None:
-        for queue_id, n in indexes.items():
-            self._index_total += n - self._index.pop(queue_id, 0)
-            if n:
-                self._index[queue_id] = n
-        self._unmeasured -= indexes.keys()
-        self._record(rest + self._index_total, free, chunk_at, placed_at)
+        used, free = await asyncio.to_thread(self._walk)
+        self._record(used, free, chunk_at, placed_at)
 
     def _record(self, used: int, free: int, chunk_at: int, placed_at: int) -> None:
         if free > self.free:

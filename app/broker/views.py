@@ -10,6 +10,7 @@ keep their pre-rendered bytes for speed.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import shutil
 import time
 from dataclasses import dataclass
@@ -195,6 +196,25 @@ def queue_view(broker: Broker, queue: Queue, now: int | None = None) -> QueueVie
 def queue_views(broker: Broker) -> list[QueueView]:
     now = _now_ms()
     return [queue_view(broker, q, now) for q in sorted(broker.queues.values(), key=lambda q: q.name)]
+
+
+def lagging_groups(broker: Broker, n: int) -> list[GroupView]:
+    """The `n` groups with the most lag (ties: the oldest unacked message first), lag > 0 only.
+    A view is built for those `n` alone: a group's lag is a subtraction (a cached count with a tag
+    filter), and among equal lags the older oldest unacked message is the one lower in the log
+    (timestamps never decrease along it), an index entry away."""
+    store = broker.store
+    lagging = [(lag, q, g) for q in list(broker.queues.values()) for g in list(q.groups.values())
+               if (lag := g.lag_in(store)) > 0]
+
+    def oldest_first(item: tuple[int, Queue, Group]) -> tuple[int, int]:
+        lag, q, g = item
+        entry = store.index_entries(q.id, g.ack_floor, 1)
+        return lag, -(entry[0].position if entry else 0)
+
+    now = _now_ms()
+    top = heapq.nlargest(n, lagging, key=oldest_first) if len(lagging) > n else lagging
+    return sorted((group_view(broker, q, g, now) for _, q, g in top), key=lambda v: (v.lag, v.lag_seconds), reverse=True)
 
 
 def exchange_view(exchange: Exchange) -> ExchangeView:

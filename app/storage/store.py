@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 import time
 from bisect import bisect_left, bisect_right
@@ -148,6 +147,9 @@ class Store:
         self._checkpointed: tuple[int, int, int] | None = None  # (position, records, first_ts) last written
         self.floors_changed = True  # something retention's chunk check depends on moved (retention.py)
         self.punch_due: set[int] = set()  # queues whose first offset moved: retention trims their index files
+        self._measure_lock = threading.Lock()
+        self._index_bytes: dict[int, int] = {}  # queue id -> bytes of its index files when last measured
+        self._index_total = 0
         self._flusher = Flusher(
             options.fsync,
             options.fsync_interval_ms / 1000,
@@ -984,15 +986,19 @@ class Store:
 
     def disk_bytes(self) -> int:
         """Bytes allocated on disk by the log and the indexes (chunks are preallocated, index files sparse)."""
-        total = 0
-        for directory in (files.log_dir(self.root), files.queues_dir(self.root)):
-            for dirpath, _, names in os.walk(directory):
-                for name in names:
-                    try:
-                        total += os.stat(os.path.join(dirpath, name)).st_blocks * 512
-                    except FileNotFoundError:
-                        pass
-        return total
+        return files.allocated_in(files.log_dir(self.root)) + self.index_bytes()
+
+    def index_bytes(self) -> int:
+        """Bytes allocated by every queue's index files. Each queue's directory is measured once, then
+        again only when the queue changed (changed_queues): tens of thousands of queues are not
+        walked at every call. Thread-safe."""
+        with self._measure_lock:
+            for q in self.changed_queues("index bytes"):
+                n = files.allocated_in(files.queue_dir(self.root, q))
+                self._index_total += n - self._index_bytes.pop(q, 0)
+                if n:
+                    self._index_bytes[q] = n
+            return self._index_total
 
     def verify(self) -> list[int]:
         """Check every record of every sealed chunk; quarantine the corrupt ones. Returns their numbers."""

@@ -12,10 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chunkmq.broker import disk
 from chunkmq.broker.disk import DiskGuard
 from chunkmq.config import Settings
-from chunkmq.storage import NewMessage, Store, StoreOptions
+from chunkmq.storage import NewMessage, Store, StoreOptions, files
 from tests.api.client import bind, error, exchange, ok, queue
 from tests.server import ServerProcess
 
@@ -198,21 +197,24 @@ def test_a_measurement_walks_only_the_index_directories_that_changed(tmp_path: P
         for q in range(1, 21):
             store.create_queue(q)
         guard = DiskGuard(Settings(data_dir=tmp_path), store)
-        measured: list[set[int]] = []
-        walk = disk._directories
+        measured: list[str] = []
+        allocated_in = files.allocated_in
 
-        def spy(ids: set[int], name: Callable[[int], Path]) -> dict[int, int]:
-            measured.append(set(ids))
-            return walk(ids, name)
+        def spy(directory: Path) -> int:
+            measured.append(directory.name)
+            return allocated_in(directory)
 
-        monkeypatch.setattr(disk, "_directories", spy)
+        monkeypatch.setattr(files, "allocated_in", spy)
         guard.measure_now()
-        assert measured == [set(range(1, 21))] and guard.used == allocated(tmp_path)
+        assert sorted(measured) == [f"{q:010d}" for q in range(1, 21)] and guard.used == allocated(tmp_path)
         store.append([NewMessage(b"x" * 100, [4, 7])])  # index files created in queues 4 and 7
         store.delete_queue(9)
+        measured.clear()
         guard.measure_now()
-        assert measured[-1] == {4, 7, 9} and guard.used == allocated(tmp_path)
+        assert sorted(measured) == ["0000000004", "0000000007", "0000000009"] and guard.used == allocated(tmp_path)
+        measured.clear()
         guard.measure_now()
-        assert measured[-1] == set() and guard.used == allocated(tmp_path)
+        assert measured == [] and guard.used == allocated(tmp_path)
+        assert store.disk_bytes() == allocated(tmp_path / "store" / "log") + allocated(tmp_path / "store" / "queues")
     finally:
         store.close()
