@@ -43,6 +43,7 @@ from chunkmq.broker.message import (
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
 from chunkmq.broker.publishing import Publishing, PublishOutcome
 from chunkmq.broker.queue import Queue, QueueSettings
+from chunkmq.broker.resting import LaggingGroups
 from chunkmq.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import FsyncSetting, Settings
@@ -144,6 +145,7 @@ class Broker(Publishing, Consuming):
         self.dropped_changed: set[Queue] = set()  # queues whose messages_dropped the commit has not written
         self.retention_due: set[int] = set()  # queues retention must look at whatever else changed
         self.aging: list[tuple[int, int]] = []  # heap: (epoch ms the oldest message ages out, queue id)
+        self.lagging = LaggingGroups(self)
         self.history = History(self)
         self._admin = asyncio.Lock()
 

@@ -66,7 +66,7 @@ class Consuming(BrokerBase):
                 group = Group(queue.id, name, next_offset=offset, committed_floor=offset, tag_filter=tag_filter,
                               tracker=self.group_changes)
                 queue.groups[name] = group
-                self.retention_due.add(queue.id)  # its floor may be lower than the queue's was
+                self.group_changes.touch_queue(queue.id)  # its floor may be lower than the queue's was
             future.set_result(group)
             return group
         except BaseException as exc:
@@ -82,7 +82,7 @@ class Consuming(BrokerBase):
         group = self.group(queue, group_name)
         await asyncio.to_thread(self.meta.delete_group, queue.id, group_name)
         queue.groups.pop(group_name, None)
-        self.retention_due.add(queue.id)  # its floor may have held the queue's back
+        self.group_changes.touch_queue(queue.id)  # its floor may have held the queue's back
         self.history.forget(queue.id, group_name)
         group.close()
         queue.notify()
@@ -332,7 +332,9 @@ class Consuming(BrokerBase):
         # Only the queues where something changed: appended to or trimmed, a group's floor moved, the
         # settings or the groups changed, or the oldest message reached its age limit.
         now = now_ms()
-        due = self.store.changed_queues("retention") | self.group_changes.take_queues() | self.retention_due
+        due = self.store.changed_queues("retention") | self.retention_due
+        moved = self.group_changes.take_queues("retention")
+        due |= set(self.queues_by_id) if moved is None else moved
         self.retention_due = set()
         aging = self.aging
         while aging and aging[0][0] <= now:

@@ -53,15 +53,25 @@ class GroupChanges:
 
     groups: set[Group] = field(default_factory=set)  # delivery state changed: the group commit writes them
     timed: set[Group] = field(default_factory=set)  # a redelivery or an ack deadline is due some time: the sweep
-    queues: set[int] = field(default_factory=set)  # queue ids whose ack floors may have moved: retention
+    # Per reader (retention, the overview's lagging groups): the ids of the queues whose groups'
+    # floors may have moved, or that got or lost a group, since the reader's last take_queues.
+    _queues: dict[str, set[int]] = field(default_factory=dict)
+    _queue_sets: list[set[int]] = field(default_factory=list)
 
     def take_groups(self) -> set[Group]:
         groups, self.groups = self.groups, set()
         return groups
 
-    def take_queues(self) -> set[int]:
-        queues, self.queues = self.queues, set()
-        return queues
+    def touch_queue(self, queue_id: int) -> None:
+        for ids in self._queue_sets:
+            ids.add(queue_id)
+
+    def take_queues(self, reader: str) -> set[int] | None:
+        """What changed since `reader`'s previous call; None on its first call (every queue)."""
+        ids = self._queues.get(reader)
+        self._queues[reader] = set()
+        self._queue_sets = list(self._queues.values())
+        return ids
 
 
 @dataclass(eq=False, slots=True)
@@ -95,7 +105,7 @@ class Group:
         tracker = self.tracker
         if tracker is not None:
             tracker.groups.add(self)
-            tracker.queues.add(self.queue_id)
+            tracker.touch_queue(self.queue_id)
 
     def _timed(self) -> None:
         if self.tracker is not None:

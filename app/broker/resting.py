@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chunkmq.broker.group import Group
 from chunkmq.broker.queue import Queue
 from chunkmq.broker.views import QueueView, queue_view
 
@@ -62,3 +63,33 @@ class RestingViews:
         else:
             self._kept.pop(queue.id, None)
         return view
+
+
+class LaggingGroups:
+    """The groups with lag, for the overview's most lagging groups: a group's lag is looked at again only
+    when its queue was appended to or trimmed (Store.changed_queues) or its groups' floors moved
+    (GroupChanges), not for every group at every page."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._lagging: dict[int, set[str]] = {}  # queue id -> names of its groups with lag
+
+    def candidates(self) -> list[tuple[int, Queue, Group]]:
+        """(lag, queue, group) of every group with lag > 0."""
+        broker, store = self.broker, self.broker.store
+        changed = store.changed_queues("lagging")
+        moved = broker.group_changes.take_queues("lagging")
+        for queue_id in set(broker.queues_by_id) if moved is None else changed | moved:
+            self._lagging.pop(queue_id, None)
+            queue = broker.queues_by_id.get(queue_id)
+            names = {g.name for g in queue.groups.values() if g.lag_in(store) > 0} if queue is not None else None
+            if names:
+                self._lagging[queue_id] = names
+        out = []
+        for queue_id, names in self._lagging.items():
+            queue = broker.queues_by_id.get(queue_id)
+            for name in names if queue is not None else ():
+                group = queue.groups.get(name)
+                if group is not None and (lag := group.lag_in(store)) > 0:
+                    out.append((lag, queue, group))
+        return out

@@ -200,12 +200,11 @@ def queue_views(broker: Broker) -> list[QueueView]:
 
 def lagging_groups(broker: Broker, n: int) -> list[GroupView]:
     """The `n` groups with the most lag (ties: the oldest unacked message first), lag > 0 only.
-    A view is built for those `n` alone: a group's lag is a subtraction (a cached count with a tag
-    filter), and among equal lags the older oldest unacked message is the one lower in the log
-    (timestamps never decrease along it), an index entry away."""
+    The groups with lag are kept up to date as queues change (resting.LaggingGroups), and a view is
+    built for those `n` alone: among equal lags the older oldest unacked message is the one lower in
+    the log (timestamps never decrease along it), an index entry away."""
     store = broker.store
-    lagging = [(lag, q, g) for q in list(broker.queues.values()) for g in list(q.groups.values())
-               if (lag := g.lag_in(store)) > 0]
+    lagging = broker.lagging.candidates()
 
     def oldest_first(item: tuple[int, Queue, Group]) -> tuple[int, int]:
         lag, q, g = item
@@ -274,8 +273,8 @@ def overview(broker: Broker) -> Overview:
         exchanges=len(broker.routing.exchanges),
         queues=len(queues),
         groups=sum(len(q.groups) for q in queues),
-        messages=sum(store.next_offset(q.id) - store.first_offset(q.id) for q in queues),
-        bytes=sum(store.queue_bytes(q.id) for q in queues),
+        messages=store.held()[0],  # kept up to date per changed queue, not summed over every queue
+        bytes=store.held()[1],
         disk_used_bytes=store.disk_bytes(),
         disk_free_bytes=disk.free,
         disk_budget_bytes=broker.settings.disk_budget_bytes,

@@ -150,6 +150,8 @@ class Store:
         self._measure_lock = threading.Lock()
         self._index_bytes: dict[int, int] = {}  # queue id -> bytes of its index files when last measured
         self._index_total = 0
+        self._held: dict[int, tuple[int, int]] = {}  # queue id -> (messages, bytes) when last counted
+        self._held_total = (0, 0)
         self._flusher = Flusher(
             options.fsync,
             options.fsync_interval_ms / 1000,
@@ -987,6 +989,19 @@ class Store:
     def disk_bytes(self) -> int:
         """Bytes allocated on disk by the log and the indexes (chunks are preallocated, index files sparse)."""
         return files.allocated_in(files.log_dir(self.root)) + self.index_bytes()
+
+    def held(self) -> tuple[int, int]:
+        """(messages, bytes) every queue holds, summed: kept per queue and counted again only for the
+        queues that changed (changed_queues). Thread-safe."""
+        with self._measure_lock:
+            for q in self.changed_queues("held"):
+                qi = self._queues.get(q)
+                now = (qi.next - qi.first, qi.bytes) if qi is not None else (0, 0)
+                before = self._held.pop(q, (0, 0))
+                self._held_total = (self._held_total[0] + now[0] - before[0], self._held_total[1] + now[1] - before[1])
+                if qi is not None:
+                    self._held[q] = now
+            return self._held_total
 
     def index_bytes(self) -> int:
         """Bytes allocated by every queue's index files. Each queue's directory is measured once, then

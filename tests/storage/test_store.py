@@ -415,3 +415,20 @@ def test_changed_queues_names_what_changed_since_each_readers_last_call(open_sto
     s.delete_queue(1)
     s.set_first_offset(2, 1)
     assert s.changed_queues("a") == {1, 2} and s.changed_queues("b") == {1, 2}
+
+
+def test_held_sums_every_queue_and_counts_again_only_those_that_changed(open_store: Opener) -> None:
+    s = open_store()
+    for q in (1, 2, 3):
+        s.create_queue(q)
+        s.append(msgs(q, q))
+
+    def every() -> tuple[int, int]:
+        return (sum(s.next_offset(q) - s.first_offset(q) for q in s.queue_ids()),
+                sum(s.queue_bytes(q) for q in s.queue_ids()))
+
+    assert s.held() == every() and s.held()[0] == 6
+    s.append(msgs(2, 4))
+    s.set_first_offset(3, 2)
+    s.delete_queue(1)
+    assert s.held() == every() and s.held()[0] == 2 + 4 + 1
