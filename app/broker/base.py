@@ -76,6 +76,7 @@ class BrokerBase:
     dropped_changed: set[Queue]
     retention_due: set[int]
     aging: list[tuple[int, int]]
+    aging_at: dict[int, int]
     message_limits: MessageLimits
     _losses: dict[tuple[str, str], int]  # (queue, cause) -> messages deleted since the last warning
     _creating: dict[tuple[int, str], asyncio.Future[Group]]

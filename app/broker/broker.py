@@ -145,6 +145,7 @@ class Broker(Publishing, Consuming):
         self.dropped_changed: set[Queue] = set()  # queues whose messages_dropped the commit has not written
         self.retention_due: set[int] = set()  # queues retention must look at whatever else changed
         self.aging: list[tuple[int, int]] = []  # heap: (epoch ms the oldest message ages out, queue id)
+        self.aging_at: dict[int, int] = {}  # queue id -> its entry in `aging` that counts (others are stale)
         self.lagging = LaggingGroups(self)
         self.history = History(self)
         self._admin = asyncio.Lock()

@@ -274,10 +274,17 @@ class Consuming(BrokerBase):
         """Schedule the retention round at which the queue's oldest message reaches its age limit."""
         max_age = queue.settings.max_age_seconds or self.settings.default_max_age_seconds
         first = self.store.first_offset(queue.id)
-        if max_age and first < self.store.next_offset(queue.id):
-            oldest = self.store.timestamp_of(queue.id, first)
-            # an entry for an earlier check stays in the heap: that round finds the queue unchanged
-            heapq.heappush(self.aging, ((oldest or 0) + max_age * 1000, queue.id))
+        if not max_age or first >= self.store.next_offset(queue.id):
+            self.aging_at.pop(queue.id, None)
+            return
+        due = (self.store.timestamp_of(queue.id, first) or 0) + max_age * 1000
+        if self.aging_at.get(queue.id) == due:
+            return
+        self.aging_at[queue.id] = due
+        heapq.heappush(self.aging, (due, queue.id))
+        if len(self.aging) > 2 * len(self.aging_at) + 64:  # stale entries of earlier checks: drop them
+            self.aging = [(t, q) for q, t in self.aging_at.items()]
+            heapq.heapify(self.aging)
 
     async def acks_durable(self) -> None:
         """Return once every ack applied so far survives a crash (fsync=always); at once otherwise,
@@ -338,7 +345,10 @@ class Consuming(BrokerBase):
         self.retention_due = set()
         aging = self.aging
         while aging and aging[0][0] <= now:
-            due.add(heapq.heappop(aging)[1])
+            t, queue_id = heapq.heappop(aging)
+            if self.aging_at.get(queue_id) == t:
+                del self.aging_at[queue_id]
+                due.add(queue_id)
         queues = [queue for q in due if (queue := self.queues_by_id.get(q)) is not None]
         for queue in queues:
             self.enforce_limits(queue)

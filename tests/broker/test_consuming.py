@@ -186,3 +186,25 @@ def test_the_rounds_visit_only_the_groups_and_queues_that_changed(tmp_path: Path
         assert {q: qi.wanted for q, qi in broker.store.queue_indexes.items()} == full
 
     with_broker(tmp_path, work)
+
+
+def test_retention_comes_back_to_a_queue_when_its_oldest_message_reaches_its_age(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    async def work(broker: Broker) -> None:
+        await _queue(broker, "old", 0, {"max_age_seconds": 1})
+        await _queue(broker, "other", 2)
+        await broker.run_retention()
+        await broker.publish("", [{"body": "x", "routing_key": "old"}] * 3)
+        await broker.run_retention()  # appended: looked at, and its oldest message's age limit scheduled
+        enforced: list[str] = []
+        limits = broker.enforce_limits
+        monkeypatch.setattr(broker, "enforce_limits", lambda queue: enforced.append(queue.name) or limits(queue))
+        await broker.run_retention()
+        assert enforced == [] and broker.store.first_offset(broker.queue("old").id) == 0
+        await asyncio.sleep(1.1)
+        await broker.run_retention()
+        assert enforced == ["old"] and broker.store.first_offset(broker.queue("old").id) == 3
+        assert broker.queue("old").id not in broker.aging_at  # empty now: nothing to age out
+        assert list(broker.aging_at) == [broker.queue("other").id]  # the default age limit: 7 days
+
+    with_broker(tmp_path, work)
