@@ -22,6 +22,7 @@ from chunkmq.alerts.state import Alert, Notice, State
 from chunkmq.alerts.trend import HOUR_MS, Watch
 from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
+from chunkmq.broker.resting import RestingViews
 from chunkmq.meta.alerts import AlertRepository, AlertRuleRow, AlertStateRow, NewAlertEvent, NewOutboxMail
 
 log = logging.getLogger("chunkmq.alerts")
@@ -72,6 +73,7 @@ class AlertEngine:
         self.repo = repo
         self.outbox = outbox
         self.watch = Watch()
+        self.resting = RestingViews(broker, "alerts")
         self.rules: dict[int, AlertRuleRow] = {}
         self.alerts: dict[Key, Alert] = {}
         self._saved: dict[Key, tuple[object, ...]] = {}  # _mark() of each state as last written
@@ -154,9 +156,10 @@ class AlertEngine:
         "" that has read nothing, so the group kinds see a queue filling up with nobody reading."""
         out: list[views.QueueView] = []
         now = now_ms()
+        self.resting.start_round()  # a view is built again only for the queues that changed (resting.py)
         for i, queue in enumerate(list(self.broker.queues.values()), 1):
             if queue.name in self.broker.queues:  # not deleted while we yielded
-                view = views.queue_view(self.broker, queue, now)
+                view = self.resting.view(queue, now)
                 if not view.groups:  # watched as the reader nobody is (rules.unread)
                     oldest = self.broker.store.timestamp_of(queue.id, view.first_offset)
                     view = replace(view, groups=(unread(view, oldest, now),))

@@ -18,7 +18,7 @@ from chunkmq.broker.committer import Committer
 from chunkmq.broker.dedup import IdempotencyWindow
 from chunkmq.broker.disk import DiskGuard
 from chunkmq.broker.errors import NotFound
-from chunkmq.broker.group import Group
+from chunkmq.broker.group import Group, GroupChanges
 from chunkmq.broker.message import UNBOUNDED, MessageLimits, decode_data, parse_message
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.queue import Queue
@@ -72,6 +72,11 @@ class BrokerBase:
     disk: DiskGuard
     durability: str
     committer: Committer
+    group_changes: GroupChanges
+    dropped_changed: set[Queue]
+    retention_due: set[int]
+    aging: list[tuple[int, int]]
+    aging_at: dict[int, int]
     message_limits: MessageLimits
     _losses: dict[tuple[str, str], int]  # (queue, cause) -> messages deleted since the last warning
     _creating: dict[tuple[int, str], asyncio.Future[Group]]
@@ -94,6 +99,7 @@ class BrokerBase:
         on the queue, and at once on every group that had not consumed them (its `missed`), not only
         when it next delivers. Warned about once per retention pass (`warn_losses`), not per publish."""
         queue.messages_dropped += count
+        self.dropped_changed.add(queue)
         self.stats.dropped += count
         for group in queue.groups.values():
             group.catch_up(self.store)

@@ -30,7 +30,7 @@ from chunkmq.broker.consuming import Consuming
 from chunkmq.broker.dedup import IdempotencyWindow, WindowSnapshots, key_scope
 from chunkmq.broker.disk import DiskGuard
 from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
-from chunkmq.broker.group import Group, monotonic_ms
+from chunkmq.broker.group import Group, GroupChanges, monotonic_ms
 from chunkmq.broker.history import History
 from chunkmq.broker.message import (
     FLAG_SCOPED_KEY,
@@ -43,6 +43,7 @@ from chunkmq.broker.message import (
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
 from chunkmq.broker.publishing import Publishing, PublishOutcome
 from chunkmq.broker.queue import Queue, QueueSettings
+from chunkmq.broker.resting import LaggingGroups
 from chunkmq.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import FsyncSetting, Settings
@@ -142,6 +143,13 @@ class Broker(Publishing, Consuming):
         self.message_limits = MessageLimits(settings.max_headers, settings.max_header_bytes)
         self._creating: dict[tuple[int, str], asyncio.Future[Group]] = {}
         self.committer = Committer(self.commit_groups, GROUP_COMMIT_SECONDS)
+        # What changed since the rounds last looked (consuming.py): they visit only that.
+        self.group_changes = GroupChanges()
+        self.dropped_changed: set[Queue] = set()  # queues whose messages_dropped the commit has not written
+        self.retention_due: set[int] = set()  # queues retention must look at whatever else changed
+        self.aging: list[tuple[int, int]] = []  # heap: (epoch ms the oldest message ages out, queue id)
+        self.aging_at: dict[int, int] = {}  # queue id -> its entry in `aging` that counts (others are stale)
+        self.lagging = LaggingGroups(self)
         self.history = History(self)
         self._admin = asyncio.Lock()
 
@@ -202,7 +210,8 @@ class Broker(Publishing, Consuming):
             )
             floor, next_offset = min(floor, end), min(next_offset, end)
             done = tuple((a, min(b, end)) for a, b in done if a < end)
-        group = Group(row.queue_id, row.name, next_offset=floor, tag_filter=row.tag_filter, missed=row.missed)
+        group = Group(row.queue_id, row.name, next_offset=floor, tag_filter=row.tag_filter, missed=row.missed,
+                      tracker=self.group_changes)
         group.restore(next_offset, done, now)
         return group
 
@@ -362,6 +371,7 @@ class Broker(Publishing, Consuming):
         queue.settings = settings
         queue.producer_visible = producer_visible
         queue.consumer_visible = consumer_visible
+        self.retention_due.add(queue.id)  # its age limit may have changed
         self.enforce_limits(queue)
         return queue
 

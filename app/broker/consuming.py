@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from chunkmq.broker.base import BrokerBase, log, now_ms, one_at_a_time
@@ -62,8 +63,10 @@ class Consuming(BrokerBase):
             )
             group = queue.groups.get(name)
             if group is None:
-                group = Group(queue.id, name, next_offset=offset, committed_floor=offset, tag_filter=tag_filter)
+                group = Group(queue.id, name, next_offset=offset, committed_floor=offset, tag_filter=tag_filter,
+                              tracker=self.group_changes)
                 queue.groups[name] = group
+                self.group_changes.touch_queue(queue.id)  # its floor may be lower than the queue's was
             future.set_result(group)
             return group
         except BaseException as exc:
@@ -79,6 +82,7 @@ class Consuming(BrokerBase):
         group = self.group(queue, group_name)
         await asyncio.to_thread(self.meta.delete_group, queue.id, group_name)
         queue.groups.pop(group_name, None)
+        self.group_changes.touch_queue(queue.id)  # its floor may have held the queue's back
         self.history.forget(queue.id, group_name)
         group.close()
         queue.notify()
@@ -162,6 +166,7 @@ class Consuming(BrokerBase):
             self.dead_letter(queue, stored, reason=reason, group=group.name, delivery_counts=counts)
         else:
             queue.messages_dropped += len(stored)
+            self.dropped_changed.add(queue)
             self.stats.dropped += len(stored)
 
     def ack(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -228,17 +233,21 @@ class Consuming(BrokerBase):
     # ------------------------------------------------------------------ background work
 
     def sweep(self) -> None:
-        """Expire ack deadlines and wake consumers whose redeliveries are due (every ~100 ms)."""
+        """Expire ack deadlines and wake consumers whose redeliveries are due (every ~100 ms). Only the
+        groups with a deadline or a redelivery ahead are visited (GroupChanges.timed)."""
         now = monotonic_ms()
-        for queue in list(self.queues.values()):
-            due = False
-            for group in list(queue.groups.values()):
-                ready = group.next_ready()
-                if ready is not None and ready <= now:
-                    self._expire(queue, group, now)
-                    due = True
-            if due:
-                queue.notify()
+        timed = self.group_changes.timed
+        due: set[Queue] = set()
+        for group in list(timed):
+            ready = group.next_ready()
+            queue = self.queues_by_id.get(group.queue_id)
+            if ready is None or group.closed or queue is None or queue.groups.get(group.name) is not group:
+                timed.discard(group)  # nothing ahead (a later delivery adds it again), or gone
+            elif ready <= now:
+                self._expire(queue, group, now)
+                due.add(queue)
+        for queue in due:
+            queue.notify()
 
     def forget_idle_consumers(self) -> None:
         """Drop consumers unseen for CONSUMER_FORGET_MS from every group's list (a background job)."""
@@ -248,17 +257,34 @@ class Consuming(BrokerBase):
                 if group.consumers:
                     group.forget_idle_consumers(epoch)
 
-    def retention_floors(self) -> dict[int, int]:
-        """Per queue, the offset below which no group needs its messages (EQueue: delete only what
-        every consumer is done with). Queues without groups keep everything from their first offset."""
+    def retention_floors(self, queues: Iterable[Queue] | None = None) -> dict[int, int]:
+        """Per queue (of `queues`, default all), the offset below which no group needs its messages
+        (EQueue: delete only what every consumer is done with). Queues without groups keep everything
+        from their first offset."""
         floors: dict[int, int] = {}
-        for queue in self.queues.values():
+        for queue in self.queues.values() if queues is None else queues:
             first = self.store.first_offset(queue.id)
             if queue.groups:
                 floors[queue.id] = max(first, min(g.ack_floor for g in queue.groups.values()))
             else:
                 floors[queue.id] = first
         return floors
+
+    def _age_check(self, queue: Queue) -> None:
+        """Schedule the retention round at which the queue's oldest message reaches its age limit."""
+        max_age = queue.settings.max_age_seconds or self.settings.default_max_age_seconds
+        first = self.store.first_offset(queue.id)
+        if not max_age or first >= self.store.next_offset(queue.id):
+            self.aging_at.pop(queue.id, None)
+            return
+        due = (self.store.timestamp_of(queue.id, first) or 0) + max_age * 1000
+        if self.aging_at.get(queue.id) == due:
+            return
+        self.aging_at[queue.id] = due
+        heapq.heappush(self.aging, (due, queue.id))
+        if len(self.aging) > 2 * len(self.aging_at) + 64:  # stale entries of earlier checks: drop them
+            self.aging = [(t, q) for q, t in self.aging_at.items()]
+            heapq.heapify(self.aging)
 
     async def acks_durable(self) -> None:
         """Return once every ack applied so far survives a crash (fsync=always); at once otherwise,
@@ -269,15 +295,27 @@ class Consuming(BrokerBase):
     async def commit_groups(self) -> int:
         """Write the state of every changed group, and changed loss counters, in one transaction,
         once the log is fsynced up to where they point. Returns the number of groups written."""
+        touched, touched_queues = self.group_changes.take_groups(), self.dropped_changed
+        self.dropped_changed = set()
         changed = [
             (group, group.changes, group.state())
-            for queue in self.queues.values()
-            for group in queue.groups.values()
-            if group.changes != group.committed_changes
+            for group in touched
+            if group.changes != group.committed_changes and not group.closed
+            and (queue := self.queues_by_id.get(group.queue_id)) is not None and queue.groups.get(group.name) is group
         ]
-        dropped = [(q, q.messages_dropped) for q in self.queues.values() if q.messages_dropped != q.committed_dropped]
+        dropped = [(q, q.messages_dropped) for q in touched_queues
+                   if q.messages_dropped != q.committed_dropped and self.queues_by_id.get(q.id) is q]
         if not changed and not dropped:
             return 0
+        try:
+            return await self._commit_groups(changed, dropped)
+        except BaseException:
+            self.group_changes.groups |= {group for group, _, _ in changed}  # the next round writes them
+            self.dropped_changed |= {queue for queue, _ in dropped}
+            raise
+
+    async def _commit_groups(self, changed: list[tuple[Group, int, tuple[int, int, tuple[tuple[int, int], ...]]]],
+                             dropped: list[tuple[Queue, int]]) -> int:
         states = [
             GroupState(group.queue_id, group.name, floor, next_offset, done, group.missed)
             for group, _, (floor, next_offset, done) in changed
@@ -298,9 +336,24 @@ class Consuming(BrokerBase):
         """Apply limits, delete what no group needs (and, under the drop_oldest disk budget policy,
         the oldest chunks until the data directory is under the budget); count and warn about every
         message deleted before its groups consumed it."""
-        for queue in list(self.queues.values()):
+        # Only the queues where something changed: appended to or trimmed, a group's floor moved, the
+        # settings or the groups changed, or the oldest message reached its age limit.
+        now = now_ms()
+        due = self.store.changed_queues("retention") | self.retention_due
+        moved = self.group_changes.take_queues("retention")
+        due |= set(self.queues_by_id) if moved is None else moved
+        self.retention_due = set()
+        aging = self.aging
+        while aging and aging[0][0] <= now:
+            t, queue_id = heapq.heappop(aging)
+            if self.aging_at.get(queue_id) == t:
+                del self.aging_at[queue_id]
+                due.add(queue_id)
+        queues = [queue for q in due if (queue := self.queues_by_id.get(q)) is not None]
+        for queue in queues:
             self.enforce_limits(queue)
-        report = await asyncio.to_thread(self.store.retain, self.retention_floors(), free_bytes=self.disk.excess())
+            self._age_check(queue)
+        report = await asyncio.to_thread(self.store.retain, self.retention_floors(queues), free_bytes=self.disk.excess())
         self.stats.retention_freed_bytes += report.bytes_freed
         self.stats.retention_deleted_chunks += len(report.chunks_deleted)
         for queue_id, (messages, _) in report.dropped.items():

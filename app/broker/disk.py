@@ -9,6 +9,11 @@ checks a conservative estimate instead: the last measurement, plus what appends 
 fit in the active one, its index entries). Files grown while the walk runs are counted twice at
 worst, never missed.
 
+The walk is proportional to what changed: the queue index directories (one per queue, tens of
+thousands of them) are counted by Store.index_bytes, which measures again only those of the queues
+that changed since; everything else under the data directory (the log, the metadata database,
+snapshots) is walked every time.
+
 Policy `reject` (default): a publish that could take the directory past the budget is refused with
 507 storage_full, nothing of it stored. Policy `drop_oldest`: publishes are not checked; the
 retention pass deletes the oldest chunks, consumed or not, until the directory is under the budget
@@ -30,7 +35,7 @@ from pathlib import Path
 
 from chunkmq.broker.errors import StorageFull
 from chunkmq.config import DiskBudgetPolicy, Settings
-from chunkmq.storage import BatchSpace, Store
+from chunkmq.storage import BatchSpace, Store, files
 
 _BLOCK = 4096  # allocation granularity assumed for a new chunk file
 
@@ -39,11 +44,13 @@ def _blocks(size: int) -> int:
     return -(-size // _BLOCK) * _BLOCK
 
 
-def allocated_bytes(root: Path) -> int:
+def allocated_bytes(root: Path, skip: Path | None = None) -> int:
     """Bytes allocated on disk by every file under ``root`` (st_blocks, so sparse files count only
-    what they hold and preallocated ones all they reserved)."""
+    what they hold and preallocated ones all they reserved), except under the directory ``skip``."""
     total = 0
-    for dirpath, _, names in os.walk(root):
+    for dirpath, dirs, names in os.walk(root):
+        if skip is not None and Path(dirpath) == skip.parent and skip.name in dirs:
+            dirs.remove(skip.name)
         for name in names:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
@@ -72,6 +79,7 @@ class DiskGuard:
         entries = store.options.index_chunk_entries
         self.entry_bytes = _blocks(store.index_file_bytes) / entries
         self.used = 0  # bytes under the data directory at the last measurement
+        self._queues_dir = files.queues_dir(store.root)
         self.free = 0  # free bytes on its file system then
         self.placed = 0  # index entries written by checked publishes, ever
         self.refused = 0  # publishes refused by the budget, ever
@@ -85,18 +93,22 @@ class DiskGuard:
     def _chunk_number(self) -> int:
         return self.store.chunks_created
 
+    def _walk(self) -> tuple[int, int]:
+        """(bytes under the data directory, free bytes on its file system)."""
+        return allocated_bytes(self.root, skip=self._queues_dir) + self.store.index_bytes(), free_bytes(self.root)
+
     def measure_now(self) -> None:
         """Measure synchronously (on start, before the first publish)."""
         chunk_at, placed_at = self._chunk_number(), self.placed
-        self._set(allocated_bytes(self.root), free_bytes(self.root), chunk_at, placed_at)
+        self._record(*self._walk(), chunk_at, placed_at)
 
     async def measure(self) -> None:
         """Measure in a worker thread (the background job, and after retention freed space)."""
         chunk_at, placed_at = self._chunk_number(), self.placed
-        used, free = await asyncio.to_thread(lambda: (allocated_bytes(self.root), free_bytes(self.root)))
-        self._set(used, free, chunk_at, placed_at)
+        used, free = await asyncio.to_thread(self._walk)
+        self._record(used, free, chunk_at, placed_at)
 
-    def _set(self, used: int, free: int, chunk_at: int, placed_at: int) -> None:
+    def _record(self, used: int, free: int, chunk_at: int, placed_at: int) -> None:
         if free > self.free:
             self.failure = None  # space was freed since the failed append
         if used < self.used:

@@ -46,6 +46,34 @@ class InFlight:  # frozen: first deliveries of a batch share one (Group._track_f
     count: int  # deliveries so far, this one included
 
 
+@dataclass(slots=True)
+class GroupChanges:
+    """What a broker's groups changed since its rounds last looked, so that each round visits only
+    those groups (the broker owns one and gives it to every group it holds)."""
+
+    groups: set[Group] = field(default_factory=set)  # delivery state changed: the group commit writes them
+    timed: set[Group] = field(default_factory=set)  # a redelivery or an ack deadline is due some time: the sweep
+    # Per reader (retention, the overview's lagging groups): the ids of the queues whose groups'
+    # floors may have moved, or that got or lost a group, since the reader's last take_queues.
+    _queues: dict[str, set[int]] = field(default_factory=dict)
+    _queue_sets: list[set[int]] = field(default_factory=list)
+
+    def take_groups(self) -> set[Group]:
+        groups, self.groups = self.groups, set()
+        return groups
+
+    def touch_queue(self, queue_id: int) -> None:
+        for ids in self._queue_sets:
+            ids.add(queue_id)
+
+    def take_queues(self, reader: str) -> set[int] | None:
+        """What changed since `reader`'s previous call; None on its first call (every queue)."""
+        ids = self._queues.get(reader)
+        self._queues[reader] = set()
+        self._queue_sets = list(self._queues.values())
+        return ids
+
+
 @dataclass(eq=False, slots=True)
 class Group:
     queue_id: int
@@ -67,9 +95,21 @@ class Group:
     _ready: list[tuple[int, int]] = field(default_factory=list)  # heap of (ready time, offset)
     _tag_hashes: frozenset[int] | None = None
     _lag_cache: tuple[int, int, int] = (-1, -1, 0)  # (floor, end, lag) for filtered groups
+    tracker: GroupChanges | None = None  # where changes are reported (the broker's)
 
     def __post_init__(self) -> None:
         self.set_tag_filter(self.tag_filter)
+
+    def _changed(self) -> None:
+        self.changes += 1
+        tracker = self.tracker
+        if tracker is not None:
+            tracker.groups.add(self)
+            tracker.touch_queue(self.queue_id)
+
+    def _timed(self) -> None:
+        if self.tracker is not None:
+            self.tracker.timed.add(self)
 
     # ---------------------------------------------------------------- derived state
 
@@ -114,7 +154,7 @@ class Group:
         first = store.first_offset(self.queue_id)
         if self.ack_floor >= first:
             return
-        self.changes += 1
+        self._changed()
         if self.next_offset < first:
             self.missed += first - self.next_offset
             self.next_offset = first
@@ -137,7 +177,7 @@ class Group:
                 if entry is None or entry.deadline != deadline:
                     continue  # acked, nacked or redelivered since: a stale heap entry
                 del self.in_flight[offset]
-                self.changes += 1
+                self._changed()
                 if max_deliveries is not None and entry.count >= max_deliveries:
                     exhausted.append((offset, entry.count))
                 else:
@@ -147,6 +187,7 @@ class Group:
     def _make_pending(self, offset: int, count: int, ready: int) -> None:
         self.pending[offset] = count
         heapq.heappush(self._ready, (ready, offset))
+        self._timed()
 
     def next_ready(self) -> int | None:
         """Monotonic ms at which a pending message or an in-flight deadline next needs attention."""
@@ -189,7 +230,7 @@ class Group:
                     self._track_fresh([m[0] for m in fresh], consumer, deadline)
                     out.extend(zip(fresh, itertools.repeat(1)))
         if out or self.next_offset != scanned_from:
-            self.changes += 1
+            self._changed()
         return out
 
     def deliver_fresh(
@@ -213,25 +254,27 @@ class Group:
         offsets = page.offsets.tolist()
         self.next_offset = max(self.next_offset, offsets[-1] + 1)
         self._track_fresh(offsets, consumer, now + ack_timeout_ms)
-        self.changes += 1
+        self._changed()
         return page
 
     def _track(self, offset: int, consumer: str, deadline: int, count: int) -> None:
         self.in_flight[offset] = InFlight(consumer, deadline, count)
         heapq.heappush(self._deadlines, (deadline, offset))
+        self._timed()
 
     def _track_fresh(self, offsets: list[int], consumer: str, deadline: int) -> None:
         """First deliveries, with one deadline: one shared InFlight (entries are replaced, never
         changed) and one heap entry for all of them."""
         self.in_flight.update(zip(offsets, itertools.repeat(InFlight(consumer, deadline, 1))))
         heapq.heappush(self._deadlines, (deadline, offsets[0], offsets))
+        self._timed()
 
     # ---------------------------------------------------------------- acknowledgements
 
     def ack(self, offsets: list[int]) -> tuple[int, list[int]]:
         """Per-offset ack. Returns (acked count, offsets that were not in flight or pending)."""
         acked, unknown = 0, []
-        self.changes += 1
+        self._changed()
         for offset in offsets:
             if self.in_flight.pop(offset, None) is not None or self.pending.pop(offset, None) is not None:
                 acked += 1
@@ -242,7 +285,7 @@ class Group:
     def ack_up_to(self, up_to: int, end: int) -> int:
         """Cumulative ack: every offset below `up_to` is done (capped at the queue's end)."""
         up_to = min(up_to, end)
-        self.changes += 1
+        self._changed()
         before = len(self.in_flight) + len(self.pending)
         if up_to >= self.next_offset:  # everything delivered (the usual cumulative ack): no scan
             self.in_flight, self.pending = {}, {}
@@ -260,7 +303,7 @@ class Group:
         (offset, count) pairs for the caller to dead-letter)."""
         unknown: list[int] = []
         exhausted: list[tuple[int, int]] = []
-        self.changes += 1
+        self._changed()
         for offset in offsets:
             entry = self.in_flight.pop(offset, None)
             if entry is None:
@@ -281,7 +324,7 @@ class Group:
 
     def seek(self, offset: int) -> None:
         """Move the group; everything in flight or pending is forgotten."""
-        self.changes += 1
+        self._changed()
         self.in_flight.clear()
         self.pending.clear()
         self._deadlines.clear()

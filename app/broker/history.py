@@ -23,6 +23,11 @@ so charts survive a restart. Series are keyed by queue id, which is never reused
 deleted queue cannot reappear under a new queue of the same name, and the database deletes it with
 its queue or group (ON DELETE CASCADE).
 
+A sample costs a view only for the queues that changed: a queue the store reports unchanged since
+the previous sample (no append, no trim), whose groups' delivery state did not change either
+(`Group.changes`), and whose previous point was at rest (no rate, no lag, no consumer seen) gets
+its previous points again, stamped now, which is what a view would give.
+
 Threading: `sample` and the in-memory reads run on the event loop thread; SQL runs in worker threads
 (`asyncio.to_thread`). Nothing on the publish or pull path touches this module.
 """
@@ -149,6 +154,8 @@ class History:
         self._pending: list[tuple[int, str | None, int, Any]] = []
         # Per group, (ack floor, floor_moved_at) of its newest stored point: read at start by `load`.
         self._restored: dict[tuple[int, str], tuple[int, int]] = {}
+        # Per queue, its groups and their change counters when its view was last taken.
+        self._marks: dict[int, tuple[tuple[str, int], ...]] = {}
 
     # ------------------------------------------------------------------ sampling (event loop)
 
@@ -165,11 +172,18 @@ class History:
         broker = self.broker
         queues: dict[int, _Series] = {}
         groups: dict[tuple[int, str], _Series] = {}
-        for i, queue in enumerate(list(broker.queues.values())):
-            if i and i % _SLICE == 0:
+        changed = broker.store.changed_queues("history")
+        viewed = 0
+        for queue in list(broker.queues.values()):
+            mark = tuple([(g.name, g.changes) for g in queue.groups.values()])
+            if queue.id not in changed and self._marks.get(queue.id) == mark and self._again(queue.id, mark, now, queues, groups):
+                continue
+            viewed += 1
+            if viewed % _SLICE == 0:
                 await asyncio.sleep(0)
                 if broker.queues_by_id.get(queue.id) is not queue:
                     continue  # deleted meanwhile
+            self._marks[queue.id] = mark
             qv = queue_view(broker, queue, now)
             series = queues[qv.id] = self._queues.get(qv.id) or _Series(deque(maxlen=self._ring_len))
             publish, deliver = self._rates(series, now, (qv.messages_in, qv.delivered))
@@ -187,6 +201,27 @@ class History:
         self._queues = {k: s for k, s in queues.items() if k in alive}
         self._groups = {k: s for k, s in groups.items() if k[0] in alive and k[1] in alive[k[0]].groups}
         self._restored.clear()
+
+    def _again(self, queue_id: int, mark: tuple[tuple[str, int], ...], now: int, queues: dict[int, _Series],
+               groups: dict[tuple[int, str], _Series]) -> bool:
+        """Sample a queue that did not change by repeating its points at rest; False if they were not."""
+        series = self._queues.get(queue_id)
+        if series is None or not series.ring or series.ring[-1][3:] != (0.0, 0.0):
+            return False
+        keys = [(queue_id, name) for name, _ in mark]
+        kept = [self._groups.get(key) for key in keys]
+        for g in kept:
+            if g is None or not g.ring or g.ring[-1][1:5] != (0, 0.0, 0.0, 0):  # lag, lag_seconds, ack rate, consumers
+                return False
+        series.sampled_at = now  # the counters stand: the next rates divide by the time since now
+        queues[queue_id] = series
+        self._add(series, queue_id, None, series.ring[-1]._replace(t=now))
+        for key, g in zip(keys, kept, strict=True):
+            assert g is not None
+            g.sampled_at = now
+            groups[key] = g
+            self._add(g, queue_id, key[1], g.ring[-1]._replace(t=now))
+        return True
 
     @staticmethod
     def _rates(series: _Series, now: int, counters: tuple[int, ...]) -> tuple[float, ...]:
@@ -221,6 +256,7 @@ class History:
     def forget(self, queue_id: int, group: str | None = None) -> None:
         """A queue (with its groups) or a group was deleted: its series and unwritten points go; the
         database deletes its stored points with it."""
+        self._marks.pop(queue_id, None)  # its next sample takes a view
         if group is None:
             self._queues.pop(queue_id, None)
             for key in [k for k in self._groups if k[0] == queue_id]:

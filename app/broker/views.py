@@ -10,6 +10,7 @@ keep their pre-rendered bytes for speed.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import shutil
 import time
 from dataclasses import dataclass
@@ -197,6 +198,24 @@ def queue_views(broker: Broker) -> list[QueueView]:
     return [queue_view(broker, q, now) for q in sorted(broker.queues.values(), key=lambda q: q.name)]
 
 
+def lagging_groups(broker: Broker, n: int) -> list[GroupView]:
+    """The `n` groups with the most lag (ties: the oldest unacked message first), lag > 0 only.
+    The groups with lag are kept up to date as queues change (resting.LaggingGroups), and a view is
+    built for those `n` alone: among equal lags the older oldest unacked message is the one lower in
+    the log (timestamps never decrease along it), an index entry away."""
+    store = broker.store
+    lagging = broker.lagging.candidates()
+
+    def oldest_first(item: tuple[int, Queue, Group]) -> tuple[int, int]:
+        lag, q, g = item
+        entry = store.index_entries(q.id, g.ack_floor, 1)
+        return lag, -(entry[0].position if entry else 0)
+
+    now = _now_ms()
+    top = heapq.nlargest(n, lagging, key=oldest_first) if len(lagging) > n else lagging
+    return sorted((group_view(broker, q, g, now) for _, q, g in top), key=lambda v: (v.lag, v.lag_seconds), reverse=True)
+
+
 def exchange_view(exchange: Exchange) -> ExchangeView:
     return ExchangeView(
         name=exchange.name or DEFAULT_EXCHANGE_ALIAS,
@@ -254,8 +273,8 @@ def overview(broker: Broker) -> Overview:
         exchanges=len(broker.routing.exchanges),
         queues=len(queues),
         groups=sum(len(q.groups) for q in queues),
-        messages=sum(store.next_offset(q.id) - store.first_offset(q.id) for q in queues),
-        bytes=sum(store.queue_bytes(q.id) for q in queues),
+        messages=store.held()[0],  # kept up to date per changed queue, not summed over every queue
+        bytes=store.held()[1],
         disk_used_bytes=store.disk_bytes(),
         disk_free_bytes=disk.free,
         disk_budget_bytes=broker.settings.disk_budget_bytes,

@@ -193,6 +193,21 @@ def list_index_files(root: Path, queue_id: int) -> list[tuple[int, Path]]:
     return _numbered(queue_dir(root, queue_id), INDEX_SUFFIX)
 
 
+def allocated_in(directory: Path) -> int:
+    """Bytes allocated by the files directly in ``directory`` (st_blocks); 0 if it is gone."""
+    total = 0
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    total += entry.stat(follow_symlinks=False).st_blocks * 512
+                except FileNotFoundError:
+                    pass  # deleted meanwhile
+    except FileNotFoundError:
+        pass
+    return total
+
+
 def fsync_dir(path: Path) -> None:
     """Make a create/rename/unlink in ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

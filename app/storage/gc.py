@@ -169,6 +169,7 @@ def collect(store: Store, threshold: float, duty: float, stop: threading.Event |
             if qi.floor > qi.first:
                 qi.bytes -= qi.bytes_between(qi.first, qi.floor)
                 qi.first = qi.floor
+                store.first_moved(q)
             floors[q] = qi.first
     store.flush()  # step 0: the floors above (or higher ones) and the recovery point (past the runs) are durable
     pacer = _Pacer(store, duty, stop, run)

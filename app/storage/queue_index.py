@@ -217,7 +217,9 @@ class QueueIndex:
         # offset still readable, which a pinned chunk keeps below the floor).
         self.floor = 0
         self.chunk_bytes: dict[int, int] = {}
+        self.wanted: int | None = None  # the floor retain() was last given (a group seeking back lowers it)
         self._punch_below = 0  # drop_files_below's previous offset
+        self._punched_to = 0  # and the one before it: entries below it are punched out
 
     # --- opening ---
     def load_files(self) -> bool:
@@ -320,8 +322,12 @@ class QueueIndex:
         for f in self.files.values():
             if f.base < self._punch_below:
                 freed += f.punch_below(self._punch_below)
-        self._punch_below = offset
+        self._punched_to, self._punch_below = self._punch_below, max(self._punch_below, offset)
         return deleted, freed
+
+    def punch_pending(self) -> bool:
+        """Whether the next drop_files_below has entries to punch out (its offset moved at the last)."""
+        return self._punch_below > self._punched_to
 
     def sync(self) -> None:
         for f in list(self.files.values()):

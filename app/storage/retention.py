@@ -52,39 +52,54 @@ def _lowest_readable(store: Store, qi: QueueIndex, upto: int) -> int:
 
 
 def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> RetentionReport:
+    """``floors``: the queues whose floor changed since the last call; every other queue keeps the
+    floor it was last given (its first offset if never). The work is proportional to what changed:
+    the sealed chunks are checked only when a floor moved, a chunk was sealed, a queue was deleted
+    or emptied, or ``free_bytes`` asks for space; the queues' first offsets only for those given a
+    floor, or for all when chunks go."""
     report = RetentionReport()
     size = store.chunk_size
     doomed: list[Chunk] = []
     with store.writer_lock:
         store.check_open()
         queues = store.queue_indexes
-        floor_of = {q: min(max(floors.get(q, qi.first), qi.first), qi.next) for q, qi in queues.items()}
-        live = [(qi, floor_of[q]) for q, qi in queues.items() if floor_of[q] < qi.next]
-        for q, qi in queues.items():
-            qi.raise_floor(floor_of[q], size)  # live-byte accounting (the collector's)
-        files_ = store.chunk_files()
-        for c in files_:
-            if c is store.active_chunk or not c.sealed:
+        review: set[int] = set()
+        for q, floor in floors.items():
+            qi = queues.get(q)
+            if qi is None or floor == qi.wanted:
                 continue
-            if not any(_points_into(qi, f, c.base, c.end) for qi, f in live):  # a merged file: all its numbers
-                doomed.append(c)
-        if free_bytes > 0:  # the drop_oldest policy: free this much, needed or not, oldest first
-            gone = {c.number for c in doomed}
-            freed = sum(_allocated(c) for c in doomed)
+            qi.wanted = floor
+            qi.raise_floor(min(max(floor, qi.first), qi.next), size)  # live-byte accounting (the collector's)
+            review.add(q)
+        if review or store.floors_changed or free_bytes > 0:
+            store.floors_changed = False
+            live = [(qi, f) for qi in queues.values() if (f := _floor(qi)) < qi.next]
+            files_ = store.chunk_files()
             for c in files_:
-                if freed >= free_bytes or c is store.active_chunk:
-                    break
-                if c.number not in gone:
+                if c is store.active_chunk or not c.sealed:
+                    continue
+                if not any(_points_into(qi, f, c.base, c.end) for qi, f in live):  # a merged file: all its numbers
                     doomed.append(c)
-                    gone.add(c.number)
-                    freed += _allocated(c)
+            if free_bytes > 0:  # the drop_oldest policy: free this much, needed or not, oldest first
+                gone = {c.number for c in doomed}
+                freed = sum(_allocated(c) for c in doomed)
+                for c in files_:
+                    if freed >= free_bytes or c is store.active_chunk:
+                        break
+                    if c.number not in gone:
+                        doomed.append(c)
+                        gone.add(c.number)
+                        freed += _allocated(c)
         for c in doomed:
             store.forget(c)
+        if doomed:
+            review = set(queues)  # first offsets may have to follow deleted chunks, in any queue
         # new floors: up to the lowest readable offset, never above the requested floor except
         # where drop_oldest took data away
-        for q, qi in queues.items():
+        for q in review:
+            qi = queues[q]
             old = qi.first
-            floor = floor_of[q]
+            floor = _floor(qi)
             target = max(old, _lowest_readable(store, qi, floor)) if floor > old else old
             if not _exists(store, qi, target):  # drop_oldest took data at or above the floor
                 target = _first_existing(store, qi, target)
@@ -93,6 +108,7 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
                 qi.first = target
                 qi.bytes -= freed
                 qi.raise_floor(target, size)
+                store.first_moved(q)
                 report.first_offsets[q] = target
                 if target > floor:
                     report.dropped[q] = (target - floor, qi.bytes_between(floor, target))
@@ -115,16 +131,33 @@ def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> Retentio
         report.chunks_deleted.append(c.number)
         report.bytes_freed += freed
     with store.writer_lock:
-        for qi in list(store.queue_indexes.values()):
+        # Index files go when a first offset moved past them, and their entries below it are punched
+        # out one call later (QueueIndex.drop_files_below): the queues whose first moved since the
+        # previous call, and those that moved the call before.
+        due, store.punch_due = store.punch_due, set()
+        for q in due:
+            qi = store.queue_indexes.get(q)
+            if qi is None:
+                continue
             n, freed = qi.drop_files_below(qi.first)
+            if n or freed:
+                store.touch(q)  # index files changed (the disk measure)
             report.index_files_deleted += n
             report.bytes_freed += freed
+        store.punch_due |= {q for q in due if q in store.queue_indexes and q not in store.punch_due
+                            and store.queue_indexes[q].punch_pending()}
     if doomed:
         files.fsync_dir(files.log_dir(store.root))
     files.make_reserve(store.root)
     if report.chunks_deleted or report.index_files_deleted:
         log.info("retention: %s", report)
     return report
+
+
+def _floor(qi: QueueIndex) -> int:
+    """The offset below which the queue needs nothing: the floor retain() was last given, within
+    [first, next]; first if it was never given one."""
+    return min(max(qi.wanted if qi.wanted is not None else qi.first, qi.first), qi.next)
 
 
 def _exists(store: Store, qi: QueueIndex, offset: int) -> bool:

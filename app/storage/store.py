@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 import time
 from bisect import bisect_left, bisect_right
@@ -113,6 +112,9 @@ class Store:
       ``chunk_files()``: every chunk file once, by number; ``active_chunk``: where appends go;
     - ``forget(chunk)``: take a chunk file and all its numbers out of the map (writer lock held);
     - ``adopt(chunks, queues, next_number)``: install what recovery found (Store.open only);
+    - ``touch(q)`` / ``first_moved(q)``: a queue's counters (or its first offset) were changed
+      outside this file (writer lock held), so the next recovery point and the rounds that read
+      ``changed_queues`` see it; ``floors_changed`` and ``punch_due``: retention's own bookkeeping;
     - and the public ``end_position``, ``live_bytes()``, ``flush()``, ``root``, ``options``.
     """
 
@@ -137,6 +139,19 @@ class Store:
         self._tail_bytes = 0
         self._tags: dict[bytes, int] = {}
         self._collector: Collector | None = None
+        # Queues whose counters or index files changed, per reader of them (changed_queues): the
+        # checkpoint's own, and the broker's rounds. What each round does is what changed since its last.
+        self._changed: dict[str, set[int]] = {"checkpoint": set()}
+        self._changed_sets: list[set[int]] = list(self._changed.values())
+        self._checkpoint = checkpoint.Writer(root)
+        self._checkpointed: tuple[int, int, int] | None = None  # (position, records, first_ts) last written
+        self.floors_changed = True  # something retention's chunk check depends on moved (retention.py)
+        self.punch_due: set[int] = set()  # queues whose first offset moved: retention trims their index files
+        self._measure_lock = threading.Lock()
+        self._index_bytes: dict[int, int] = {}  # queue id -> bytes of its index files when last measured
+        self._index_total = 0
+        self._held: dict[int, tuple[int, int]] = {}  # queue id -> (messages, bytes) when last counted
+        self._held_total = (0, 0)
         self._flusher = Flusher(
             options.fsync,
             options.fsync_interval_ms / 1000,
@@ -182,6 +197,7 @@ class Store:
         except StorageError:
             log.exception("final flush failed; recovery will replay the tail")
         finally:
+            self._checkpoint.close()
             with self._lock:
                 for c in self._chunks.values():
                     c.close()
@@ -211,6 +227,7 @@ class Store:
             path.mkdir(mode=files.DIR_MODE, parents=True, exist_ok=True)
             files.fsync_dir(path.parent)
             self._queues[queue_id] = QueueIndex(self.root, queue_id, self.options.index_chunk_entries)
+            self.touch(queue_id)
 
     def delete_queue(self, queue_id: int) -> None:
         """Remove a queue's index files (idempotent); its log data becomes garbage for retain()."""
@@ -224,12 +241,38 @@ class Store:
             if path.is_dir():
                 path.rmdir()
             files.fsync_dir(path.parent)
+            self.touch(queue_id)
+            self.floors_changed = True  # its records no longer keep chunks
         # The recovery point must move past this queue's records, so a re-created queue with the same
         # id never gets them replayed into its index.
         self.flush()
 
     def queue_ids(self) -> list[int]:
         return sorted(self._queues)
+
+    def touch(self, queue_id: int) -> None:
+        """Record that a queue's counters (first, next, bytes) or index files changed (writer lock held)."""
+        for ids in self._changed_sets:
+            ids.add(queue_id)
+
+    def first_moved(self, queue_id: int) -> None:
+        """A queue's first offset rose (writer lock held): its counters changed, and retention trims
+        its index files."""
+        self.touch(queue_id)
+        self.punch_due.add(queue_id)
+
+    def touch_all(self, queue_ids: set[int]) -> None:
+        for ids in self._changed_sets:
+            ids.update(queue_ids)
+
+    def changed_queues(self, reader: str) -> set[int]:
+        """The ids of the queues created, deleted, appended to, or whose first offset or index files
+        changed since ``reader``'s previous call; every queue on its first call."""
+        with self._lock:
+            ids = self._changed.get(reader)
+            self._changed[reader] = set()
+            self._changed_sets = list(self._changed.values())
+            return set(self._queues) if ids is None else ids
 
     def _queue(self, queue_id: int) -> QueueIndex:
         qi = self._queues.get(queue_id)
@@ -263,6 +306,9 @@ class Store:
             qi.raise_floor(new, self._size)
             qi.first = new
             qi.bytes -= freed
+            if dropped:
+                self.first_moved(queue_id)
+                self.floors_changed = True
         if durable and dropped:
             self.flush()
         return dropped, freed
@@ -335,6 +381,8 @@ class Store:
                 active.rollback(local, local + size)  # entries past a queue's end are never read; recovery zeroes them
                 raise
             number = active.number
+            for ids in self._changed_sets:
+                ids.update(entries)
             for q, (_, added) in entries.items():
                 qi = self._queues[q]
                 qi.next = offsets[q]
@@ -389,6 +437,7 @@ class Store:
         if old is not None and not old.sealed:
             old.seal(now)
             self._dirty.add(old)
+            self.floors_changed = True  # a newly sealed chunk may already be unneeded
         number = self._next_number if old is None else old.number + 1
         new = Chunk.create(self.root, number, self._size, now)
         self.chunks_created += 1
@@ -434,6 +483,10 @@ class Store:
             self._flush()
 
     def _flush(self) -> None:
+        """A recovery point costs what changed since the last one: the indexes of the queues that
+        changed are fsynced and their counters appended to the checkpoint's journal; a full
+        checkpoint only when checkpoint.Writer asks for one; nothing when nothing changed."""
+        writer = self._checkpoint
         with self._lock:
             position = self._end
             active = self._active
@@ -441,21 +494,42 @@ class Store:
                 records, first_ts = active.records, active.first_ts
             else:
                 records, first_ts = 0, 0
-            queues = {q: (qi.first, qi.next, qi.bytes) for q, qi in self._queues.items()}
-            indexes = list(self._queues.values())
-        self._sync_log()
-        for qi in indexes:
-            try:
-                qi.sync()
-            except (OSError, ValueError):
-                pass  # deleted meanwhile: nothing to make durable
-        with self._lock:
-            for qi in indexes:
-                qi.release_old_fds()
+            changed = self._changed["checkpoint"]
+            full = writer.wants_full()
+            if not full and not changed and self._checkpointed == (position, records, first_ts):
+                return
+            self._changed["checkpoint"] = set()
+            self._changed_sets = list(self._changed.values())
+            if full:
+                queues = {q: (qi.first, qi.next, qi.bytes) for q, qi in self._queues.items()}
+                indexes = list(self._queues.values())
+            else:
+                indexes = [qi for q in changed if (qi := self._queues.get(q)) is not None]
+                queues = {q: (0, 0, 0) for q in changed}
+                queues.update((qi.queue_id, (qi.first, qi.next, qi.bytes)) for qi in indexes)
         try:
-            checkpoint.write(self.root, checkpoint.Checkpoint(position, records, first_ts, _now_ms(), queues))
-        except OSError as exc:
-            raise _fail(exc, "writing the checkpoint") from exc
+            self._sync_log()
+            for qi in indexes:
+                try:
+                    qi.sync()
+                except (OSError, ValueError):
+                    pass  # deleted meanwhile: nothing to make durable
+            with self._lock:
+                for qi in indexes:
+                    qi.release_old_fds()
+            cp = checkpoint.Checkpoint(position, records, first_ts, _now_ms(), queues)
+            try:
+                if full:
+                    writer.write_full(cp)
+                else:
+                    writer.append(cp)
+            except OSError as exc:
+                raise _fail(exc, "writing the checkpoint") from exc
+        except BaseException:
+            with self._lock:  # the next recovery point covers them again
+                self.touch_all(changed)
+            raise
+        self._checkpointed = (position, records, first_ts)
 
     # ------------------------------------------------------------------ read path
     def _source(self, pos: int) -> tuple[bytes | object, int, Chunk | None, bool]:
@@ -914,15 +988,32 @@ class Store:
 
     def disk_bytes(self) -> int:
         """Bytes allocated on disk by the log and the indexes (chunks are preallocated, index files sparse)."""
-        total = 0
-        for directory in (files.log_dir(self.root), files.queues_dir(self.root)):
-            for dirpath, _, names in os.walk(directory):
-                for name in names:
-                    try:
-                        total += os.stat(os.path.join(dirpath, name)).st_blocks * 512
-                    except FileNotFoundError:
-                        pass
-        return total
+        return files.allocated_in(files.log_dir(self.root)) + self.index_bytes()
+
+    def held(self) -> tuple[int, int]:
+        """(messages, bytes) every queue holds, summed: kept per queue and counted again only for the
+        queues that changed (changed_queues). Thread-safe."""
+        with self._measure_lock:
+            for q in self.changed_queues("held"):
+                qi = self._queues.get(q)
+                now = (qi.next - qi.first, qi.bytes) if qi is not None else (0, 0)
+                before = self._held.pop(q, (0, 0))
+                self._held_total = (self._held_total[0] + now[0] - before[0], self._held_total[1] + now[1] - before[1])
+                if qi is not None:
+                    self._held[q] = now
+            return self._held_total
+
+    def index_bytes(self) -> int:
+        """Bytes allocated by every queue's index files. Each queue's directory is measured once, then
+        again only when the queue changed (changed_queues): tens of thousands of queues are not
+        walked at every call. Thread-safe."""
+        with self._measure_lock:
+            for q in self.changed_queues("index bytes"):
+                n = files.allocated_in(files.queue_dir(self.root, q))
+                self._index_total += n - self._index_bytes.pop(q, 0)
+                if n:
+                    self._index_bytes[q] = n
+            return self._index_total
 
     def verify(self) -> list[int]:
         """Check every record of every sealed chunk; quarantine the corrupt ones. Returns their numbers."""

@@ -116,10 +116,9 @@ def all_groups(queues: list[QueueView]) -> list[GroupView]:
 @router.get("/")
 async def overview(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
     broker = broker_of(request)
-    queues = snapshot(request, "queues", lambda: views.queue_views(broker))
-    top = sorted(all_groups(queues), key=lambda g: (g.lag, g.lag_seconds), reverse=True)[:TOP_LAGGING]
+    top = snapshot(request, "lagging", lambda: views.lagging_groups(broker, TOP_LAGGING))  # no view of every queue
     alerts = getattr(request.app.state, "alerts", None)
-    context = {"ov": snapshot(request, "overview", lambda: views.overview(broker)), "top": [g for g in top if g.lag > 0],
+    context = {"ov": snapshot(request, "overview", lambda: views.overview(broker)), "top": top,
                "firing": alerts.firing() if alerts is not None else []}
     if live(request):
         return render(request, "overview_live.html", session, **context)

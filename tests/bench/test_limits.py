@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from bench.limits import binary_batch, main, pct
+from bench.limits import binary_batch, main, pct, seed_queues
 
 
 def _rows(capsys: pytest.CaptureFixture[str], argv: list[str]) -> list[dict[str, Any]]:
@@ -55,3 +56,18 @@ def test_sustained(capsys: pytest.CaptureFixture[str]) -> None:
     windows = [r for r in rows[1:] if "t_s" in r]
     assert windows and all(w["p99_ms"] >= w["p50_ms"] > 0 and w["rss_mb"] > 10 for w in windows)
     assert rows[-1]["summary"] is True
+
+
+def test_seed_queues_writes_what_declarations_would(tmp_path: Path) -> None:
+    from chunkmq.meta import MetaStore, upgrade
+    from chunkmq.storage import files
+
+    url = f"sqlite:///{tmp_path / 'meta.db'}"
+    upgrade(url)
+    seed_queues(tmp_path, 0, 3)
+    seed_queues(tmp_path, 3, 5)  # cumulative, as --sizes are
+    with MetaStore(url) as meta:
+        snapshot = meta.load()
+    assert [q.name for q in snapshot.queues] == [f"q{i:06d}" for i in range(5)]
+    assert [(g.queue_id, g.name, g.ack_floor) for g in snapshot.groups] == [(q.id, "g", 0) for q in snapshot.queues]
+    assert all(files.queue_dir(tmp_path / "store", q.id).is_dir() for q in snapshot.queues)

@@ -146,3 +146,65 @@ def test_group_state_is_written_behind_and_survives_a_restart(tmp_path: Path) ->
 
     with_broker(tmp_path, first)
     with_broker(tmp_path, second)
+
+
+def test_the_rounds_visit_only_the_groups_and_queues_that_changed(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    async def work(broker: Broker) -> None:
+        for i in range(30):
+            await _queue(broker, f"q{i}", 2, {"ack_timeout_ms": 1})
+            await broker.declare_group(f"q{i}", "g", {})
+        await broker.commit_groups()
+        await broker.run_retention()  # the first round looks at every queue
+        changes = broker.group_changes
+        assert not changes.groups and not changes.timed
+        # a pull and an ack on one queue: only its group is committed, swept, and retention looks at it
+        got = await _pull(broker, "q7", "g", 1)
+        group = broker.queue("q7").groups["g"]
+        assert changes.groups == {group} and changes.timed == {group}
+        assert changes.take_queues("retention") == {group.queue_id}
+        changes.touch_queue(group.queue_id)  # given back to the round below
+        assert await broker.commit_groups() == 1 and not changes.groups
+        assert await broker.commit_groups() == 0
+        await asyncio.sleep(0.01)
+        broker.sweep()  # the ack deadline passed: the message waits for redelivery
+        assert group.pending == {got[0]["offset"]: 1} and changes.timed == {group}
+        assert [m["offset"] for m in await _pull(broker, "q7", "g", 2)] == [0, 1]
+        broker.ack("q7", "g", {"up_to": 2})
+        broker.sweep()  # nothing ahead for the group any more: it leaves the sweep
+        assert not changes.timed
+        enforced: list[str] = []
+        limits = broker.enforce_limits
+        monkeypatch.setattr(broker, "enforce_limits", lambda queue: enforced.append(queue.name) or limits(queue))
+        await broker.run_retention()
+        assert enforced == ["q7"] and broker.store.queue_indexes[group.queue_id].wanted == 2
+        enforced.clear()
+        await broker.run_retention()
+        assert enforced == []
+        # the floors the round gave the store are what every queue's full round gives
+        full = broker.retention_floors()
+        assert {q: qi.wanted for q, qi in broker.store.queue_indexes.items()} == full
+
+    with_broker(tmp_path, work)
+
+
+def test_retention_comes_back_to_a_queue_when_its_oldest_message_reaches_its_age(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    async def work(broker: Broker) -> None:
+        await _queue(broker, "old", 0, {"max_age_seconds": 1})
+        await _queue(broker, "other", 2)
+        await broker.run_retention()
+        await broker.publish("", [{"body": "x", "routing_key": "old"}] * 3)
+        await broker.run_retention()  # appended: looked at, and its oldest message's age limit scheduled
+        enforced: list[str] = []
+        limits = broker.enforce_limits
+        monkeypatch.setattr(broker, "enforce_limits", lambda queue: enforced.append(queue.name) or limits(queue))
+        await broker.run_retention()
+        assert enforced == [] and broker.store.first_offset(broker.queue("old").id) == 0
+        await asyncio.sleep(1.1)
+        await broker.run_retention()
+        assert enforced == ["old"] and broker.store.first_offset(broker.queue("old").id) == 3
+        assert broker.queue("old").id not in broker.aging_at  # empty now: nothing to age out
+        assert list(broker.aging_at) == [broker.queue("other").id]  # the default age limit: 7 days
+
+    with_broker(tmp_path, work)

@@ -10,7 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
+from chunkmq.broker.disk import DiskGuard
+from chunkmq.config import Settings
+from chunkmq.storage import NewMessage, Store, StoreOptions, files
 from tests.api.client import bind, error, exchange, ok, queue
 from tests.server import ServerProcess
 
@@ -182,3 +186,35 @@ def test_a_really_full_disk_makes_the_server_unready_until_space_is_freed(tmp_pa
     finally:
         server.stop()
         subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def test_a_measurement_walks_only_the_index_directories_that_changed(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process: after the first measurement, only the queues the store reports changed have their
+    index directory measured again, and the total stays what a full walk finds."""
+    store = Store.open(tmp_path / "store", StoreOptions(chunk_size=65536, index_chunk_entries=1024))
+    try:
+        for q in range(1, 21):
+            store.create_queue(q)
+        guard = DiskGuard(Settings(data_dir=tmp_path), store)
+        measured: list[str] = []
+        allocated_in = files.allocated_in
+
+        def spy(directory: Path) -> int:
+            measured.append(directory.name)
+            return allocated_in(directory)
+
+        monkeypatch.setattr(files, "allocated_in", spy)
+        guard.measure_now()
+        assert sorted(measured) == [f"{q:010d}" for q in range(1, 21)] and guard.used == allocated(tmp_path)
+        store.append([NewMessage(b"x" * 100, [4, 7])])  # index files created in queues 4 and 7
+        store.delete_queue(9)
+        measured.clear()
+        guard.measure_now()
+        assert sorted(measured) == ["0000000004", "0000000007", "0000000009"] and guard.used == allocated(tmp_path)
+        measured.clear()
+        guard.measure_now()
+        assert measured == [] and guard.used == allocated(tmp_path)
+        assert store.disk_bytes() == allocated(tmp_path / "store" / "log") + allocated(tmp_path / "store" / "queues")
+    finally:
+        store.close()

@@ -218,3 +218,50 @@ def test_a_sample_of_many_queues_yields_and_drops_a_queue_deleted_meanwhile(tmp_
         assert len(history._queues) == 248
 
     with_broker(tmp_path, work)
+
+
+def test_a_sample_takes_views_only_of_queues_that_changed_and_gives_what_views_give(tmp_path: Path,
+                                                                                    monkeypatch: Any) -> None:
+    from chunkmq.broker import history as history_module
+
+    async def work(broker: Broker) -> None:
+        for name in ("idle", "busy", "lagging", "consumed"):
+            await broker.declare_queue(name, {})
+            await broker.declare_group(name, "g", {})
+        await publish(broker, "lagging", 2)  # its group's lag_seconds grows: a view at every sample
+        await publish(broker, "consumed", 2)
+        await pull(broker, "consumed", "g", 2)
+        broker.ack("consumed", "g", {"up_to": 2})
+        viewed: list[str] = []
+        view = history_module.queue_view
+
+        def spy(b: Any, queue: Any, now: int | None = None) -> Any:
+            viewed.append(queue.name)
+            return view(b, queue, now)
+
+        monkeypatch.setattr(history_module, "queue_view", spy)
+        t0 = now_ms()
+        history = broker.history
+        for step in range(4):
+            viewed.clear()
+            if step == 2:
+                await publish(broker, "busy", 3)
+            await history.sample(t0 + step * 1000)
+            if step == 0:
+                assert sorted(viewed) == ["busy", "consumed", "idle", "lagging"]  # the first sample: all
+            else:  # consumed has a consumer seen lately, lagging a lag: a view each; busy at step 2 and
+                # once more at step 3, since its previous point had a rate; idle never again
+                assert sorted(viewed) == (["busy"] if step >= 2 else []) + ["consumed", "lagging"]
+        # what was repeated is what a view of every queue at every sample gives (what the full round did)
+        full = history_module.History(broker)
+        monkeypatch.setattr(broker.store, "changed_queues", lambda reader: set(broker.store.queue_ids()))
+        for step in range(4):
+            full._marks.clear()
+            await full.sample(t0 + step * 1000)
+        for name in ("idle", "busy"):
+            assert [p[1:] for p in history.queue_points(name)][-1] == [p[1:] for p in full.queue_points(name)][-1]
+            assert [p.t for p in history.queue_points(name)] == [t0 + i * 1000 for i in range(4)]
+        assert history.queue_points("idle") == full.queue_points("idle")
+        assert history.group_points("idle", "g") == full.group_points("idle", "g")
+
+    with_broker(tmp_path, work)

@@ -5,7 +5,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from chunkmq.storage import NewMessage, Store
+import pytest
+
+from chunkmq.storage import NewMessage, Store, retention
+from chunkmq.storage.queue_index import QueueIndex
 from tests.storage.conftest import SMALL, msgs
 
 Opener = Callable[..., Store]
@@ -159,3 +162,38 @@ def test_retain_while_appending_from_another_thread(open_store: Opener) -> None:
         stop.set()
         t.join()
     assert not errors
+
+
+def test_retain_given_only_changed_floors_equals_retain_given_every_floor(open_store: Opener, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two stores with the same history: one is given every queue's floor each round (the full round),
+    # the other only the floors that changed since its previous round (the broker's rounds).
+    full, incremental = open_store(tmp_path / "full"), open_store(tmp_path / "incremental")
+    queues = range(1, 9)
+    for s in (full, incremental):
+        for q in queues:
+            s.create_queue(q)
+        for i in range(40):
+            s.append([NewMessage(f"m{i}{PAD}".encode(), [q]) for q in queues if (i + q) % 3])
+    floors = {q: 0 for q in queues}
+    calls: list[int] = []
+    lowest = retention._lowest_readable
+
+    def counted(store: object, qi: QueueIndex, upto: int) -> int:
+        calls.append(qi.queue_id)
+        return lowest(store, qi, upto)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(retention, "_lowest_readable", counted)
+    for step in range(6):
+        changed = {q: min(full.next_offset(q), floors[q] + 4 * step) for q in queues if q % 3 == step % 3}
+        floors.update(changed)
+        expected = full.retain(dict(floors))
+        calls.clear()
+        got = incremental.retain(changed)
+        assert got == expected, step
+        assert [c.number for c in incremental.chunks()] == [c.number for c in full.chunks()]
+        assert all(incremental.first_offset(q) == full.first_offset(q) for q in queues)
+        if not got.chunks_deleted:  # only the queues given a floor were looked at
+            assert set(calls) <= set(changed)
+    calls.clear()
+    assert incremental.retain({}) == retention.RetentionReport() and not calls  # nothing changed: nothing done

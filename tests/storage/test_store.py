@@ -372,3 +372,63 @@ def test_admit_sees_the_space_of_a_batch_before_it_is_written(tmp_path: Path) ->
     s.append(batch, admit=seen.append)
     assert seen[-1].new_chunk is False
     s.close()
+
+
+def test_a_recovery_point_writes_only_the_queues_that_changed(open_store: Opener, tmp_path: Path) -> None:
+    from chunkmq.storage import checkpoint
+
+    s = open_store()
+    for q in range(1, 51):
+        s.create_queue(q)
+        s.append(msgs(q, 2))
+    s.flush()  # a record of the 50 queues, after the full file the open wrote
+    journal = s.root / checkpoint.JOURNAL
+    size = journal.stat().st_size
+    assert size == 28 + 36 + 50 * 28 + 4  # the header, then one record
+    s.flush()
+    assert journal.stat().st_size == size  # nothing changed: nothing written
+    s.append(msgs(7, 3))
+    s.set_first_offset(9, 1)
+    s.flush()
+    assert journal.stat().st_size == size + 36 + 2 * 28 + 4  # one record: queues 7 and 9 only
+    s.delete_queue(11)  # flushes: queue 11 leaves the recovery point
+    # the full file and its journal give what a full recovery point of the live store holds
+    live = {q: (s.first_offset(q), s.next_offset(q), s.queue_bytes(q)) for q in s.queue_ids()}
+    cp = checkpoint.read(s.root)
+    assert cp is not None and cp.queues == live and cp.position == s.end_position
+    crashed = open_store(shutil.copytree(s.root, tmp_path / "crashed"))
+    assert crashed.recovery.checkpoint_found and crashed.recovery.records_replayed == 0
+    assert {q: (crashed.first_offset(q), crashed.next_offset(q), crashed.queue_bytes(q))
+            for q in crashed.queue_ids()} == live
+
+
+def test_changed_queues_names_what_changed_since_each_readers_last_call(open_store: Opener) -> None:
+    s = open_store()
+    for q in (1, 2, 3):
+        s.create_queue(q)
+    assert s.changed_queues("a") == {1, 2, 3}  # the first call: every queue
+    assert s.changed_queues("a") == set()
+    s.append(msgs(2, 1))
+    s.create_queue(4)
+    assert s.changed_queues("b") == {1, 2, 3, 4}
+    assert s.changed_queues("a") == {2, 4}
+    s.delete_queue(1)
+    s.set_first_offset(2, 1)
+    assert s.changed_queues("a") == {1, 2} and s.changed_queues("b") == {1, 2}
+
+
+def test_held_sums_every_queue_and_counts_again_only_those_that_changed(open_store: Opener) -> None:
+    s = open_store()
+    for q in (1, 2, 3):
+        s.create_queue(q)
+        s.append(msgs(q, q))
+
+    def every() -> tuple[int, int]:
+        return (sum(s.next_offset(q) - s.first_offset(q) for q in s.queue_ids()),
+                sum(s.queue_bytes(q) for q in s.queue_ids()))
+
+    assert s.held() == every() and s.held()[0] == 6
+    s.append(msgs(2, 4))
+    s.set_first_offset(3, 2)
+    s.delete_queue(1)
+    assert s.held() == every() and s.held()[0] == 2 + 4 + 1

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import insert
 
+from chunkmq.broker import views
 from chunkmq.broker.base import now_ms
 from chunkmq.config import Settings
 from chunkmq.main import create_app
@@ -74,6 +75,21 @@ async def test_overview_shows_the_read_model(app: FastAPI, console: Console) -> 
     fragment = await console.get("/", headers={"HX-Request": "true"})
     assert fragment.text.lstrip().startswith('<div id="live"') and "<html" not in fragment.text
     assert 'hx-trigger="every 2.0s"' in fragment.text
+
+
+async def test_the_overview_lists_the_groups_with_most_lag_as_sorting_every_group_would(app: FastAPI) -> None:
+    broker = app.state.broker
+    for i, n in enumerate([3, 5, 5, 1, 0, 5, 2]):
+        await broker.declare_queue(f"l{i}", {})
+        if n:
+            await broker.publish("", [{"body": "x", "routing_key": f"l{i}"}] * n)
+        await broker.declare_group(f"l{i}", "g", {})
+        await broker.declare_group(f"l{i}", "h", {"start": "latest"})  # lag 0: never listed
+    every = sorted((g for q in views.queue_views(broker) for g in q.groups if g.lag > 0),
+                   key=lambda g: (g.lag, g.lag_seconds), reverse=True)
+    for n in (1, 2, 4, 10):
+        assert [(g.queue, g.name) for g in views.lagging_groups(broker, n)] == [(g.queue, g.name) for g in every[:n]]
+    assert [g.queue for g in views.lagging_groups(broker, 10)] == ["l1", "l2", "l5", "l0", "l6", "l3"]
 
 
 async def test_everything_a_client_sets_is_escaped(app: FastAPI, console: Console) -> None:
@@ -202,7 +218,7 @@ async def test_ten_thousand_queues_render_a_page_in_under_a_second(ten_thousand_
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
         assert (await login(client, "admin", admin_password(app))).status_code == 303
-        for url in ("/queues", "/queues?sort=lag", "/queues?sort=messages&page=200", "/queues?filter=queue-0999"):
+        for url in ("/", "/queues", "/queues?sort=lag", "/queues?sort=messages&page=200", "/queues?filter=queue-0999"):
             # CPU time of this process (the app runs in it): other work on the machine does not count
             started = time.process_time()
             response = await client.get(url)
