@@ -574,7 +574,8 @@ def _add_definitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
     server.add_argument("--data-dir", dest="data_dir", help="where to find <data-dir>/admin-token (default "
                         "$CHUNKMQ_DATA_DIR, else ./data)")
 
-    definitions = sub.add_parser("definitions", help="export or import exchanges, queues, bindings, groups, permissions")
+    definitions = sub.add_parser("definitions",
+                                 help="export or import exchanges, queues, bindings, groups, permissions")
     actions = definitions.add_subparsers(dest="action", required=True)
     export = actions.add_parser("export", parents=[server], help="print the definitions as JSON")
     export.add_argument("--file", help="write them to this file instead")
@@ -839,7 +840,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", dest="data_dir", help=f"{DATA_DIR_HELP}; created on the first start")
     serve.add_argument("--fsync", choices=[m.value for m in FsyncSetting],
                        help="always: answer a publish after its fsync; interval: fsync every "
-                            "$CHUNKMQ_FSYNC_INTERVAL_MS; never: leave it to the OS (default $CHUNKMQ_FSYNC, else interval)")
+                            "$CHUNKMQ_FSYNC_INTERVAL_MS; never: leave it to the OS "
+                            "(default $CHUNKMQ_FSYNC, else interval)")
     serve.set_defaults(func=_serve)
 
     _add_token_parser(sub)

@@ -177,8 +177,8 @@ class ChunkmqAlways(ChunkmqServer):
 
 
 def ws_publish_frame(queue: str, size: int) -> bytes:
-    return orjson.dumps({"type": "publish", "seq": 0, "messages": [{"body": body_of(size).decode(),
-                                                                   "routing_key": queue}]}).replace(b'"seq":0', b'"seq":SEQ')
+    frame = {"type": "publish", "seq": 0, "messages": [{"body": body_of(size).decode(), "routing_key": queue}]}
+    return orjson.dumps(frame).replace(b'"seq":0', b'"seq":SEQ')
 
 
 if __name__ == "__main__":

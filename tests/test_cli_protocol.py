@@ -103,7 +103,8 @@ def test_hot_requests_are_answered_as_through_asgi(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with servers(Settings(auth="off", data_dir=tmp_path / "data", log_level="info")) as (_, hot, asgi):
-            for path in ("/api/v1/queues/q", "/api/v1/queues/q/groups/g", "/api/v1/queues/e", "/api/v1/queues/e/groups/g"):
+            for path in ("/api/v1/queues/q", "/api/v1/queues/q/groups/g",
+                         "/api/v1/queues/e", "/api/v1/queues/e/groups/g"):
                 await exchange(hot, raw(hot, ("PUT", path, b"{}", {"content-type": "application/json"})))
             for request in [*REFUSALS, *LOCAL_REFUSALS, *OK]:
                 lines.clear()
@@ -143,7 +144,8 @@ def test_a_long_poll_is_woken_and_answered_by_the_protocol(tmp_path: Path) -> No
     async def main() -> None:
         async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
             await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
-            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q/groups/g", b"{}", {"content-type": "application/json"})))
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q/groups/g", b"{}",
+                                          {"content-type": "application/json"})))
             waiting = asyncio.create_task(exchange(hot, raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull",
                                                                   b'{"wait_ms": 5000}', {}))))
             await asyncio.sleep(0.2)

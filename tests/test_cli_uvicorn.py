@@ -104,7 +104,8 @@ def test_the_keep_alive_clock_the_subclass_takes_over() -> None:
     ]
     source = inspect.getsource(httptools_impl)
     assert source.count("self.timeout_keep_alive_task = self.loop.call_later(") == 1
-    assert source.count("self._unset_keepalive_if_required()") == 3  # data_received, connection_lost, on_response_complete
+    # data_received, connection_lost, on_response_complete
+    assert source.count("self._unset_keepalive_if_required()") == 3
     assert "self.transport.close()" in inspect.getsource(base.timeout_keep_alive_handler)
 
 

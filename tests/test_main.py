@@ -54,7 +54,8 @@ async def start() -> dict[str, list[str]]:
     await inbox.put({{"type": "lifespan.shutdown"}})
     assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
     await lifespan
-    return {{"at_start": at_start, "staged": [type(app).__name__] if staged else [], "warmed": sorted(n for n in {warmed} if n in sys.modules)}}
+    return {{"at_start": at_start, "staged": [type(app).__name__] if staged else [],
+             "warmed": sorted(n for n in {warmed} if n in sys.modules)}}
 
 print(json.dumps(asyncio.run(start())))
 """

@@ -31,7 +31,8 @@ def test_requests_during_the_stage_change_get_the_full_apps_answers(tmp_path: Pa
         with httpx.Client(base_url=server.url, headers=admin) as api:
             assert api.put(Q, json={}).status_code == 201
             assert api.put(f"{Q}/groups/g", json={"start": "earliest"}).status_code == 201
-            assert api.post(f"{Q}/publish", json={"messages": [{"body": f"m{i}"} for i in range(50)]}).status_code == 200
+            fifty = {"messages": [{"body": f"m{i}"} for i in range(50)]}
+            assert api.post(f"{Q}/publish", json=fifty).status_code == 200
         server.stop()
         with MetaStore(f"sqlite:///{(tmp_path / 'data' / 'meta.db').resolve()}") as meta:
             _, reader = meta.create_token("reader", read="^q$")
@@ -78,7 +79,8 @@ def _requests(url: str, admin: dict[str, str], reader: dict[str, str]) -> list[C
         call("no token", 401, "POST", f"{Q}/publish", {}, {"messages": [{"body": "x"}]}),
         call("read-only token publishes", 403, "POST", f"{Q}/publish", reader, {"messages": [{"body": "x"}]}),
         call("read-only token pulls", 200, "POST", f"{Q}/groups/r/pull", reader, {"max_messages": 1}),  # a new group
-        call("publish to a missing queue", 404, "POST", "/api/v1/queues/nope/publish", admin, {"messages": [{"body": "x"}]}),
+        call("publish to a missing queue", 404, "POST", "/api/v1/queues/nope/publish", admin,
+             {"messages": [{"body": "x"}]}),
         call("queue", 200, "GET", Q, admin),
         call("queues without a token", 401, "GET", "/api/v1/queues", {}),
         call("console", 200, "GET", "/login", {}),
@@ -115,8 +117,8 @@ async def test_a_second_stage_that_fails_leaves_the_first_stages_answers(tmp_pat
     assert (await outbox.get())["type"] == "lifespan.startup.complete"
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as api:
         assert (await api.get("/readyz")).json() == {"status": "ready"}
-        assert (await api.post("/api/v1/queues/none/publish", json={"messages": [{"body": "x"}]})).json()["error"]["code"] == (
-            "queue_not_found")
+        missing = await api.post("/api/v1/queues/none/publish", json={"messages": [{"body": "x"}]})
+        assert missing.json()["error"]["code"] == "queue_not_found"
         waiting = await api.get("/api/v1/queues")  # waits for the second stage, which fails
         assert waiting.status_code == 503 and waiting.json()["error"]["code"] == "unavailable"
     assert app.full is None

@@ -43,7 +43,8 @@ def encode_if_plain(messages: Iterable[str | bytes | OutgoingMessage], routing_k
         if text is not None and text.isascii():  # one byte per character: the lengths are the strings'
             return wire.encode_publish_text(list(map(len, messages)), default_key, text.encode())
         if text is not None:
-            return wire.encode_publish([m.encode() for m in messages], [default_key] * len(messages), bytes(len(messages)))
+            return wire.encode_publish([m.encode() for m in messages], [default_key] * len(messages),
+                                       bytes(len(messages)))
     keys: list[bytes] = []
     bodies: list[bytes] = []
     flags: list[int] = []
@@ -119,4 +120,5 @@ def _results(content: bytes) -> list[PublishResult]:
     names = {raw: raw.decode() for raw in set(raw_names)}
     placements = [Placement(names[raw], o) for raw, o in zip(raw_names, offsets, strict=True)]
     ends = list(itertools.accumulate(counts, initial=0))
-    return [PublishResult(f"{i:016x}", placements[a:b], False) for i, (a, b) in zip(ids, itertools.pairwise(ends), strict=True)]
+    return [PublishResult(f"{i:016x}", placements[a:b], False)
+            for i, (a, b) in zip(ids, itertools.pairwise(ends), strict=True)]

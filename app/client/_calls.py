@@ -232,7 +232,8 @@ def _publish(path: str, messages: MessageLike | Iterable[MessageLike], routing_k
             messages = [messages]
         if isinstance(messages, list | tuple) and messages:
             try:
-                batch = _batch.encode(messages, routing_key) if binary else _batch.encode_if_plain(messages, routing_key)
+                batch = (_batch.encode(messages, routing_key) if binary
+                         else _batch.encode_if_plain(messages, routing_key))
             except TypeError:
                 if binary:
                     raise
@@ -272,8 +273,8 @@ def pull(queue: str, group: str, max_messages: int, wait_ms: int, consumer: str,
     body = _pull_body(max_messages, wait_ms, consumer, ack_up_to)
     path = f"/api/v1/queues/{queue}/groups/{group}/pull"
     if binary:
-        return Call("POST", path, lambda answer: _batch.decode(answer.content, queue), body, extra_seconds=wait_ms / 1000,
-                    binary_answer=True)
+        return Call("POST", path, lambda answer: _batch.decode(answer.content, queue), body,
+                    extra_seconds=wait_ms / 1000, binary_answer=True)
     return Call("POST", path, lambda d: [Message.from_json(m) for m in d["messages"]], body,
                 extra_seconds=wait_ms / 1000)
 
@@ -283,7 +284,8 @@ def pull_batch(queue: str, group: str, max_messages: int, wait_ms: int, consumer
     """A binary pull, its answer as columns."""
     return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/pull",
                 lambda answer: _batch.decode_batch(answer.content, queue),
-                _pull_body(max_messages, wait_ms, consumer, ack_up_to), extra_seconds=wait_ms / 1000, binary_answer=True)
+                _pull_body(max_messages, wait_ms, consumer, ack_up_to),
+                extra_seconds=wait_ms / 1000, binary_answer=True)
 
 
 def _pull_body(max_messages: int, wait_ms: int, consumer: str, ack_up_to: int | None) -> dict[str, Any]:

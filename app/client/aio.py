@@ -109,7 +109,8 @@ class AsyncClient:
     async def exchange(self, name: str) -> ExchangeInfo:
         return await self._run(calls.get_exchange(name))
 
-    async def declare_exchange(self, name: str, type: str = "direct", alternate_exchange: str | None = None) -> ExchangeInfo:
+    async def declare_exchange(self, name: str, type: str = "direct",
+                               alternate_exchange: str | None = None) -> ExchangeInfo:
         return await self._run(calls.declare_exchange(name, type, alternate_exchange))
 
     async def delete_exchange(self, name: str, if_unused: bool = False) -> None:
@@ -135,7 +136,8 @@ class AsyncClient:
     async def purge(self, name: str) -> int:
         return await self._run(calls.purge(name))
 
-    async def browse(self, queue: str, offset: int | None = None, timestamp: int | None = None, limit: int = 100) -> Page:
+    async def browse(self, queue: str, offset: int | None = None, timestamp: int | None = None,
+                     limit: int = 100) -> Page:
         return await self._run(calls.browse(queue, offset, timestamp, limit))
 
     async def message(self, message_id: str) -> Message:
@@ -163,7 +165,8 @@ class AsyncClient:
         reaches no queue. A batch in which no message has headers, a tag or an idempotency key goes
         as a binary batch (no JSON or base64 on either side); `binary=False` sends JSON, `binary=True`
         insists (ValueError for a message that needs JSON)."""
-        return await self._run(calls.publish(exchange, calls.to_publish(messages, json), routing_key, mandatory, binary))
+        call = calls.publish(exchange, calls.to_publish(messages, json), routing_key, mandatory, binary)
+        return await self._run(call)
 
     async def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
                                json: Any = NO_JSON, mandatory: bool = False, binary: bool | None = None) -> Published:

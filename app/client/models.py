@@ -139,7 +139,8 @@ class PulledBatch:
 
     def messages(self) -> list[Message]:
         rows = zip(itertools.repeat(self.queue, len(self.offsets)), self.offsets, self.ids, self.timestamps,
-                   self.routing_keys, self.exchanges, self.headers, self.tags, self.bodies, self.delivery_counts, strict=True)
+                   self.routing_keys, self.exchanges, self.headers, self.tags, self.bodies, self.delivery_counts,
+                   strict=True)
         return list(map(tuple.__new__, itertools.repeat(Message), rows))  # type: ignore[arg-type]
 
 

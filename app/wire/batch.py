@@ -179,7 +179,8 @@ def decode_publish(body: bytes, max_records: int) -> PublishColumns:
         raise MalformedBatch(f"the record columns are truncated: {count} records need {keys_start} bytes, "
                              f"the body has {len(body)}")
     raw, _ = cut_columns(body, COUNT.size, count, PUBLISH_COLUMNS)
-    body_lengths, key_lengths, flags = (read_column(code, column) for code, column in zip(PUBLISH_COLUMNS, raw, strict=True))
+    body_lengths, key_lengths, flags = (read_column(code, column)
+                                        for code, column in zip(PUBLISH_COLUMNS, raw, strict=True))
     bodies_start = keys_start + sum(key_lengths)
     if bodies_start + sum(body_lengths) != len(body):
         raise MalformedBatch(f"the records' lengths add up to {bodies_start + sum(body_lengths) - keys_start} bytes, "
@@ -246,7 +247,8 @@ def encode_delivered(n: int, columns: Sequence[Any], regions: Sequence[bytes]) -
         return out  # type: ignore[no-any-return]
     if len(columns) != len(DELIVERED_COLUMNS) or len(regions) != 5:
         raise ValueError("a delivered batch has 10 columns and 5 regions")
-    encoded = [c if type(c) is bytes else column_bytes(code, c) for code, c in zip(DELIVERED_COLUMNS, columns, strict=True)]
+    encoded = [c if type(c) is bytes else column_bytes(code, c)
+               for code, c in zip(DELIVERED_COLUMNS, columns, strict=True)]
     return b"".join((COUNT.pack(n), *encoded, *regions))
 
 
@@ -283,5 +285,6 @@ def decode_delivered(batch: bytes) -> Delivered:
         regions.append(list(slices(batch, pos, lengths)))
         pos += sum(lengths)
     body_lengths = read_column("I", cols[9])
-    return Delivered(read_column("Q", cols[0]), cols[1], read_column("Q", cols[2]), read_column("I", cols[3]), cols[4],  # type: ignore[call-arg]  # *regions: the four region fields
+    # *regions: the four region fields
+    return Delivered(read_column("Q", cols[0]), cols[1], read_column("Q", cols[2]), read_column("I", cols[3]), cols[4],  # type: ignore[call-arg]
                      *regions, body_lengths, batch[pos:pos + sum(body_lengths)])  # type: ignore[arg-type]

@@ -19,7 +19,8 @@ from tests.server import free_port
 
 def test_a_test_mail_goes_to_the_default_recipients_and_is_recorded(tmp_path: Path, mailbox: Mailbox) -> None:
     async def scenario() -> None:
-        async with running(settings(tmp_path / "data", mailbox.port, smtp_to="ops@example.com, dev@example.com")) as run:
+        configured = settings(tmp_path / "data", mailbox.port, smtp_to="ops@example.com, dev@example.com")
+        async with running(configured) as run:
             assert await run.alerts.test_email() == "250 2.0.0 queued"
             [mail] = mailbox.received
             assert mail.recipients == ["ops@example.com", "dev@example.com"]

@@ -21,7 +21,8 @@ def test_exchange_declare_is_idempotent(api: httpx.Client, name: str) -> None:
 def test_exchange_validation(api: httpx.Client) -> None:
     error(api.put("/api/v1/exchanges/x", json={"type": "nope"}), 400, "invalid_body")
     error(api.put("/api/v1/exchanges/x", json={}), 400, "invalid_body")
-    error(api.put("/api/v1/exchanges/x", content=b"{", headers={"content-type": "application/json"}), 400, "invalid_body")
+    error(api.put("/api/v1/exchanges/x", content=b"{", headers={"content-type": "application/json"}),
+          400, "invalid_body")
     error(api.put("/api/v1/exchanges/" + "a" * 201, json={"type": "direct"}), 400, "invalid_name")
     error(api.put("/api/v1/exchanges/amq.mine", json={"type": "direct"}), 400, "invalid_name")
     error(api.get("/api/v1/exchanges/missing"), 404, "exchange_not_found")

@@ -45,7 +45,8 @@ def test_a_stopped_consumer_fires_one_mail_that_survives_a_restart_and_resuming_
             [fired] = mailbox.wait_for(1, timeout=15)
             assert time.monotonic() - published >= 1.0  # not before the `for` duration
             assert fired.recipients == ["ops@example.com"]
-            assert fired.subject == "[chunkmq] FIRING lag_messages orders/billing: group lag: 30 messages, threshold 20 messages"
+            assert fired.subject == ("[chunkmq] FIRING lag_messages orders/billing: "
+                                     "group lag: 30 messages, threshold 20 messages")
             text, html = fired.part("plain"), fired.part("html")
             assert "queue: orders   group: billing" in text
             assert "consumers online: 1" in text
@@ -116,7 +117,8 @@ def test_alerts_that_fired_without_smtp_are_mailed_once_smtp_is_configured_and_t
             assert len(mailbox.received) == 1
             assert {a["queue"]: a["fired_at"] for a in ok(api.get("/api/v1/alerts"))["alerts"]} == fired
             mails = ok(api.get("/api/v1/alerts/events", params={"state": "sent"}))
-            assert sorted((e["queue"], e["previous"]) for e in mails) == [("a", "firing"), ("b", "firing"), ("c", "firing")]
+            assert sorted((e["queue"], e["previous"]) for e in mails) == [
+                ("a", "firing"), ("b", "firing"), ("c", "firing")]
             assert all(e["detail"].endswith("250 2.0.0 queued (digest of 3)") for e in mails)
     finally:
         server.stop()
@@ -138,7 +140,8 @@ def test_rules_are_listed_created_replaced_and_deleted(tmp_path: Path) -> None:
             assert (await run.call("GET", "/api/v1/alerts/rules/7"))["renotify_seconds"] == 0
             assert [r["id"] for r in await run.call("GET", "/api/v1/alerts/rules")] == [1, 2, 7]
             assert (await run.http.delete("/api/v1/alerts/rules/7")).status_code == 204
-            for response in (await run.http.get("/api/v1/alerts/rules/7"), await run.http.delete("/api/v1/alerts/rules/7")):
+            for response in (await run.http.get("/api/v1/alerts/rules/7"),
+                             await run.http.delete("/api/v1/alerts/rules/7")):
                 assert response.status_code == 404 and response.json()["error"]["code"] == "rule_not_found"
 
     asyncio.run(scenario())
@@ -182,7 +185,8 @@ def test_changing_rules_needs_an_admin_token(tmp_path: Path) -> None:
             assert (await run.http.get("/api/v1/alerts/rules", headers=as_reader)).status_code == 200
             for method, path, body in (("POST", "/api/v1/alerts/rules", rule), ("PUT", "/api/v1/alerts/rules/9", rule),
                                        ("DELETE", "/api/v1/alerts/rules/1", None),
-                                       ("POST", "/api/v1/alerts/test-email", {}), ("GET", "/api/v1/alerts/settings", None)):
+                                       ("POST", "/api/v1/alerts/test-email", {}),
+                                       ("GET", "/api/v1/alerts/settings", None)):
                 r = await run.http.request(method, path, json=body, headers=as_reader)
                 assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", (method, path)
             r = await run.http.put("/api/v1/alerts/rules/9", json=rule, headers={"authorization": f"Bearer {admin}"})

@@ -22,7 +22,8 @@ async def test_create_list_and_delete(local_api: httpx.AsyncClient) -> None:
     body = {"exchange": "ex", "queue": "a", "routing_key": "k"}
     first = await local_api.post("/bindings", json=body)
     assert first.status_code == 201
-    assert first.json() == {"id": first.json()["id"], "exchange": "ex", "queue": "a", "routing_key": "k", "arguments": {}}
+    assert first.json() == {"id": first.json()["id"], "exchange": "ex", "queue": "a", "routing_key": "k",
+                            "arguments": {}}
     again = await local_api.post("/bindings", json=body)
     assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
     await local_api.post("/bindings", json={"exchange": "ex", "queue": "b", "routing_key": "k"})

@@ -16,7 +16,8 @@ def test_arrow_page(api: httpx.Client, name: str) -> None:
     assert r.status_code == 200 and r.headers["content-type"] == "application/vnd.apache.arrow.stream"
     assert r.headers["x-next-offset"] == "31"
     table = pa.ipc.open_stream(r.content).read_all()
-    assert table.column_names == ["queue", "offset", "id", "timestamp", "exchange", "routing_key", "tag", "headers", "body"]
+    assert table.column_names == ["queue", "offset", "id", "timestamp", "exchange", "routing_key", "tag", "headers",
+                                  "body"]
     assert table.column("offset").to_pylist() == list(range(10, 31))
     assert table.column("body").to_pylist()[:2] == [b"m10", b"m11"] and table.column("body")[-1].as_py() == b"\x00\x01"
     as_json = ok(api.get(f"/api/v1/queues/{name}/messages", params={"offset": 10, "limit": 1}))["messages"][0]

@@ -166,7 +166,8 @@ def test_keys_are_scoped_to_the_publish_target_across_a_kill_9(tmp_path: Path) -
             queue(api, "q4")
             ok(api.put("/api/v1/exchanges/x.fanout", json={"type": "fanout"}), 201)
             ok(api.post("/api/v1/bindings", json={"exchange": "x.fanout", "queue": "q4"}), 201)
-            first = ok(api.post("/api/v1/queues/q3/publish", json={"messages": [{"body": "a", "idempotency_key": "k"}]}))
+            keyed = {"messages": [{"body": "a", "idempotency_key": "k"}]}
+            first = ok(api.post("/api/v1/queues/q3/publish", json=keyed))
             results = {}
             for attempt in range(2):
                 if attempt:  # the second round runs after a crash: the window comes back scoped
@@ -175,7 +176,7 @@ def test_keys_are_scoped_to_the_publish_target_across_a_kill_9(tmp_path: Path) -
                 fanout = publish(api, "x.fanout", {"body": "b", "idempotency_key": "k"})["results"][0]
                 assert fanout["routed"] == [{"queue": "q4", "offset": 0}]
                 assert fanout["duplicate"] is bool(attempt)
-                again = ok(api.post("/api/v1/queues/q3/publish", json={"messages": [{"body": "a", "idempotency_key": "k"}]}))
+                again = ok(api.post("/api/v1/queues/q3/publish", json=keyed))
                 assert again["results"][0] == {**first["results"][0], "duplicate": True}
                 default = publish(api, "amq.default", {"body": "c", "routing_key": "q3", "idempotency_key": "k"})
                 results[attempt] = default["results"][0]
@@ -208,7 +209,8 @@ def test_a_snapshot_in_the_old_format_is_read(tmp_path: Path) -> None:
         with httpx.Client(base_url=server.url, timeout=30) as api:
             again = publish(api, "ex", {"body": "a", "idempotency_key": "old-1"})["results"][0]
             assert again == {**original, "duplicate": True}
-            other = ok(api.post("/api/v1/queues/q/publish", json={"messages": [{"body": "a", "idempotency_key": "old-1"}]}))
+            other = ok(api.post("/api/v1/queues/q/publish",
+                                json={"messages": [{"body": "a", "idempotency_key": "old-1"}]}))
             assert other["results"][0]["duplicate"] is False
     finally:
         server.stop()

@@ -29,7 +29,8 @@ def test_restart_keeps_messages_metadata_and_dedup(tmp_path: Path) -> None:
         with httpx.Client(base_url=server.url, timeout=30) as api:
             assert ok(api.get("/api/v1/exchanges/orders"))["alternate_exchange"] == "orders-alt"
             assert ok(api.get("/api/v1/queues/eu"))["max_messages"] == 1000
-            assert [b["routing_key"] for b in ok(api.get("/api/v1/bindings", params={"queue": "eu"}))] == ["orders.eu.*"]
+            bindings = ok(api.get("/api/v1/bindings", params={"queue": "eu"}))
+            assert [b["routing_key"] for b in bindings] == ["orders.eu.*"]
             assert bodies(api, "eu") == before
             again = publish(api, "orders", {"body": "once", "routing_key": "orders.eu.x", "idempotency_key": "k1"})
             assert again["results"][0] == {**first["results"][0], "duplicate": True}

@@ -15,7 +15,8 @@ def fill(api: httpx.Client, q: str, n: int, start: int = 0, **extra: Any) -> Non
     publish(api, "amq.default", *({"body": str(i), "routing_key": q, **extra} for i in range(start, start + n)))
 
 
-def pull(api: httpx.Client, q: str, g: str, n: int = 100, wait_ms: int = 0, consumer: str = "c1") -> list[dict[str, Any]]:
+def pull(api: httpx.Client, q: str, g: str, n: int = 100, wait_ms: int = 0,
+         consumer: str = "c1") -> list[dict[str, Any]]:
     body = {"max_messages": n, "wait_ms": wait_ms, "consumer": consumer}
     return list(ok(api.post(f"/api/v1/queues/{q}/groups/{g}/pull", json=body))["messages"])
 

@@ -90,7 +90,8 @@ def _same(pairs: list[tuple[httpx.Response, httpx.Response]]) -> None:
         assert hot.status_code == stack.status_code, (hot.request.url, hot.text, stack.text)
         assert hot.content == stack.content, (hot.request.url, hot.text, stack.text)
         assert hot.headers == stack.headers, hot.request.url
-        assert hot.status_code >= 400 and set(orjson.loads(hot.content)["error"]) == {"code", "message"}, hot.request.url
+        assert hot.status_code >= 400, hot.request.url
+        assert set(orjson.loads(hot.content)["error"]) == {"code", "message"}, hot.request.url
 
 
 def test_refusals_are_answered_as_the_stack_answers_them(tmp_path: Path) -> None:
@@ -125,7 +126,8 @@ def test_a_publish_and_its_pull_succeed_with_the_stack_s_answer_shape(tmp_path: 
                 await hot.put("/api/v1/queues/q/groups/g", json={})
                 published = [await client.post("/api/v1/queues/q/publish", content=PUBLISH, headers=JSON)
                              for client in (hot, stack)]
-                assert [p.json()["results"][0]["routed"] for p in published] == [[{"queue": "q", "offset": n}] for n in (0, 1)]
+                routed = [p.json()["results"][0]["routed"] for p in published]
+                assert routed == [[{"queue": "q", "offset": n}] for n in (0, 1)]
                 assert published[0].headers == published[1].headers
                 pulled = await hot.post("/api/v1/queues/q/groups/g/pull", json={"max_messages": 10})
                 assert [m["offset"] for m in pulled.json()["messages"]] == [0, 1]
@@ -191,7 +193,8 @@ AUTH_MATRIX: dict[str, tuple[int, int, int]] = {
 def test_every_token_gets_the_stack_s_answer(tmp_path: Path) -> None:
     settings = Settings(auth="on", data_dir=tmp_path / "data")
     requests = [("/api/v1/queues/q/publish", PUBLISH),
-                ("/api/v1/exchanges/amq.default/publish", orjson.dumps({"messages": [{"body": "x", "routing_key": "q"}]})),
+                ("/api/v1/exchanges/amq.default/publish",
+                 orjson.dumps({"messages": [{"body": "x", "routing_key": "q"}]})),
                 ("/api/v1/queues/q/groups/g/pull", b"{}")]
 
     async def main() -> dict[str, list[tuple[httpx.Response, httpx.Response]]]:

@@ -28,7 +28,8 @@ def access() -> Iterator[tuple[logging.Logger, io.BytesIO]]:
         logger.setLevel(level)
 
 
-def test_access_lines_reach_the_file_at_the_periodic_flush_not_per_line(access: tuple[logging.Logger, io.BytesIO]) -> None:
+def test_access_lines_reach_the_file_at_the_periodic_flush_not_per_line(
+        access: tuple[logging.Logger, io.BytesIO]) -> None:
     logger, raw = access
     def streams() -> list[type]:  # pytest's own capture handlers aside
         return [type(h) for h in logger.handlers if isinstance(h, logging.StreamHandler) and h.stream is not None
@@ -38,7 +39,8 @@ def test_access_lines_reach_the_file_at_the_periodic_flush_not_per_line(access: 
     assert streams() == [logs.Batched]
     logs.install()  # installing twice keeps one handler
     assert streams() == [logs.Batched]
-    logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "POST", "/api/v1/queues/q/publish?token=s3cret", "1.1", 200)
+    logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "POST", "/api/v1/queues/q/publish?token=s3cret",
+                "1.1", 200)
     assert raw.getvalue() == b""  # held in the stream's buffer: no write per request
     logs.flush()
     line = raw.getvalue().decode()

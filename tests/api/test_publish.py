@@ -104,7 +104,8 @@ def test_size_limits(api: httpx.Client, name: str) -> None:
     assert bodies(api, name) == []
     # A plain batch (one routing key, no tags or keys) names the message too, and stores nothing.
     response = api.post("/api/v1/exchanges/amq.default/publish",
-                        json={"messages": [{"body": "a", "routing_key": name}] * 2 + [{"body": big, "routing_key": name}]})
+                        json={"messages": [{"body": "a", "routing_key": name}] * 2
+                              + [{"body": big, "routing_key": name}]})
     error(response, 413, "message_too_large")
     assert "messages[2]" in response.json()["error"]["message"]
     assert bodies(api, name) == []

@@ -122,8 +122,8 @@ def test_token_list_shows_last_use_written_behind(tmp_path: Path) -> None:
         create_token(server.data_dir, "--name", "never-used")
 
         def listed() -> dict[str, str]:
-            out = subprocess.run([sys.executable, "-m", "chunkmq.cli", "token", "list", "--data-dir", str(server.data_dir)],
-                                 capture_output=True, text=True, check=True).stdout
+            command = [sys.executable, "-m", "chunkmq.cli", "token", "list", "--data-dir", str(server.data_dir)]
+            out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
             rows = [line for line in out.splitlines() if "used-one" in line or "never-used" in line]
             return {("used-one" if "used-one" in r else "never-used"): r.split("│")[-2].strip()
                     for r in rows}

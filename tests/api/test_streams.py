@@ -404,7 +404,8 @@ def test_no_permission_no_stream(tmp_path: Path) -> None:
             await refused(consume_url(secured, "mine", token="wrong"), "unauthorized", 4401)
             await refused(consume_url(secured, "theirs", token=reader), "forbidden", 4403)
             await refused(publish_url(secured, token=reader), "forbidden", 4403)  # amq.default: not "mine"
-            async with open_ws(consume_url(secured, "mine"), additional_headers={"authorization": f"Bearer {reader}"}) as ws:
+            bearer = {"authorization": f"Bearer {reader}"}
+            async with open_ws(consume_url(secured, "mine"), additional_headers=bearer) as ws:
                 await synced(ws)
             async with open_ws(consume_url(secured, "mine", token=reader)) as ws:
                 await synced(ws)

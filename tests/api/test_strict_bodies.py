@@ -35,10 +35,12 @@ def test_messages_name_the_field(api: httpx.Client, name: str) -> None:
     fill(api, name, 2)
     pull(api, name, "g", 2)
     url = f"/api/v1/queues/{name}/groups/g"
-    assert error(api.post(f"{url}/ack", json={"up_to": -1}), 400, "invalid_body") == "up_to must be a non-negative integer"
+    assert error(api.post(f"{url}/ack", json={"up_to": -1}), 400, "invalid_body") == (
+        "up_to must be a non-negative integer")
     assert error(api.post(f"{url}/ack", json={"up_to": 1, "offsets": [0]}), 400, "invalid_body") == (
         "give offsets or up_to, not both")
-    assert "offset must be a non-negative integer" in error(api.post(f"{url}/seek", json={"offset": "1"}), 400, "invalid_body")
+    assert "offset must be a non-negative integer" in error(
+        api.post(f"{url}/seek", json={"offset": "1"}), 400, "invalid_body")
     assert "requeue must be true or false" in error(
         api.post(f"{url}/nack", json={"offsets": [0], "requeue": "no"}), 400, "invalid_body")
     assert error(api.post(f"{url}/pull", json={"ack": {"up_to": -1}}), 400, "invalid_body") == (

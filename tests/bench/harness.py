@@ -13,7 +13,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_bench(out: Path, *args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def run_bench(out: Path, *args: str,
+              timeout: float = 240) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     proc = subprocess.run([sys.executable, "-m", "bench", "--out", str(out), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout, check=False)
     files = sorted(out.glob("bench-*.jsonl"))

@@ -151,7 +151,8 @@ def test_answers_are_read_by_length_chunked_or_to_the_close() -> None:
         204, b"", {"connection": "close"}, True)
     assert _answer(b"HTTP/1.0 200 OK\r\n\r\nto the end", close=True) == (200, b"to the end", {}, True)
     assert _answer(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", method="HEAD")[:2] == (200, b"")
-    assert _answer(b"HTTP/1.1 200 OK\r\nA: 1\r\nA: 2\r\nContent-Length: 0\r\n\r\n")[2] == {"a": "1, 2", "content-length": "0"}
+    assert _answer(b"HTTP/1.1 200 OK\r\nA: 1\r\nA: 2\r\nContent-Length: 0\r\n\r\n")[2] == {
+        "a": "1, 2", "content-length": "0"}
     # damaged or cut answers are HTTP errors: the connection is dropped (and an idempotent request retried)
     assert _answer(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhalf", close=True) is http.client.IncompleteRead
     assert _answer(b"HTTP/1.1 200 OK\r\nContent-Le", close=True) is http.client.RemoteDisconnected

@@ -93,6 +93,7 @@ def test_infos_keep_the_whole_object_and_default_what_older_servers_leave_out() 
     assert info.groups == [GroupInfo.from_json(group)] and info.groups[0].consumers == ["c1"]
     assert info.groups[0].raw["added_later"] == 1 and info.raw is queue
     assert QueueInfo.from_json({**queue, "groups": []}).groups == []
-    assert BindingInfo.from_json({"id": 1, "exchange": "e", "queue": "q", "routing_key": "", "arguments": None}).arguments == {}
+    binding = {"id": 1, "exchange": "e", "queue": "q", "routing_key": "", "arguments": None}
+    assert BindingInfo.from_json(binding).arguments == {}
     assert AckResult.from_json({"ack_floor": 3}) == AckResult(3, 0, [])
     assert NackResult.from_json({"ack_floor": 3, "exhausted": 1}) == NackResult(3, 0, [], 1)

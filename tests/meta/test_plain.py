@@ -41,7 +41,8 @@ def test_the_snapshot_and_tokens_are_the_orms(sqlite_url: str) -> None:
         assert loaded == meta.load()
         assert {len(loaded.exchanges), len(loaded.queues), len(loaded.bindings), len(loaded.groups)} == {2}
         workers = next(g for g in loaded.groups if g.name == "workers")
-        assert (workers.ack_floor, workers.next_offset, workers.done, workers.tag_filter) == (7, 12, ((8, 10),), ("a", "b"))
+        assert (workers.ack_floor, workers.next_offset, workers.done, workers.tag_filter) == (
+            7, 12, ((8, 10),), ("a", "b"))
         assert loaded.queues[0].created_at.tzinfo is not None and loaded.queues[0].messages_dropped == 3
         for token in (plain, admin_plain, plain + "x", "not-a-token"):
             assert reader.find_token(token) == meta.find_token(token)

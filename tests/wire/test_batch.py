@@ -63,7 +63,8 @@ def test_delivered_messages_read_back() -> None:
     columns = ([7, 8], [0x2A, 0x50], [1000, 1001], [1, 3], [0, wire.BINARY], [0, 2], [1, 0], [1, 0], [0, 9], [4, 2])
     regions = (b"ex", b"k", b"t", b'{"a":"b"}', b"text\x00\x01")
     d = wire.decode_delivered(wire.encode_delivered(2, columns, regions))
-    assert (d.offsets, wire.read_column("Q", d.ids), d.timestamps, d.delivery_counts) == ([7, 8], [0x2A, 0x50], [1000, 1001], [1, 3])
+    assert (d.offsets, wire.read_column("Q", d.ids), d.timestamps, d.delivery_counts) == (
+        [7, 8], [0x2A, 0x50], [1000, 1001], [1, 3])
     assert (list(d.flags), d.exchanges, d.routing_keys, d.tags) == ([0, 1], [b"", b"ex"], [b"k", b""], [b"t", b""])
     assert (d.headers, d.body_lengths, d.bodies) == ([b"", b'{"a":"b"}'], [4, 2], b"text\x00\x01")
     empty = wire.decode_delivered(wire.encode_delivered(0, [b""] * 10, [b""] * 5))

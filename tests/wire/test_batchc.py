@@ -28,7 +28,8 @@ SCALE = 0.1 if os.environ.get("PYTHONMALLOC") == "debug" else 1
 def examples(n: int) -> int:
     return max(5, int(n * SCALE))
 
-FAST = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FAST = settings(max_examples=examples(40), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def _outcome(compiled: bool, name: str, *args: Any) -> Any:
@@ -186,7 +187,8 @@ def test_json_results_are_what_python_formats(n: int, name: bytes, data: st.Data
         assert _batchc.results_json(name, ids, offsets) is not None  # the twin's own work
         assert isinstance(out, bytes)
         if name == b'"q"':
-            assert orjson.loads(out) == [{"id": f"{i:016x}", "routed": [{"queue": "q", "offset": o}], "duplicate": False}
+            assert orjson.loads(out) == [{"id": f"{i:016x}", "routed": [{"queue": "q", "offset": o}],
+                                          "duplicate": False}
                                          for i, o in zip(ids, offsets, strict=True)]
 
 
