@@ -300,8 +300,9 @@ async def _connections(srv: LimitServer, sizes: list[int], idle: float, kind: st
         close = time.perf_counter() - t0
         after = await asyncio.to_thread(_settle_rss, srv, 3.0)
         row = {"figure": "connections", "kind": kind, "connections": n, "accept_s": round(accept, 3),
-               "rss_before_mb": mb(base), "rss_held_mb": mb(held), "kb_per_connection": round((held - base) / n / 1000, 1),
-               "idle_cpu_percent": cpu, "close_s": round(close, 2), "rss_after_close_mb": mb(after), "handshake_retries": RETRIES[0]}
+               "rss_before_mb": mb(base), "rss_held_mb": mb(held),
+               "kb_per_connection": round((held - base) / n / 1000, 1), "idle_cpu_percent": cpu,
+               "close_s": round(close, 2), "rss_after_close_mb": mb(after), "handshake_retries": RETRIES[0]}
         if kind == "websocket":  # the same number again: is the memory the first ones left reused?
             conns = await _open_websockets(ws_url, n)
             await asyncio.sleep(2)
@@ -360,8 +361,8 @@ def backlog_figure(minutes: float, messages: int, clients: int, batch: int, size
             time.sleep(1)
             if time.time() >= next_report:
                 next_report += 60
-                emit({"figure": "backlog", "progress_messages": counter.value, "disk_gb": round(srv.disk_bytes() / 1e9, 2),
-                      "rss_mb": mb(srv.rss_bytes())})
+                emit({"figure": "backlog", "progress_messages": counter.value,
+                      "disk_gb": round(srv.disk_bytes() / 1e9, 2), "rss_mb": mb(srv.rss_bytes())})
         seconds = time.perf_counter() - t0
         for p in procs:
             p.join()
@@ -369,16 +370,17 @@ def backlog_figure(minutes: float, messages: int, clients: int, batch: int, size
         disk = srv.disk_bytes()
         row: dict[str, Any] = {"figure": "backlog", "messages": stored, "message_bytes": size,
                                "publish_s": round(seconds, 1), "msgs_per_s": round(stored / seconds),
-                               "disk_gb": round(disk / 1e9, 2), "disk_bytes_per_message": round(disk / max(stored, 1), 1),
+                               "disk_gb": round(disk / 1e9, 2),
+                               "disk_bytes_per_message": round(disk / max(stored, 1), 1),
                                "rss_mb": mb(srv.rss_bytes()), "restart_to_ready_s": round(srv.restart(), 2),
                                "rss_after_restart_mb": mb(srv.rss_bytes())}
         with httpx.Client(base_url=srv.url, timeout=600) as fresh:
-            row["read_oldest_ms"] = round(timed(lambda: fresh.get("/api/v1/queues/backlog/messages",
-                                                                 params={"offset": 0, "limit": 1}).raise_for_status()), 1)
-            row["pull_oldest_ms"] = round(timed(lambda: fresh.post("/api/v1/queues/backlog/groups/g/pull",
-                                                                  json={"max_messages": 1}).raise_for_status()), 1)
-            row["read_newest_ms"] = round(timed(lambda: fresh.get("/api/v1/queues/backlog/messages",
-                                                                 params={"offset": stored - 1, "limit": 1}).raise_for_status()), 1)
+            row["read_oldest_ms"] = round(timed(lambda: fresh.get(
+                "/api/v1/queues/backlog/messages", params={"offset": 0, "limit": 1}).raise_for_status()), 1)
+            row["pull_oldest_ms"] = round(timed(lambda: fresh.post(
+                "/api/v1/queues/backlog/groups/g/pull", json={"max_messages": 1}).raise_for_status()), 1)
+            row["read_newest_ms"] = round(timed(lambda: fresh.get(
+                "/api/v1/queues/backlog/messages", params={"offset": stored - 1, "limit": 1}).raise_for_status()), 1)
         return emit(row)
 
 

@@ -114,7 +114,8 @@ def text_blobs(head: bytes, buffer: bytes, start: int, lengths: list[int]) -> li
 
     text = buffer[start:start + sum(lengths)]
     # the quote and the backslash by memchr, control characters by numpy's minimum: a tenth of a translate's time
-    if not text.isascii() or b'"' in text or b"\\" in text or (text and int(np.frombuffer(text, np.uint8).min()) < 0x20):
+    if (not text.isascii() or b'"' in text or b"\\" in text
+            or (text and int(np.frombuffer(text, np.uint8).min()) < 0x20)):
         return None
     ends = itertools.accumulate(lengths, initial=start)
     return [head + buffer[a:b] for a, b in itertools.pairwise(ends)]

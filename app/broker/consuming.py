@@ -353,7 +353,8 @@ class Consuming(BrokerBase):
         for queue in queues:
             self.enforce_limits(queue)
             self._age_check(queue)
-        report = await asyncio.to_thread(self.store.retain, self.retention_floors(queues), free_bytes=self.disk.excess())
+        floors = self.retention_floors(queues)
+        report = await asyncio.to_thread(self.store.retain, floors, free_bytes=self.disk.excess())
         self.stats.retention_freed_bytes += report.bytes_freed
         self.stats.retention_deleted_chunks += len(report.chunks_deleted)
         for queue_id, (messages, _) in report.dropped.items():

@@ -120,7 +120,8 @@ class DiskGuard:
 
     def estimate(self) -> int:
         """Conservative bytes under the data directory now."""
-        return self.used + self._new_chunks() * self.chunk_file + int((self.placed - self._placed_at) * self.entry_bytes)
+        return (self.used + self._new_chunks() * self.chunk_file
+                + int((self.placed - self._placed_at) * self.entry_bytes))
 
     # ------------------------------------------------------------------ the publish path
 

@@ -298,7 +298,8 @@ class Group:
         self.next_offset = max(self.next_offset, up_to)
         return before - len(self.in_flight) - len(self.pending)
 
-    def nack(self, offsets: list[int], delay_ms: int, now: int, max_deliveries: int | None) -> tuple[list[int], list[tuple[int, int]]]:
+    def nack(self, offsets: list[int], delay_ms: int, now: int,
+             max_deliveries: int | None) -> tuple[list[int], list[tuple[int, int]]]:
         """Give messages back for redelivery after delay_ms. Returns (unknown offsets, exhausted
         (offset, count) pairs for the caller to dead-letter)."""
         unknown: list[int] = []

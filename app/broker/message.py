@@ -290,7 +290,9 @@ def render_all(queue_json: bytes, taken: Iterable[tuple[StoredMessage, int]]) ->
 
 
 def _text(escaped: bytes) -> str:
-    return escaped.decode() if _BACKSLASH not in escaped else orjson.loads(b'"%b"' % escaped)  # type: ignore[no-any-return]
+    if _BACKSLASH not in escaped:
+        return escaped.decode()
+    return orjson.loads(b'"%b"' % escaped)  # type: ignore[no-any-return]
 
 
 def decode_data(data: bytes, tag: bytes = b"") -> dict[str, Any]:
@@ -369,7 +371,8 @@ def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedB
         else:
             texts = text_blobs(b"", body, columns.bodies_start, columns.body_lengths)
             if texts is not None:
-                return ParsedBatch(routing_keys, list(map(bytes.__add__, map(by_key.__getitem__, routing_keys), texts)), {})
+                key_heads = map(by_key.__getitem__, routing_keys)
+                return ParsedBatch(routing_keys, list(map(bytes.__add__, key_heads, texts)), {})
     payloads = wire.slices(body, columns.bodies_start, columns.body_lengths)
     stored: list[bytes] = []
     full: dict[int, Outgoing] = {}
@@ -467,4 +470,5 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
     regions = (exchanges, keys, tags, headers, bodies)
     columns = (offsets, positions, timestamps, counts, flags,
                *([0] * n if j == b"" else list(map(len, r)) for r, j in zip(regions, joined, strict=True)))
-    return wire.encode_delivered(n, columns, [b"".join(r) if j is None else j for r, j in zip(regions, joined, strict=True)])
+    region_bytes = [b"".join(r) if j is None else j for r, j in zip(regions, joined, strict=True)]
+    return wire.encode_delivered(n, columns, region_bytes)

@@ -271,7 +271,8 @@ class Publishing(BrokerBase):
         name = self._one_queue(appended)
         if name is not None:
             # one queue for every message: one format per message, its name's JSON repeated
-            template = b'{"id":"%%016x","routed":[{"queue":%b,"offset":%%d}],"duplicate":false}' % name.replace(b"%", b"%%")
+            template = (b'{"id":"%%016x","routed":[{"queue":%b,"offset":%%d}],"duplicate":false}'
+                        % name.replace(b"%", b"%%"))
             return list(map(template.__mod__, zip(appended.positions, appended.offsets, strict=True)))
         for position, placed in zip(appended.positions, appended.placements, strict=True):
             if len(placed) == 1 and placed[0][0] in by_id:

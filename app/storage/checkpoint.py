@@ -207,7 +207,8 @@ class Writer:
         cp.generation = max(time.time_ns(), self.generation + 1)
         self.generation = 0
         write(self.root, cp)
-        self.generation, self.full_bytes, self.journal_bytes = cp.generation, HEADER.size + len(cp.queues) * QUEUE.size, 0
+        self.generation, self.journal_bytes = cp.generation, 0
+        self.full_bytes = HEADER.size + len(cp.queues) * QUEUE.size
         self.full_writes += 1
 
     def append(self, cp: Checkpoint) -> None:

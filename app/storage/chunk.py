@@ -453,4 +453,5 @@ class Chunk:
         off = HEADER_SIZE + local
         n = declared_length(self.mm, off, HEADER_SIZE + limit, self.version)
         nxt = off + n
-        return n > 0 and nxt < HEADER_SIZE + limit and record_length(self.mm, nxt, HEADER_SIZE + limit, self.version) > 0
+        return (n > 0 and nxt < HEADER_SIZE + limit
+                and record_length(self.mm, nxt, HEADER_SIZE + limit, self.version) > 0)

@@ -215,7 +215,8 @@ def encode_records(batch: MessageColumns, timestamp: int, position: int, next_of
     head_one, short_max, pack_short = _HEAD_ONE, SHORT_MAX, _pack_short
     short_data = min(SHORT_MAX - HEADER_SIZE - 12, max_message_bytes)  # data that always takes a short frame
     columns = zip(batch.data, batch.queues, batch.tags or itertools.repeat(b"", n),
-                  batch.idempotency_keys or itertools.repeat(b"", n), batch.flags or itertools.repeat(0, n), strict=True)
+                  batch.idempotency_keys or itertools.repeat(b"", n), batch.flags or itertools.repeat(0, n),
+                  strict=True)
     for i, (data, queues, tag, idem, flags) in enumerate(columns):
         counts.append(len(queues))
         if not tag and not idem and len(queues) == 1 and len(data) <= short_data and not flags & ~CALLER_FLAGS \
@@ -432,7 +433,8 @@ def encode_columns(batch: MessageColumns, timestamp: int, position: int, next_of
     # payload's head (slicing per record costs five times as much).
     frame_width = suffix_width + fw + CRC_SIZE
     head_width = c - row - frame_width + (width if order is None else np.where(single, width, 2))
-    pieces = _cutter(frame_width, head_width).unpack_from(matrix)  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs do not say so
+    # an ndarray is a buffer; numpy's stubs do not say so
+    pieces = _cutter(frame_width, head_width).unpack_from(matrix)  # type: ignore[arg-type]
     heads = pieces[1::2]
 
     # What follows the head of the other records: several placements, the tag and the key.
@@ -498,7 +500,8 @@ def _cutter(frame_width: Any, head_width: Any) -> struct.Struct:
     offsets' width grows at 65536 and 2**24)."""
     import numpy as np
 
-    first = [0, *(np.flatnonzero((frame_width[1:] != frame_width[:-1]) | (head_width[1:] != head_width[:-1])) + 1).tolist()]
+    changes = (frame_width[1:] != frame_width[:-1]) | (head_width[1:] != head_width[:-1])
+    first = [0, *(np.flatnonzero(changes) + 1).tolist()]
     runs = [b - a for a, b in itertools.pairwise([*first, len(frame_width)])]
     shape = tuple(zip(frame_width[first].tolist(), head_width[first].tolist(), runs, strict=True))
     return _cached_cutter_of(shape) if len(shape) <= 8 else _cutter_of(shape)
@@ -580,7 +583,8 @@ def iter_records(buf: ReadBuffer, off: int, limit: int, version: int = VERSION) 
                 dl = b - head - width[layout & L_WIDTHS]
                 if dl < 0 or layout & 3 == 3 or crc32(buf[off + PAYLOAD : end]) != crc:
                     return
-                yield off, b + short_frame, ts_lo | ts_hi << 32, flags | (END_OF_BATCH if layout & L_END else 0), 1, 0, 0, dl
+                yield (off, b + short_frame, ts_lo | ts_hi << 32, flags | (END_OF_BATCH if layout & L_END else 0),
+                       1, 0, 0, dl)
                 off = end + 1
                 continue
         f = _frame_at(buf, off, limit)
@@ -764,8 +768,9 @@ def decode(buf: ReadBuffer, off: int, position: int, version: int = VERSION) -> 
     if fields is None:
         raise ValueError(f"record at {position} is not valid")
     tl, il, _, start, end = fields
-    return Record(position, ts_lo | ts_hi << 32, flags, placements_at(buf, off), bytes(buf[start + tl : start + tl + il]),
-                  bytes(buf[start : start + tl]), bytes(buf[start + tl + il : end]))
+    return Record(position, ts_lo | ts_hi << 32, flags, placements_at(buf, off),
+                  bytes(buf[start + tl : start + tl + il]), bytes(buf[start : start + tl]),
+                  bytes(buf[start + tl + il : end]))
 
 
 def columns(buf: bytes, starts: Any, lengths: Any, verify: Any) -> tuple[Any, ...]:

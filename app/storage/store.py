@@ -681,7 +681,8 @@ class Store:
                     continue
                 if c is not None and not cached and c.version != VERSION:
                     for k in range(i, j):
-                        got = fields_at(src, int(positions[k]) + delta, int(lengths[k]), self.options.verify_reads, c.version)  # type: ignore[arg-type]
+                        got = fields_at(src, int(positions[k]) + delta, int(lengths[k]),  # type: ignore[arg-type]
+                                        self.options.verify_reads, c.version)
                         if got is None:
                             raise CorruptChunk(f"record at {positions[k]} fails validation", chunk=c.number,
                                                position=int(positions[k]))
@@ -697,8 +698,8 @@ class Store:
                     used += top - lo
                 else:  # a sparse queue: each record on its own
                     ends = np.cumsum(lengths[i:j])
-                    parts.append(b"".join([src[a + delta : a + delta + m]  # type: ignore[index]
-                                           for a, m in zip(positions[i:j].tolist(), lengths[i:j].tolist(), strict=True)]))
+                    rows = zip(positions[i:j].tolist(), lengths[i:j].tolist(), strict=True)
+                    parts.append(b"".join([src[a + delta : a + delta + m] for a, m in rows]))  # type: ignore[index]
                     starts[i:j] = ends - lengths[i:j] + used
                     used += need
                 verify[i:j] = self.options.verify_reads and not cached
@@ -726,8 +727,9 @@ class Store:
             pos = int(positions[bad[0]])
             raise CorruptChunk(f"record at {pos} fails validation", chunk=pos // self._size, position=pos)
         keep = ok
+        next_offset = end if start < end else max(start, min(offset, qi.next))
         return ColumnPage(offsets[keep], positions[keep], ts[keep], flags[keep], tag_start[keep], tag_len[keep],
-                          data_start[keep], data_len[keep], buf, end if start < end else max(start, min(offset, qi.next)))
+                          data_start[keep], data_len[keep], buf, next_offset)
 
     @staticmethod
     def _count(c: Chunk, cached: bool, n: int) -> None:

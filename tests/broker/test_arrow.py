@@ -15,11 +15,11 @@ from chunkmq.storage.model import ColumnPage
 _text = st.text(st.characters(codec="utf-8"), max_size=40)
 _key = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=20)
 _routing_key = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)  # NUL is refused
+_base64 = st.binary(max_size=30).map(lambda b: binascii.b2a_base64(b, newline=False).decode())
 _message = st.fixed_dictionaries(
     {"body": _text},
     optional={"routing_key": _routing_key, "tag": _key, "headers": st.dictionaries(_key, _routing_key, max_size=3)},
-) | st.fixed_dictionaries({"body_base64": st.binary(max_size=30).map(lambda b: binascii.b2a_base64(b, newline=False).decode())},
-                          optional={"routing_key": _routing_key})
+) | st.fixed_dictionaries({"body_base64": _base64}, optional={"routing_key": _routing_key})
 
 
 def _stored(messages: list[dict[str, object]], exchange: str = "ex") -> list[tuple[int, int, int, int, bytes, bytes]]:

@@ -79,7 +79,8 @@ def pages(draw: st.DrawFn) -> tuple[bytes, np.ndarray, np.ndarray]:
     return b"".join(bytes(gap) + b for b in blobs), starts, lengths
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(page=pages(), damage=st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 255)), max_size=4),
        cut=st.sampled_from([0, 0, 0, 1, 2, 3]) | st.integers(0, 400))
 def test_the_twin_parses_what_numpy_parses(page: tuple[bytes, np.ndarray, np.ndarray],
@@ -103,7 +104,8 @@ def test_the_twin_parses_what_numpy_parses(page: tuple[bytes, np.ndarray, np.nda
 @given(raw=st.binary(max_size=800), rows=st.lists(st.tuples(
     st.integers(-3, 803) | st.integers(-(2**63), 2**63 - 1), st.integers(-3, 300) | st.integers(-(2**63), 2**63 - 1)),
     max_size=40))
-def test_random_bytes_and_rows_parse_as_numpy_parses_them_never_a_crash(raw: bytes, rows: list[tuple[int, int]]) -> None:
+def test_random_bytes_and_rows_parse_as_numpy_parses_them_never_a_crash(raw: bytes,
+                                                                        rows: list[tuple[int, int]]) -> None:
     """Random buffers at random (start, length) rows, negative and past the end included; rows numpy
     would read from the buffer's end (negative starts) or whose sums would wrap are left to numpy."""
     starts = np.array([r[0] for r in rows], np.int64)
@@ -115,9 +117,10 @@ def test_arrays_of_other_types_or_shapes_are_left_to_numpy() -> None:
     buf, n = np.zeros(64, np.uint8), 3
     good = [buf, np.zeros(n, np.int64), np.ones(n, np.int64), np.empty(9 * n, np.int64), np.empty(2 * n, bool)]
     assert _blobc.parse(*good) is True
-    for i, wrong in [(0, np.zeros(8, np.int64)), (0, buf[::2]), (1, np.zeros(n, np.int32)), (2, np.zeros(n + 1, np.int64)),
-                     (1, np.zeros((n, 1), np.int64)), (3, np.empty(8 * n, np.int64)), (4, np.empty(2 * n, np.uint8)),
-                     (3, np.empty(9 * n, np.int64)[::-1]), (1, [0, 0, 0]), (3, b"\x00" * 72 * n)]:
+    for i, wrong in [(0, np.zeros(8, np.int64)), (0, buf[::2]), (1, np.zeros(n, np.int32)),
+                     (2, np.zeros(n + 1, np.int64)), (1, np.zeros((n, 1), np.int64)), (3, np.empty(8 * n, np.int64)),
+                     (4, np.empty(2 * n, np.uint8)), (3, np.empty(9 * n, np.int64)[::-1]), (1, [0, 0, 0]),
+                     (3, b"\x00" * 72 * n)]:
         assert _blobc.parse(*good[:i], wrong, *good[i + 1:]) is None, i
     with pytest.raises(TypeError):
         _blobc.parse(*good[:4])
@@ -136,11 +139,13 @@ def _text_blobs(compiled: bool, *args: Any) -> Any:
 
 
 # bodies JSON writes as they are, and (rarely in a batch) one that it escapes or that is not ASCII
-_plain = st.sampled_from([b"", b"x" * 100, b"a b~\x7f", bytes(range(0x20, 0x80)).replace(b'"', b"").replace(b"\\", b"")])
+_plain = st.sampled_from([b"", b"x" * 100, b"a b~\x7f",
+                          bytes(range(0x20, 0x80)).replace(b'"', b"").replace(b"\\", b"")])
 _escaped = st.sampled_from([b'"', b"\\", b"\x00", b"\x1f", b"\x80", b"\xc3\xa9", b"a\nb"])
 
 
-@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(80), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(kinds=st.lists(_plain | st.binary(max_size=30), min_size=1, max_size=5), n=st.integers(0, 300) | st.just(1000),
        odd=st.none() | _escaped, seed=st.integers(0, 2**32), head=st.sampled_from([b"", b"\x80", b"\x82\x02qw"]),
        before=st.binary(max_size=20), after=st.sampled_from([b"", b"tail"]))

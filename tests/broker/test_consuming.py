@@ -188,8 +188,8 @@ def test_the_rounds_visit_only_the_groups_and_queues_that_changed(tmp_path: Path
     with_broker(tmp_path, work)
 
 
-def test_retention_comes_back_to_a_queue_when_its_oldest_message_reaches_its_age(tmp_path: Path,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_retention_comes_back_to_a_queue_when_its_oldest_message_reaches_its_age(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async def work(broker: Broker) -> None:
         await _queue(broker, "old", 0, {"max_age_seconds": 1})
         await _queue(broker, "other", 2)

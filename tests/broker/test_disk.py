@@ -112,7 +112,8 @@ def test_drop_oldest_deletes_and_counts_missed_at_once(tmp_path: Path) -> None:
             assert ok(api.get("/readyz")) == {"status": "ready"}  # drop_oldest never refuses
         warnings = [line for line in server.log().splitlines() if "WARNING" in line and "'q'" in line]
         assert warnings and all("drop_oldest" in line for line in warnings)
-        assert sum(int(re.search(r": (\d+) messages deleted", line).group(1)) for line in warnings) == first  # type: ignore[union-attr]
+        deleted = (re.search(r": (\d+) messages deleted", line) for line in warnings)
+        assert sum(int(m.group(1)) for m in deleted) == first  # type: ignore[union-attr]
     finally:
         server.stop()
 

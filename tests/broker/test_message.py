@@ -53,8 +53,9 @@ def test_fast_and_general_paths_store_the_same_members(raw: dict[str, Any], exch
         general.routing_key, general.headers, general.tag, general.flags)
     tag = fast.tag.encode() if fast.tag else b""
     members = decode_data(fast.data, tag)
+    body = {"body_base64": raw["body_base64"]} if "body_base64" in raw else {"body": raw["body"]}
     expected = {"exchange": exchange, "routing_key": raw.get("routing_key", ""), "headers": raw.get("headers", {}),
-                "tag": raw.get("tag")} | ({"body_base64": raw["body_base64"]} if "body_base64" in raw else {"body": raw["body"]})
+                "tag": raw.get("tag")} | body
     assert members == expected
     rendered = render(b'"q"', 7, 0x2A, 1, tag, fast.data, 1)
     assert rendered.startswith(b'{"queue":"q","offset":7,"id":"000000000000002a"')
@@ -178,7 +179,8 @@ def test_the_example_of_docs_api_md_parses() -> None:
 def test_binary_records_store_what_the_json_messages_store() -> None:
     texts = ["plain", 'quote " backslash \\ newline \n ünï', "", "a\0b"]
     keys = ["", "orders.eu", "ü", "orders.eu"]
-    batch = parse_binary_batch(binary_body(*((k.encode(), t.encode(), 0) for k, t in zip(keys, texts, strict=True))), "ex", 100)
+    rows = ((k.encode(), t.encode(), 0) for k, t in zip(keys, texts, strict=True))
+    batch = parse_binary_batch(binary_body(*rows), "ex", 100)
     same = parse_batch([{"body": t, "routing_key": k} for k, t in zip(keys, texts, strict=True)], "ex", LIMITS)
     assert batch.routing_keys == same.routing_keys == keys
     assert batch.blobs == same.blobs  # byte for byte: escapes only where JSON needs them
@@ -282,7 +284,8 @@ def test_render_binary_gives_every_delivered_field() -> None:
 
 
 def test_render_results_gives_ids_and_placements() -> None:
-    out = render_results(AppendedBatch(0, [0x10, 0x20, 0x30], [1, 1, 2], [5, 6, 0], [1, 2, 0]), {1: b"q1", 2: b"queue2"})
+    appended = AppendedBatch(0, [0x10, 0x20, 0x30], [1, 1, 2], [5, 6, 0], [1, 2, 0])
+    out = render_results(appended, {1: b"q1", 2: b"queue2"})
     assert out == (struct.pack("<I3Q3H", 3, 0x10, 0x20, 0x30, 1, 2, 0)
                    + struct.pack("<I3Q3B", 3, 5, 6, 0, 2, 2, 6) + b"q1q1queue2")
     one = render_results(AppendedBatch(0, [0x10, 0x20], [1, 1], [5, 6]), {1: b"q1"})

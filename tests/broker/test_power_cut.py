@@ -133,7 +133,8 @@ def _check_recovered(api: httpx.Client, server: ServerProcess) -> None:
     ok(api.post("/api/v1/queues/q/publish", json={"messages": [{"body": f"after-{i}"} for i in range(50)]}))
     assert ok(api.get("/api/v1/queues/q/groups/g"))["lag"] == end + 50 - group["ack_floor"]
     seen: list[int] = []
-    while page := ok(api.post("/api/v1/queues/q/groups/g/pull", json={"max_messages": 1000, "consumer": "check"}))["messages"]:
+    pull = {"max_messages": 1000, "consumer": "check"}
+    while page := ok(api.post("/api/v1/queues/q/groups/g/pull", json=pull))["messages"]:
         seen.extend(m["offset"] for m in page)
         ok(api.post("/api/v1/queues/q/groups/g/ack", json={"up_to": page[-1]["offset"] + 1}))
     assert seen == list(range(group["ack_floor"], end + 50))

@@ -28,7 +28,8 @@ def tmp_path(tmp_path: Path) -> Path:
 def test_create_writes_a_valid_header_at_full_size_and_no_temporary(tmp_path: Path) -> None:
     chunk = Chunk.create(tmp_path, 3, SIZE, created_ms=1234)
     try:
-        assert chunk.path == files.chunk_path(tmp_path, 3) and [p.name for p in chunk.path.parent.iterdir()] == [chunk.path.name]
+        assert chunk.path == files.chunk_path(tmp_path, 3)
+        assert [p.name for p in chunk.path.parent.iterdir()] == [chunk.path.name]
         assert chunk.path.stat().st_size == HEADER_SIZE + SIZE + FOOTER_SIZE == chunk.file_bytes
         assert parse_header(chunk.path.read_bytes()) == (VERSION, 0, 3, SIZE, 1234)
         assert chunk.base == 3 * SIZE and chunk.end == 4 * SIZE and chunk.local_of(3 * SIZE + 10) == 10

@@ -37,7 +37,8 @@ def test_reads_every_record_of_sealed_and_live_chunks_without_writing(tmp_path: 
     records = [r for p in paths for r in read_chunk(p)]
     assert all(isinstance(r, Record) for r in records)
     assert [r.data for r in records] == [b'"body":"m%d"' % j for j in range(3000)]
-    assert records[10].placements == [(7, 10), (8, 1)] and records[3].tag == b"t" and records[3].idempotency_key == b"k3"
+    assert records[10].placements == [(7, 10), (8, 1)]
+    assert records[3].tag == b"t" and records[3].idempotency_key == b"k3"
     assert [r.position for r in records] == sorted(r.position for r in records)
     assert _fingerprint(paths) == before  # opened read-only: not a byte, size or mtime changed
 

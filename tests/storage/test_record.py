@@ -174,7 +174,8 @@ def test_encode_columns_raises_for_an_unknown_queue_as_encode_records_does() -> 
 
 def test_encode_batch_of_a_large_batch_writes_what_encode_records_writes(codec: str) -> None:
     big = [NewMessage(b"x" * 100, [1])] * COLUMNS_MIN
-    assert encode_batch(big, 5, 0, {1: 0}, 1 << 20, {}) == encode_records(MessageColumns.of(big), 5, 0, {1: 0}, 1 << 20, {})
+    assert (encode_batch(big, 5, 0, {1: 0}, 1 << 20, {})
+            == encode_records(MessageColumns.of(big), 5, 0, {1: 0}, 1 << 20, {}))
 
 
 def test_layout_constants_follow_each_other() -> None:
@@ -278,7 +279,8 @@ def test_columns_read_tags_keys_placements_and_long_records_as_fields_at_does(co
                 NewMessage(b"z", [1], idempotency_key=b"k"), NewMessage(b"w" * 20, [2, 1], b"tag", b"key", 3)]
     for batch in (messages, messages[:1] * 3, messages[1:2] * 2, messages[2:] * 2):
         buf, starts, lengths = _page(batch)
-        ts, flags, tag_start, tag_len, data_start, data_len, ok = columns(buf, starts, lengths, np.ones(len(starts), bool))
+        valid = np.ones(len(starts), bool)
+        ts, flags, tag_start, tag_len, data_start, data_len, ok = columns(buf, starts, lengths, valid)
         assert ok.all()
         for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
             fields = (int(ts[i]), int(flags[i]), buf[tag_start[i] : tag_start[i] + tag_len[i]],
