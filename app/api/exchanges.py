@@ -11,7 +11,7 @@ from chunkmq.api.auth import Principal
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
 from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
-from chunkmq.broker.views import as_json, exchange_view, exchange_views
+from chunkmq.broker.views import as_json, exchange_view, exchange_views, find_exchange
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
@@ -24,7 +24,7 @@ async def list_exchanges(request: Request, who: Principal = AUTHORIZE) -> Respon
 
 @router.get("/{name}", responses=schemas.answers(schemas.Exchange, codes.INVALID_NAME, codes.EXCHANGE_NOT_FOUND))
 async def get_exchange(name: str, request: Request) -> Response:
-    return json(as_json(exchange_view(broker_of(request).exchange(exchange_from_path(name)))))
+    return json(as_json(find_exchange(broker_of(request), exchange_from_path(name))))
 
 
 @router.put("/{name}", openapi_extra=schemas.body(schemas.ExchangeDeclare), responses=schemas.answers(

@@ -14,7 +14,7 @@ from chunkmq.broker.arrow import MEDIA_TYPE as ARROW_STREAM
 from chunkmq.broker.arrow import browse_arrow
 from chunkmq.broker.message import as_base64
 from chunkmq.broker.names import check_name
-from chunkmq.broker.views import queue_json, queue_view, queue_views
+from chunkmq.broker.views import find_queue, queue_json, queue_view, queue_views
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
@@ -29,7 +29,7 @@ async def list_queues(request: Request, who: Principal = AUTHORIZE) -> Response:
 @router.get("/{name}", responses=schemas.answers(schemas.Queue, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def get_queue(name: str, request: Request) -> Response:
     broker = broker_of(request)
-    return json(queue_json(queue_view(broker, broker.queue(check_name(name, "queue name")))))
+    return json(queue_json(find_queue(broker, check_name(name, "queue name"))))
 
 
 @router.put("/{name}", openapi_extra=schemas.body(schemas.QueueDeclare, required=False), responses=schemas.answers(

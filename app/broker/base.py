@@ -89,6 +89,10 @@ class BrokerBase:
             raise NotFound(f"queue {name!r} not found", code=codes.QUEUE_NOT_FOUND)
         return queue
 
+    def is_current(self, queue: Queue) -> bool:
+        """False once `queue` was deleted (a new queue may have its name): a stream over it must end."""
+        return self.queues.get(queue.name) is queue
+
     def count_dropped(self, queue: Queue, count: int, cause: str) -> None:
         """Messages deleted from a queue by a policy (limits, age, the drop_oldest disk budget): counted
         on the queue, and at once on every group that had not consumed them (its `missed`), not only

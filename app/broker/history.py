@@ -283,6 +283,12 @@ class History:
         series = self._groups.get((q.id, group)) if q is not None else None
         return [p for p in series.ring if p.t >= since] if series is not None else []
 
+    async def stored_totals(self, since: int, until: int) -> list[QueuePoint]:
+        """Every queue's stored fine points summed per time in [since, until), oldest first (the
+        overview's charts); what is newer than the last write is only in memory (`queue_points`)."""
+        rows = await asyncio.to_thread(self.broker.meta.queue_history_totals, self.step_ms, since, until)
+        return [QueuePoint(*row) for row in rows]
+
     async def queue_series(self, queue: Queue, since: int | None, step: float | None) -> Series:
         """The queue's points from `since` (default: the last hour), at `step` seconds or finer, from
         memory and the database."""

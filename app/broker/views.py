@@ -9,6 +9,7 @@ keep their pre-rendered bytes for speed.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import shutil
 import time
@@ -16,10 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chunkmq import __version__
+from chunkmq.broker.errors import NotFound
 from chunkmq.broker.group import CONSUMER_FORGET_MS, Group
-from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS
+from chunkmq.broker.message import decode_data
+from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.queue import Queue
-from chunkmq.broker.routing import Exchange
+from chunkmq.broker.routing import Binding, Exchange
+from chunkmq.meta import TokenRow, UserRow
+from chunkmq.wire import codes
 
 if TYPE_CHECKING:
     from chunkmq.broker.broker import Broker
@@ -139,6 +144,82 @@ class Overview:
     dropped: int
     retention_freed_bytes: int
     retention_deleted_chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class BindingView:
+    id: int
+    exchange: str
+    queue: str
+    routing_key: str
+    arguments: dict[str, str]  # headers exchanges: x-match and the headers to match
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """A message as browsed (no group): API.md's fields, `body` for text or `body_base64` for bytes."""
+
+    queue: str
+    offset: int
+    id: str
+    timestamp: int  # epoch ms
+    exchange: str
+    routing_key: str
+    headers: dict[str, str]
+    tag: str | None
+    body: str | None
+    body_base64: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BrowseView:
+    messages: tuple[MessageView, ...]
+    next_offset: int  # where the next page starts
+
+
+@dataclass(frozen=True, slots=True)
+class GroupGauge:
+    name: str
+    lag: int
+    missed: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGauge:
+    """A queue's numbers for a metrics scrape: in memory only, no record read (unlike QueueView)."""
+
+    name: str
+    messages: int
+    bytes: int
+    messages_dropped: int
+    groups: tuple[GroupGauge, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StorageView:
+    disk_bytes: int  # what the store's files take
+    data_dir_bytes: int  # a conservative estimate of everything under the data directory (the budget's measure)
+    refused_by_budget: int  # publishes refused by the disk budget since start
+    refusal: str | None  # why publishes are refused for lack of space now, or None
+
+
+@dataclass(frozen=True, slots=True)
+class CounterView:
+    """Message counters since the broker started."""
+
+    published: int
+    delivered: int
+    acked: int
+    dead_lettered: int
+    dropped: int
+
+
+@dataclass(frozen=True, slots=True)
+class AccessView:
+    """API tokens and console users, without their hashes."""
+
+    tokens: tuple[TokenRow, ...]
+    users: tuple[UserRow, ...]
 
 
 def _now_ms() -> int:
@@ -270,6 +351,167 @@ def overview(broker: Broker) -> Overview:
         retention_freed_bytes=stats.retention_freed_bytes,
         retention_deleted_chunks=stats.retention_deleted_chunks,
     )
+
+
+# ---------------------------------------------------------------------- lookups
+
+
+def queue_names(broker: Broker, contains: str = "") -> list[str]:
+    """The queues' names, sorted; with `contains`, those holding it (case-insensitive)."""
+    needle = contains.lower()
+    return sorted(n for n in list(broker.queues) if needle in n.lower())
+
+
+def exchange_names(broker: Broker) -> list[str]:
+    """The exchanges' names as shown (amq.default for the default exchange), sorted."""
+    return sorted(e or DEFAULT_EXCHANGE_ALIAS for e in list(broker.routing.exchanges))
+
+
+def has_queue(broker: Broker, name: str) -> bool:
+    return name in broker.queues
+
+
+def _queue(broker: Broker, name: str) -> Queue:
+    queue = broker.queues.get(name)
+    if queue is None:
+        raise NotFound(f"queue {name!r} not found", code=codes.QUEUE_NOT_FOUND)
+    return queue
+
+
+def find_queue(broker: Broker, name: str, now: int | None = None) -> QueueView:
+    """The view of queue `name`; NotFound (queue_not_found) when there is none."""
+    return queue_view(broker, _queue(broker, name), now)
+
+
+def lookup_queue(broker: Broker, name: str, now: int | None = None) -> QueueView | None:
+    """The view of queue `name`, or None when there is none (deleted meanwhile)."""
+    queue = broker.queues.get(name)
+    return queue_view(broker, queue, now) if queue is not None else None
+
+
+def find_group(queue: QueueView, name: str) -> GroupView:
+    """Group `name` of the queue's view; NotFound (group_not_found) when it has none of that name."""
+    for g in queue.groups:
+        if g.name == name:
+            return g
+    raise NotFound(f"group {name!r} not found on queue {queue.name!r}", code=codes.GROUP_NOT_FOUND)
+
+
+def find_exchange(broker: Broker, name: str) -> ExchangeView:
+    """The view of exchange `name` ("" or amq.default: the default exchange); NotFound when there is none."""
+    exchange = broker.routing.exchanges.get(DEFAULT_EXCHANGE if name == DEFAULT_EXCHANGE_ALIAS else name)
+    if exchange is None:
+        raise NotFound(f"exchange {name!r} not found", code=codes.EXCHANGE_NOT_FOUND)
+    return exchange_view(exchange)
+
+
+def oldest_timestamp(broker: Broker, queue: QueueView) -> int | None:
+    """The timestamp (epoch ms) of the queue's first message, None when it is empty (or gone)."""
+    try:
+        return broker.store.timestamp_of(queue.id, queue.first_offset)
+    except KeyError:  # deleted meanwhile
+        return None
+
+
+# ---------------------------------------------------------------------- bindings
+
+
+def binding_view(b: Binding) -> BindingView:
+    return BindingView(b.id, b.exchange, b.queue, b.routing_key, dict(b.arguments))
+
+
+def binding_views(broker: Broker, exchange: str | None = None, queue: str | None = None) -> list[BindingView]:
+    """The bindings, by id; only those of `exchange` and of `queue` when given."""
+    found = [
+        b
+        for ex in list(broker.routing.exchanges.values())
+        for b in ex.bindings
+        if (exchange is None or b.exchange == exchange) and (queue is None or b.queue == queue)
+    ]
+    return [binding_view(b) for b in sorted(found, key=lambda b: b.id)]
+
+
+def find_binding(broker: Broker, binding_id: int) -> BindingView:
+    for ex in list(broker.routing.exchanges.values()):
+        for b in ex.bindings:
+            if b.id == binding_id:
+                return binding_view(b)
+    raise NotFound(f"binding {binding_id} not found", code=codes.BINDING_NOT_FOUND)
+
+
+# ---------------------------------------------------------------------- browsing (the console)
+
+
+def browse_start(broker: Broker, queue_id: int, offset: int | None, timestamp: int | None) -> int:
+    """Where a browse starts: the first message at or after `timestamp`, else `offset`, else the first."""
+    if timestamp is not None:
+        return broker.store.offset_for_timestamp(queue_id, timestamp)
+    return broker.store.first_offset(queue_id) if offset is None else offset
+
+
+def browse(broker: Broker, name: str, offset: int | None, timestamp: int | None, limit: int) -> BrowseView:
+    """A page of queue `name` as Broker.browse reads it, as views (the JSON API keeps Broker.browse's bytes)."""
+    queue = _queue(broker, name)
+    store = broker.store
+    start = browse_start(broker, queue.id, offset, timestamp)
+    stored = store.read(queue.id, start, limit)
+    messages = []
+    for at, position, timestamp_, _, tag, data in stored:
+        fields = decode_data(data, tag)
+        messages.append(MessageView(
+            queue.name, at, f"{position:016x}", timestamp_, fields.get("exchange", ""), fields.get("routing_key", ""),
+            fields.get("headers") or {}, fields.get("tag"), fields.get("body"), fields.get("body_base64"),
+        ))
+    next_offset = stored[-1][0] + 1 if stored else max(start, store.first_offset(queue.id))
+    return BrowseView(tuple(messages), next_offset)
+
+
+# ---------------------------------------------------------------------- operations
+
+
+def queue_gauges(broker: Broker) -> list[QueueGauge]:
+    store = broker.store
+    out = []
+    for q in list(broker.queues.values()):
+        groups = tuple(GroupGauge(g.name, g.lag_in(store), g.missed) for g in list(q.groups.values()))
+        out.append(QueueGauge(q.name, store.next_offset(q.id) - store.first_offset(q.id), store.queue_bytes(q.id),
+                              q.messages_dropped, groups))
+    return out
+
+
+def storage(broker: Broker) -> StorageView:
+    guard = broker.disk
+    return StorageView(broker.store.disk_bytes(), guard.estimate(), guard.refused, guard.refusal())
+
+
+def refusal(broker: Broker) -> str | None:
+    """Why publishes are refused (507) for lack of space now, or would be at the next chunk; None: they are not."""
+    return broker.disk.refusal()
+
+
+def counters(broker: Broker) -> CounterView:
+    stats = broker.stats
+    return CounterView(stats.published.total, stats.delivered.total, stats.acked.total, stats.dead_lettered,
+                       stats.dropped)
+
+
+def uptime_seconds(broker: Broker) -> float:
+    return time.time() - broker.stats.started
+
+
+# ---------------------------------------------------------------------- access (SQL: in a worker thread)
+
+
+async def access(broker: Broker) -> AccessView:
+    meta = broker.meta
+    tokens = await asyncio.to_thread(meta.list_tokens)
+    users = await asyncio.to_thread(meta.list_users)
+    return AccessView(tuple(tokens), tuple(users))
+
+
+async def login(broker: Broker, name: str, password: str) -> UserRow | None:
+    """The console user when `password` is theirs, else None (as slow for an unknown name)."""
+    return await asyncio.to_thread(broker.meta.check_password, name, password)
 
 
 # ---------------------------------------------------------------------- JSON shapes (API.md)
