@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
@@ -19,6 +18,7 @@ from chunkmq.broker.dedup import IdempotencyWindow
 from chunkmq.broker.disk import DiskGuard
 from chunkmq.broker.errors import NotFound
 from chunkmq.broker.group import Group
+from chunkmq.broker.group import now_ms as now_ms  # re-exported: the broker's parts take it from here
 from chunkmq.broker.message import UNBOUNDED, MessageLimits, decode_data, parse_message
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.queue import Queue
@@ -37,10 +37,6 @@ log = logging.getLogger("chunkmq.broker")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _B = TypeVar("_B", bound="BrokerBase")
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def one_at_a_time(

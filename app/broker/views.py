@@ -13,21 +13,49 @@ import asyncio
 import dataclasses
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chunkmq import __version__
+from chunkmq.broker.disk import DiskGuard
 from chunkmq.broker.errors import NotFound
-from chunkmq.broker.group import CONSUMER_FORGET_MS, Group
+from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, now_ms
 from chunkmq.broker.message import decode_data
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.queue import Queue
-from chunkmq.broker.routing import Binding, Exchange
-from chunkmq.meta import TokenRow, UserRow
+from chunkmq.broker.routing import Binding, Exchange, RoutingTable
+from chunkmq.broker.stats import BrokerStats
+from chunkmq.config import Settings
+from chunkmq.meta import MetaStore, TokenRow, UserRow
+from chunkmq.storage import Store
 from chunkmq.wire import codes
 
-if TYPE_CHECKING:
-    from chunkmq.broker.broker import Broker
+
+class StoreSource(Protocol):
+    """What a queue's or a group's view reads: the storage engine's offsets."""
+
+    @property
+    def store(self) -> Store: ...
+
+
+class Source(StoreSource, Protocol):
+    """What the read model reads of the broker (a Broker is one): its state, never an operation."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def meta(self) -> MetaStore: ...
+    @property
+    def routing(self) -> RoutingTable: ...
+    @property
+    def queues(self) -> Mapping[str, Queue]: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def disk(self) -> DiskGuard: ...
+    @property
+    def durability(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,13 +250,9 @@ class AccessView:
     users: tuple[UserRow, ...]
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def group_view(broker: Broker, queue: Queue, group: Group, now: int | None = None) -> GroupView:
+def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None = None) -> GroupView:
     store = broker.store
-    now = _now_ms() if now is None else now
+    now = now_ms() if now is None else now
     floor = group.ack_floor
     end = store.next_offset(queue.id)
     oldest = store.timestamp_of(queue.id, floor) if floor < end else None
@@ -251,10 +275,10 @@ def group_view(broker: Broker, queue: Queue, group: Group, now: int | None = Non
     )
 
 
-def queue_view(broker: Broker, queue: Queue, now: int | None = None) -> QueueView:
+def queue_view(broker: StoreSource, queue: Queue, now: int | None = None) -> QueueView:
     store = broker.store
     first, end = store.first_offset(queue.id), store.next_offset(queue.id)
-    now = _now_ms() if now is None else now
+    now = now_ms() if now is None else now
     return QueueView(
         name=queue.name,
         id=queue.id,
@@ -273,8 +297,8 @@ def queue_view(broker: Broker, queue: Queue, now: int | None = None) -> QueueVie
     )
 
 
-def queue_views(broker: Broker) -> list[QueueView]:
-    now = _now_ms()
+def queue_views(broker: Source) -> list[QueueView]:
+    now = now_ms()
     return [queue_view(broker, q, now) for q in sorted(broker.queues.values(), key=lambda q: q.name)]
 
 
@@ -289,11 +313,11 @@ def exchange_view(exchange: Exchange) -> ExchangeView:
     )
 
 
-def exchange_views(broker: Broker) -> list[ExchangeView]:
+def exchange_views(broker: Source) -> list[ExchangeView]:
     return [exchange_view(e) for e in sorted(broker.routing.exchanges.values(), key=lambda e: e.name)]
 
 
-def chunk_views(broker: Broker) -> list[ChunkView]:
+def chunk_views(broker: Source) -> list[ChunkView]:
     data_dir = broker.settings.data_dir.resolve()
     size = broker.settings.chunk_size
     out = []
@@ -308,7 +332,7 @@ def chunk_views(broker: Broker) -> list[ChunkView]:
     return out
 
 
-def index_views(broker: Broker) -> list[IndexView]:
+def index_views(broker: Source) -> list[IndexView]:
     """Per queue, its index files: stats the files, so call it off the event loop."""
     store = broker.store
     out = []
@@ -323,7 +347,7 @@ def index_views(broker: Broker) -> list[IndexView]:
     return out
 
 
-def overview(broker: Broker) -> Overview:
+def overview(broker: Source) -> Overview:
     store = broker.store
     stats = broker.stats
     queues = list(broker.queues.values())
@@ -356,34 +380,34 @@ def overview(broker: Broker) -> Overview:
 # ---------------------------------------------------------------------- lookups
 
 
-def queue_names(broker: Broker, contains: str = "") -> list[str]:
+def queue_names(broker: Source, contains: str = "") -> list[str]:
     """The queues' names, sorted; with `contains`, those holding it (case-insensitive)."""
     needle = contains.lower()
     return sorted(n for n in list(broker.queues) if needle in n.lower())
 
 
-def exchange_names(broker: Broker) -> list[str]:
+def exchange_names(broker: Source) -> list[str]:
     """The exchanges' names as shown (amq.default for the default exchange), sorted."""
     return sorted(e or DEFAULT_EXCHANGE_ALIAS for e in list(broker.routing.exchanges))
 
 
-def has_queue(broker: Broker, name: str) -> bool:
+def has_queue(broker: Source, name: str) -> bool:
     return name in broker.queues
 
 
-def _queue(broker: Broker, name: str) -> Queue:
+def _queue(broker: Source, name: str) -> Queue:
     queue = broker.queues.get(name)
     if queue is None:
         raise NotFound(f"queue {name!r} not found", code=codes.QUEUE_NOT_FOUND)
     return queue
 
 
-def find_queue(broker: Broker, name: str, now: int | None = None) -> QueueView:
+def find_queue(broker: Source, name: str, now: int | None = None) -> QueueView:
     """The view of queue `name`; NotFound (queue_not_found) when there is none."""
     return queue_view(broker, _queue(broker, name), now)
 
 
-def lookup_queue(broker: Broker, name: str, now: int | None = None) -> QueueView | None:
+def lookup_queue(broker: Source, name: str, now: int | None = None) -> QueueView | None:
     """The view of queue `name`, or None when there is none (deleted meanwhile)."""
     queue = broker.queues.get(name)
     return queue_view(broker, queue, now) if queue is not None else None
@@ -397,7 +421,7 @@ def find_group(queue: QueueView, name: str) -> GroupView:
     raise NotFound(f"group {name!r} not found on queue {queue.name!r}", code=codes.GROUP_NOT_FOUND)
 
 
-def find_exchange(broker: Broker, name: str) -> ExchangeView:
+def find_exchange(broker: Source, name: str) -> ExchangeView:
     """The view of exchange `name` ("" or amq.default: the default exchange); NotFound when there is none."""
     exchange = broker.routing.exchanges.get(DEFAULT_EXCHANGE if name == DEFAULT_EXCHANGE_ALIAS else name)
     if exchange is None:
@@ -405,7 +429,7 @@ def find_exchange(broker: Broker, name: str) -> ExchangeView:
     return exchange_view(exchange)
 
 
-def oldest_timestamp(broker: Broker, queue: QueueView) -> int | None:
+def oldest_timestamp(broker: Source, queue: QueueView) -> int | None:
     """The timestamp (epoch ms) of the queue's first message, None when it is empty (or gone)."""
     try:
         return broker.store.timestamp_of(queue.id, queue.first_offset)
@@ -420,7 +444,7 @@ def binding_view(b: Binding) -> BindingView:
     return BindingView(b.id, b.exchange, b.queue, b.routing_key, dict(b.arguments))
 
 
-def binding_views(broker: Broker, exchange: str | None = None, queue: str | None = None) -> list[BindingView]:
+def binding_views(broker: Source, exchange: str | None = None, queue: str | None = None) -> list[BindingView]:
     """The bindings, by id; only those of `exchange` and of `queue` when given."""
     found = [
         b
@@ -431,7 +455,7 @@ def binding_views(broker: Broker, exchange: str | None = None, queue: str | None
     return [binding_view(b) for b in sorted(found, key=lambda b: b.id)]
 
 
-def find_binding(broker: Broker, binding_id: int) -> BindingView:
+def find_binding(broker: Source, binding_id: int) -> BindingView:
     for ex in list(broker.routing.exchanges.values()):
         for b in ex.bindings:
             if b.id == binding_id:
@@ -442,14 +466,14 @@ def find_binding(broker: Broker, binding_id: int) -> BindingView:
 # ---------------------------------------------------------------------- browsing (the console)
 
 
-def browse_start(broker: Broker, queue_id: int, offset: int | None, timestamp: int | None) -> int:
+def browse_start(broker: Source, queue_id: int, offset: int | None, timestamp: int | None) -> int:
     """Where a browse starts: the first message at or after `timestamp`, else `offset`, else the first."""
     if timestamp is not None:
         return broker.store.offset_for_timestamp(queue_id, timestamp)
     return broker.store.first_offset(queue_id) if offset is None else offset
 
 
-def browse(broker: Broker, name: str, offset: int | None, timestamp: int | None, limit: int) -> BrowseView:
+def browse(broker: Source, name: str, offset: int | None, timestamp: int | None, limit: int) -> BrowseView:
     """A page of queue `name` as Broker.browse reads it, as views (the JSON API keeps Broker.browse's bytes)."""
     queue = _queue(broker, name)
     store = broker.store
@@ -469,7 +493,7 @@ def browse(broker: Broker, name: str, offset: int | None, timestamp: int | None,
 # ---------------------------------------------------------------------- operations
 
 
-def queue_gauges(broker: Broker) -> list[QueueGauge]:
+def queue_gauges(broker: Source) -> list[QueueGauge]:
     store = broker.store
     out = []
     for q in list(broker.queues.values()):
@@ -479,37 +503,37 @@ def queue_gauges(broker: Broker) -> list[QueueGauge]:
     return out
 
 
-def storage(broker: Broker) -> StorageView:
+def storage(broker: Source) -> StorageView:
     guard = broker.disk
     return StorageView(broker.store.disk_bytes(), guard.estimate(), guard.refused, guard.refusal())
 
 
-def refusal(broker: Broker) -> str | None:
+def refusal(broker: Source) -> str | None:
     """Why publishes are refused (507) for lack of space now, or would be at the next chunk; None: they are not."""
     return broker.disk.refusal()
 
 
-def counters(broker: Broker) -> CounterView:
+def counters(broker: Source) -> CounterView:
     stats = broker.stats
     return CounterView(stats.published.total, stats.delivered.total, stats.acked.total, stats.dead_lettered,
                        stats.dropped)
 
 
-def uptime_seconds(broker: Broker) -> float:
+def uptime_seconds(broker: Source) -> float:
     return time.time() - broker.stats.started
 
 
 # ---------------------------------------------------------------------- access (SQL: in a worker thread)
 
 
-async def access(broker: Broker) -> AccessView:
+async def access(broker: Source) -> AccessView:
     meta = broker.meta
     tokens = await asyncio.to_thread(meta.list_tokens)
     users = await asyncio.to_thread(meta.list_users)
     return AccessView(tuple(tokens), tuple(users))
 
 
-async def login(broker: Broker, name: str, password: str) -> UserRow | None:
+async def login(broker: Source, name: str, password: str) -> UserRow | None:
     """The console user when `password` is theirs, else None (as slow for an unknown name)."""
     return await asyncio.to_thread(broker.meta.check_password, name, password)
 
