@@ -13,15 +13,9 @@ from chunkmq.api.deps import broker_of, json
 from chunkmq.broker import views
 from chunkmq.broker.errors import Forbidden, NotFound
 from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS
-from chunkmq.broker.views import BindingView
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/bindings", tags=["bindings"])
-
-
-def binding_info(b: BindingView) -> dict[str, object]:
-    return {"id": b.id, "exchange": b.exchange, "queue": b.queue, "routing_key": b.routing_key,
-            "arguments": dict(b.arguments)}
 
 
 def may_bind(who: Principal, queue: str, exchange: str) -> None:
@@ -36,7 +30,7 @@ async def list_bindings(
     request: Request, exchange: str | None = None, queue: str | None = None, who: Principal = AUTHORIZE
 ) -> Response:
     bindings = views.binding_views(broker_of(request), exchange or None, queue or None)
-    return json([binding_info(b) for b in bindings if who.sees(b.queue) or who.sees(b.exchange)])
+    return json([b for b in bindings if who.sees(b.queue) or who.sees(b.exchange)])
 
 
 @router.post("", openapi_extra=schemas.body(schemas.BindingCreate), responses=schemas.answers(
@@ -48,7 +42,7 @@ async def create_binding(request: Request, who: Principal = AUTHORIZE) -> Respon
     if isinstance(body.get("queue"), str) and isinstance(body.get("exchange"), str):
         may_bind(who, body["queue"], body["exchange"])
     binding, created = await broker_of(request).bind(body)
-    return json(binding_info(views.binding_view(binding)), 201 if created else 200)
+    return json(views.binding_view(binding), 201 if created else 200)
 
 
 @router.delete("/{binding_id}", status_code=204, responses=schemas.answers(

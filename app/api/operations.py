@@ -19,7 +19,6 @@ from chunkmq.api.deps import broker_of, json, raw_json
 from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import NotFound
-from chunkmq.broker.views import as_json, overview_json
 from chunkmq.wire import codes
 
 router = APIRouter(tags=["operations"])
@@ -27,12 +26,12 @@ router = APIRouter(tags=["operations"])
 
 @router.get("/api/v1/overview", responses=schemas.answers(schemas.Overview))
 async def overview(request: Request) -> Response:
-    return json(overview_json(views.overview(broker_of(request))))
+    return json(views.overview(broker_of(request)))
 
 
 @router.get("/api/v1/storage/chunks", responses=schemas.answers(list[schemas.Chunk]))
 async def chunks(request: Request) -> Response:
-    return json([as_json(c) for c in views.chunk_views(broker_of(request))])
+    return json(views.chunk_views(broker_of(request)))
 
 
 @router.get("/api/v1/messages/{message_id}", responses=schemas.answers(schemas.Message, codes.MESSAGE_NOT_FOUND))

@@ -1,10 +1,14 @@
 """The read model: typed, frozen views of the broker for the JSON API, the console and the alerts.
 
 Every view is built by a function here that only reads broker state (no pruning, no I/O beyond the
-storage engine's in-memory offsets and one index/record read for the oldest unacked timestamp).
-The JSON API renders a view with `as_json(view)`; the console renders the same objects in its
-templates; the alert rules evaluate them. Publish, pull and browse do not go through views: they
-keep their pre-rendered bytes for speed.
+storage engine's in-memory offsets and one index/record read for the oldest unacked timestamp; the
+access views read the database in a worker thread). The functions take a `Source`, the Protocol of
+what they read, never the Broker class: app/broker/broker.py imports the history, which imports this.
+
+The JSON API renders a view with `dumps(view)`: its JSON is its fields (see "JSON" below), and
+app/api/schemas.py derives the OpenAPI response schemas from the same fields. The console renders
+the same objects in its templates; the alert rules evaluate them. Publish, pull and the API's browse
+do not go through views: they keep their pre-rendered bytes for speed.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import orjson
 
 from chunkmq import __version__
 from chunkmq.broker.disk import DiskGuard
@@ -23,7 +29,7 @@ from chunkmq.broker.errors import NotFound
 from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, now_ms
 from chunkmq.broker.message import decode_data
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
-from chunkmq.broker.queue import Queue
+from chunkmq.broker.queue import Queue, QueueSettings
 from chunkmq.broker.routing import Binding, Exchange, RoutingTable
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import Settings
@@ -58,31 +64,37 @@ class Source(StoreSource, Protocol):
     def durability(self) -> str: ...
 
 
+_INTERNAL = {"internal": True}  # field metadata: read by the console, the history or the alerts, not in the JSON
+
+
+def _doc(text: str, **schema: Any) -> dict[str, Any]:
+    """Field metadata: the field's description (and JSON schema keywords) in the API's OpenAPI document."""
+    return {"schema": {"description": text, **schema}}
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerView:
     id: str
-    last_seen: int  # epoch ms
+    last_seen: int = field(metadata=_doc("epoch ms"))
 
 
 @dataclass(frozen=True, slots=True)
 class GroupView:
-    queue: str
+    queue: str = field(metadata=_INTERNAL)
     name: str
-    ack_floor: int  # every offset below it is done
-    next_offset: int  # next offset to deliver for the first time
-    lag: int  # messages not yet finished (respecting the tag filter)
-    lag_seconds: float  # age of the oldest unacked message, 0 without lag
+    ack_floor: int = field(metadata=_doc("every offset below it is done"))
+    next_offset: int = field(metadata=_doc("the next offset to deliver for the first time"))
+    lag: int = field(metadata=_doc("messages not yet finished (respecting the tag filter)"))
+    lag_seconds: float = field(metadata=_doc("age of the oldest unacked message, 0 without lag"))
+    oldest_unacked_age_ms: int  # lag_seconds in ms
     in_flight: int
     pending_redelivery: int
     consumers: tuple[ConsumerView, ...]
-    tag_filter: tuple[str, ...] | None
-    missed: int  # messages removed (retention, limits, disk policy) before this group consumed them
+    tag_filter: tuple[str, ...] | None = field(metadata=_doc("tags the group receives; null: every message"))
+    missed: int = field(
+        metadata=_doc("messages removed (retention, limits, disk budget) before this group consumed them"))
     behind_retention: bool
-    acked: int  # messages acknowledged since the broker started
-
-    @property
-    def oldest_unacked_age_ms(self) -> int:
-        return round(self.lag_seconds * 1000)
+    acked: int = field(metadata=_INTERNAL)  # messages acknowledged since the broker started
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +109,9 @@ class QueueView:
     consumer_visible: bool
     messages_in: int
     messages_dropped: int
-    dead_lettered: int  # since the broker started
-    settings: dict[str, Any]
-    delivered: int  # deliveries since the broker started, redeliveries included
+    dead_lettered: int = field(metadata=_doc("since the broker started"))
+    settings: dict[str, Any] = field(metadata={"flatten": QueueSettings})  # QueueSettings.as_dict(), inline in the JSON
+    delivered: int = field(metadata=_INTERNAL)  # deliveries since the broker started, redeliveries included
     groups: tuple[GroupView, ...]
 
     @property
@@ -110,8 +122,9 @@ class QueueView:
 
 @dataclass(frozen=True, slots=True)
 class ExchangeView:
-    name: str
-    type: str
+    name: str = field(metadata=_doc("amq.default for the default exchange"))
+    type: str = field(metadata=_doc("direct, fanout, topic, headers or hash",
+                                    enum=["direct", "fanout", "topic", "headers", "hash"]))
     alternate_exchange: str | None
     messages_in: int
     messages_unroutable: int
@@ -121,8 +134,9 @@ class ExchangeView:
 @dataclass(frozen=True, slots=True)
 class ChunkView:
     number: int
-    state: str  # "active" | "sealed"
-    file: str  # relative to the data directory
+    state: str = field(metadata=_doc("active: the chunk appends go to; sealed: full, read only",
+                                     enum=["active", "sealed"]))
+    file: str = field(metadata=_doc("relative to the data directory"))
     data_bytes: int
     records: int
     reads_cache: int
@@ -130,11 +144,15 @@ class ChunkView:
     writes: int
     created_ms: int
     first_timestamp: int
-    live_bytes: int  # bytes of records some queue still needs (an upper bound for fanned-out records)
-    live_share: float  # live_bytes / the chunk size: below CHUNKMQ_GC_THRESHOLD the collector rewrites it
-    file_bytes: int  # what the file takes on disk
-    rewritten: bool  # written by the collector
-    last: int  # highest chunk number whose records the file holds (number unless chunks were merged)
+    live_bytes: int = field(
+        metadata=_doc("bytes of records some queue still needs (an upper bound for fanned-out records)"))
+    live_share: float = field(metadata=_doc(
+        "live_bytes / CHUNKMQ_CHUNK_SIZE: below CHUNKMQ_GC_THRESHOLD the collector rewrites the chunk",
+        minimum=0, maximum=1))
+    file_bytes: int = field(metadata=_doc("what the file takes on disk"))
+    rewritten: bool = field(metadata=_doc("written by the storage collector"))
+    last: int = field(
+        metadata=_doc("the highest chunk number whose records the file holds (number, unless chunks were merged)"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +168,7 @@ class IndexView:
 
 
 @dataclass(frozen=True, slots=True)
-class Overview:
-    version: str
-    uptime_seconds: float
-    durability: str
+class Totals:
     exchanges: int
     queues: int
     groups: int
@@ -162,16 +177,46 @@ class Overview:
     disk_used_bytes: int
     disk_free_bytes: int
     disk_budget_bytes: int
-    publish_rate: float
-    deliver_rate: float
-    ack_rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Messages per second, over the last few seconds."""
+
+    publish: float
+    deliver: float
+    ack: float
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Message counters since the broker started."""
+
     published: int
     delivered: int
     acked: int
     dead_lettered: int
     dropped: int
-    retention_freed_bytes: int
-    retention_deleted_chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What retention (limits, age, the disk budget) deleted since the broker started."""
+
+    freed_bytes: int
+    deleted_chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    version: str
+    uptime_seconds: float
+    durability: str = field(metadata=_doc("when a publish is on disk: fsync (before the answer), interval, none",
+                           enum=["fsync", "interval", "none"]))
+    totals: Totals
+    rates: Rates
+    counters: Counters
+    retention: Retention
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,17 +277,6 @@ class StorageView:
 
 
 @dataclass(frozen=True, slots=True)
-class CounterView:
-    """Message counters since the broker started."""
-
-    published: int
-    delivered: int
-    acked: int
-    dead_lettered: int
-    dropped: int
-
-
-@dataclass(frozen=True, slots=True)
 class AccessView:
     """API tokens and console users, without their hashes."""
 
@@ -256,13 +290,15 @@ def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None 
     floor = group.ack_floor
     end = store.next_offset(queue.id)
     oldest = store.timestamp_of(queue.id, floor) if floor < end else None
+    lag_seconds = max(0, now - oldest) / 1000 if oldest is not None else 0.0
     return GroupView(
         queue=queue.name,
         name=group.name,
         ack_floor=floor,
         next_offset=group.next_offset,
         lag=group.lag_in(store),
-        lag_seconds=max(0, now - oldest) / 1000 if oldest is not None else 0.0,
+        lag_seconds=lag_seconds,
+        oldest_unacked_age_ms=round(lag_seconds * 1000),
         in_flight=len(group.in_flight),
         pending_redelivery=len(group.pending),
         consumers=tuple(
@@ -356,24 +392,20 @@ def overview(broker: Source) -> Overview:
         version=__version__,
         uptime_seconds=round(time.time() - stats.started, 1),
         durability=broker.durability,
-        exchanges=len(broker.routing.exchanges),
-        queues=len(queues),
-        groups=sum(len(q.groups) for q in queues),
-        messages=sum(store.next_offset(q.id) - store.first_offset(q.id) for q in queues),
-        bytes=sum(store.queue_bytes(q.id) for q in queues),
-        disk_used_bytes=store.disk_bytes(),
-        disk_free_bytes=disk.free,
-        disk_budget_bytes=broker.settings.disk_budget_bytes,
-        publish_rate=round(stats.published.per_second, 1),
-        deliver_rate=round(stats.delivered.per_second, 1),
-        ack_rate=round(stats.acked.per_second, 1),
-        published=stats.published.total,
-        delivered=stats.delivered.total,
-        acked=stats.acked.total,
-        dead_lettered=stats.dead_lettered,
-        dropped=stats.dropped,
-        retention_freed_bytes=stats.retention_freed_bytes,
-        retention_deleted_chunks=stats.retention_deleted_chunks,
+        totals=Totals(
+            exchanges=len(broker.routing.exchanges),
+            queues=len(queues),
+            groups=sum(len(q.groups) for q in queues),
+            messages=sum(store.next_offset(q.id) - store.first_offset(q.id) for q in queues),
+            bytes=sum(store.queue_bytes(q.id) for q in queues),
+            disk_used_bytes=store.disk_bytes(),
+            disk_free_bytes=disk.free,
+            disk_budget_bytes=broker.settings.disk_budget_bytes,
+        ),
+        rates=Rates(round(stats.published.per_second, 1), round(stats.delivered.per_second, 1),
+                    round(stats.acked.per_second, 1)),
+        counters=counters(broker),
+        retention=Retention(stats.retention_freed_bytes, stats.retention_deleted_chunks),
     )
 
 
@@ -513,9 +545,9 @@ def refusal(broker: Source) -> str | None:
     return broker.disk.refusal()
 
 
-def counters(broker: Source) -> CounterView:
+def counters(broker: Source) -> Counters:
     stats = broker.stats
-    return CounterView(stats.published.total, stats.delivered.total, stats.acked.total, stats.dead_lettered,
+    return Counters(stats.published.total, stats.delivered.total, stats.acked.total, stats.dead_lettered,
                        stats.dropped)
 
 
@@ -538,63 +570,47 @@ async def login(broker: Source, name: str, password: str) -> UserRow | None:
     return await asyncio.to_thread(broker.meta.check_password, name, password)
 
 
-# ---------------------------------------------------------------------- JSON shapes (API.md)
+# ---------------------------------------------------------------------- JSON (API.md)
+# A view's JSON is its fields, in order, except those marked internal (`_INTERNAL`); a field marked
+# `flatten` (a queue's settings) puts its keys inline. app/api/schemas.py derives the OpenAPI
+# document's response schemas from the same fields, so the two cannot drift apart.
 
 
-def group_json(g: GroupView) -> dict[str, Any]:
-    return {
-        "name": g.name,
-        "ack_floor": g.ack_floor,
-        "next_offset": g.next_offset,
-        "lag": g.lag,
-        "lag_seconds": g.lag_seconds,
-        "oldest_unacked_age_ms": g.oldest_unacked_age_ms,
-        "in_flight": g.in_flight,
-        "pending_redelivery": g.pending_redelivery,
-        "consumers": [{"id": c.id, "last_seen": c.last_seen} for c in g.consumers],
-        "tag_filter": list(g.tag_filter) if g.tag_filter is not None else None,
-        "missed": g.missed,
-        "behind_retention": g.behind_retention,
-    }
+_JSON_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
-def queue_json(q: QueueView) -> dict[str, Any]:
-    return {
-        "name": q.name,
-        "id": q.id,
-        "first_offset": q.first_offset,
-        "next_offset": q.next_offset,
-        "messages": q.messages,
-        "bytes": q.bytes,
-        "producer_visible": q.producer_visible,
-        "consumer_visible": q.consumer_visible,
-        "messages_in": q.messages_in,
-        "messages_dropped": q.messages_dropped,
-        "dead_lettered": q.dead_lettered,
-        **q.settings,
-        "groups": [group_json(g) for g in q.groups],
-    }
+def _json_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(name, flatten) of the fields of `cls` that are in its JSON (cached per class)."""
+    found = _JSON_FIELDS.get(cls)
+    if found is None:
+        found = _JSON_FIELDS[cls] = tuple(
+            (f.name, "flatten" in f.metadata) for f in dataclasses.fields(cls) if "internal" not in f.metadata)
+    return found
 
 
-def overview_json(o: Overview) -> dict[str, Any]:
-    return {
-        "version": o.version,
-        "uptime_seconds": o.uptime_seconds,
-        "durability": o.durability,
-        "totals": {
-            "exchanges": o.exchanges, "queues": o.queues, "groups": o.groups, "messages": o.messages,
-            "bytes": o.bytes, "disk_used_bytes": o.disk_used_bytes, "disk_free_bytes": o.disk_free_bytes,
-            "disk_budget_bytes": o.disk_budget_bytes,
-        },
-        "rates": {"publish": o.publish_rate, "deliver": o.deliver_rate, "ack": o.ack_rate},
-        "counters": {
-            "published": o.published, "delivered": o.delivered, "acked": o.acked,
-            "dead_lettered": o.dead_lettered, "dropped": o.dropped,
-        },
-        "retention": {"freed_bytes": o.retention_freed_bytes, "deleted_chunks": o.retention_deleted_chunks},
-    }
+def as_json(view: Any) -> dict[str, Any]:
+    """A view (any dataclass) as its JSON object, one level deep: the views inside it stay views, which
+    `dumps` renders in turn."""
+    out: dict[str, Any] = {}
+    for name, flatten in _json_fields(type(view)):
+        if flatten:
+            out.update(getattr(view, name))
+        else:
+            out[name] = getattr(view, name)
+    return out
 
 
-def as_json(view: ExchangeView | ChunkView) -> dict[str, Any]:
-    """Flat views render field for field."""
-    return dataclasses.asdict(view)
+def _default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return as_json(value)
+    return str(value)  # datetimes, paths: as text
+
+
+def dumps(value: Any) -> bytes:
+    """JSON of views (and of lists and dicts holding them), with orjson: the API's answer bodies."""
+    return orjson.dumps(value, default=_default, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+
+
+def to_json(value: Any) -> Any:
+    """The JSON value of views, as Python objects (what a client parses from `dumps`)."""
+    return orjson.loads(dumps(value))
