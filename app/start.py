@@ -38,6 +38,7 @@ from chunkmq.api.deps import send_json
 from chunkmq.api.errors import send_error
 from chunkmq.api.guard import every_request
 from chunkmq.api.hot_routes import HotRoutes
+from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.config import Settings
 from chunkmq.meta.plain import PlainMeta
@@ -108,7 +109,7 @@ def readiness(broker: Broker | None) -> tuple[int, dict[str, str]]:
     """GET /readyz's status and body, in either stage."""
     if broker is None:
         return 503, {"status": "starting"}
-    reason = broker.disk.refusal()
+    reason = views.refusal(broker)
     if reason is not None:  # publishes are refused (507) or would be at the next chunk
         return 503, {"status": "storage_full", "reason": reason}
     return 200, {"status": "ready"}

@@ -4,7 +4,10 @@ ones inside functions included, read from the source with ast.
 - storage imports nothing from the rest of chunkmq (a library you could publish on its own);
 - the wire module imports only the standard library and numpy;
 - the client imports only the wire module and its own files (and its own dependencies);
-- the API and the console never import storage (they go through the broker).
+- the API and the console never import storage (they go through the broker);
+- the API, the console and the alerts never read the broker's internals (queues, routing, meta,
+  store...): reads go through app/broker/views.py, writes through the broker's operations;
+- app/broker has no import cycle.
 """
 
 from __future__ import annotations
@@ -93,3 +96,98 @@ def test_the_walk_sees_what_it_checks() -> None:
     assert ("chunkmq.broker.message", "chunkmq.wire.batch") in found  # `from chunkmq.wire import batch`
     assert any(_inside(n, "chunkmq.storage") for _, n in found)
     assert _violations("chunkmq.broker", ("chunkmq.broker",), None) != []
+
+
+# What the presenters never read on the broker: its internals, behind app/broker/views.py (reads) and
+# the broker's operations (writes).
+BROKER_INTERNALS = {"queues", "queues_by_id", "routing", "meta", "store", "stats", "disk", "dedup", "committer"}
+PRESENTERS = ("api", "web", "alerts")
+
+
+def _broker_expression(node: ast.expr) -> bool:
+    """`broker`, `self.broker`, `app.state.broker`, `broker_of(request)`: the broker, however it is reached."""
+    if isinstance(node, ast.Name):
+        return node.id == "broker"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "broker"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id == "broker_of"
+    return False
+
+
+def internal_reads(package: str) -> list[str]:
+    """`broker.<internal>` attribute accesses in the package's files, as 'path:line .attr'."""
+    found = []
+    for path in sorted((APP / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in BROKER_INTERNALS and _broker_expression(node.value):
+                found.append(f"{path.relative_to(APP)}:{node.lineno} .{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("package", PRESENTERS)
+def test_presenters_read_the_broker_only_through_its_views_and_operations(package: str) -> None:
+    assert internal_reads(package) == []
+
+
+def test_the_internal_reads_check_sees_what_it_checks(tmp_path: Path) -> None:
+    """The check finds every way a presenter reaches the broker (one that finds nothing proves nothing)."""
+    assert internal_reads("broker")  # the broker itself reads its own state, of course
+    source = ("broker.queues\nself.broker.store\nrequest.app.state.broker.meta\nbroker_of(request).routing\n"
+              "broker.queue('q')\nother.queues\n")
+    lines = [n.lineno for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)
+             and n.attr in BROKER_INTERNALS and _broker_expression(n.value)]
+    assert lines == [1, 2, 3, 4]
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports (TYPE_CHECKING and lazy imports too)."""
+    modules = {_module(p) for p in (APP / package.removeprefix("chunkmq.").replace(".", "/")).rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, name in imports(package):
+        if name in modules and name != module:
+            graph[module].add(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_broker_has_no_import_cycle() -> None:
+    """views and history take a Protocol of what they read, not the Broker that holds them."""
+    assert cycles(import_graph("chunkmq.broker")) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert "chunkmq.broker.views" in import_graph("chunkmq.broker")["chunkmq.broker.history"]

@@ -123,7 +123,7 @@ class AlertEngine:
                     continue  # a rule deleted or disabled takes its alerts along, without mail
                 # What it watched is gone (queue or group deleted, or a queue got its first group): it is over.
                 obs = Observation(alert.queue, alert.group, 0.0)
-                read = alert.group == UNREAD and Kind(rule.kind) in GROUP_KINDS and alert.queue in self.broker.queues
+                read = alert.group == UNREAD and Kind(rule.kind) in GROUP_KINDS and views.has_queue(self.broker, alert.queue)
                 why = "the queue has a consumer group now" if read else "the queue or group is gone"
                 for old, new in alert.resolve(now):
                     events.append(self._transition(rule, obs, old, new, now, why))
@@ -157,12 +157,11 @@ class AlertEngine:
         out: list[views.QueueView] = []
         now = now_ms()
         self.resting.start_round()  # a view is built again only for the queues that changed (resting.py)
-        for i, queue in enumerate(list(self.broker.queues.values()), 1):
-            if queue.name in self.broker.queues:  # not deleted while we yielded
-                view = self.resting.view(queue, now)
+        for i, name in enumerate(views.queue_names(self.broker), 1):
+            view = self.resting.view(name, now)
+            if view is not None:  # not deleted while we yielded
                 if not view.groups:  # watched as the reader nobody is (rules.unread)
-                    oldest = self.broker.store.timestamp_of(queue.id, view.first_offset)
-                    view = replace(view, groups=(unread(view, oldest, now),))
+                    view = replace(view, groups=(unread(view, views.oldest_timestamp(self.broker, view), now),))
                 out.append(view)
             if i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
@@ -191,8 +190,8 @@ class AlertEngine:
         """The notice with the group's lag over the last hour, from the broker's history (reminders:
         what the history holds in memory, so a storm of reminders runs no SQL)."""
         trend: tuple[tuple[int, int, float], ...] = ()
-        queue = self.broker.queues.get(obs.queue)
-        if obs.group and queue is not None:
+        queue = views.lookup_queue(self.broker, obs.queue) if obs.group else None
+        if queue is not None:
             try:
                 if notice is Notice.REMINDER:
                     points = self.broker.history.group_points(obs.queue, obs.group, now - HOUR_MS)

@@ -110,7 +110,7 @@ def unread(q: QueueView, oldest_ms: int | None, now_ms: int) -> GroupView:
     its oldest message (`oldest_ms`, the timestamp of its first offset), with no consumer."""
     age = max(0, now_ms - oldest_ms) / 1000 if oldest_ms is not None and q.messages else 0.0
     return GroupView(queue=q.name, name=UNREAD, ack_floor=q.first_offset, next_offset=q.first_offset,
-                     lag=q.messages, lag_seconds=age, in_flight=0, pending_redelivery=0, consumers=(),
+                     lag=q.messages, lag_seconds=age, oldest_unacked_age_ms=round(age * 1000), in_flight=0, pending_redelivery=0, consumers=(),
                      tag_filter=None, missed=0, behind_retention=False, acked=0)
 
 
@@ -137,11 +137,12 @@ def measure(rule: AlertRuleRow, queues: Iterable[QueueView], overview: Overview 
     kind = Kind(rule.kind)
     if kind is Kind.DISK:
         assert overview is not None
-        if overview.disk_budget_bytes:
-            percent = overview.disk_used_bytes / overview.disk_budget_bytes * 100
+        totals = overview.totals
+        if totals.disk_budget_bytes:
+            percent = totals.disk_used_bytes / totals.disk_budget_bytes * 100
         else:
-            room = overview.disk_used_bytes + overview.disk_free_bytes
-            percent = overview.disk_used_bytes / room * 100 if room else 0.0
+            room = totals.disk_used_bytes + totals.disk_free_bytes
+            percent = totals.disk_used_bytes / room * 100 if room else 0.0
         return [Observation("", "", round(percent, 6))]
     out = []
     for q in queues:

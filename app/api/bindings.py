@@ -10,17 +10,12 @@ from chunkmq.api.access import AUTHORIZE
 from chunkmq.api.auth import Principal
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
+from chunkmq.broker import views
 from chunkmq.broker.errors import Forbidden, NotFound
 from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS
-from chunkmq.broker.routing import Binding
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/bindings", tags=["bindings"])
-
-
-def binding_info(b: Binding) -> dict[str, object]:
-    return {"id": b.id, "exchange": b.exchange, "queue": b.queue, "routing_key": b.routing_key,
-            "arguments": dict(b.arguments)}
 
 
 def may_bind(who: Principal, queue: str, exchange: str) -> None:
@@ -34,8 +29,8 @@ def may_bind(who: Principal, queue: str, exchange: str) -> None:
 async def list_bindings(
     request: Request, exchange: str | None = None, queue: str | None = None, who: Principal = AUTHORIZE
 ) -> Response:
-    bindings = broker_of(request).bindings(exchange or None, queue or None)
-    return json([binding_info(b) for b in bindings if who.sees(b.queue) or who.sees(b.exchange)])
+    bindings = views.binding_views(broker_of(request), exchange or None, queue or None)
+    return json([b for b in bindings if who.sees(b.queue) or who.sees(b.exchange)])
 
 
 @router.post("", openapi_extra=schemas.body(schemas.BindingCreate), responses=schemas.answers(
@@ -47,14 +42,14 @@ async def create_binding(request: Request, who: Principal = AUTHORIZE) -> Respon
     if isinstance(body.get("queue"), str) and isinstance(body.get("exchange"), str):
         may_bind(who, body["queue"], body["exchange"])
     binding, created = await broker_of(request).bind(body)
-    return json(binding_info(binding), 201 if created else 200)
+    return json(views.binding_view(binding), 201 if created else 200)
 
 
 @router.delete("/{binding_id}", status_code=204, responses=schemas.answers(
     None, codes.BINDING_NOT_FOUND, status=204, description="Deleted"))
 async def delete_binding(binding_id: int, request: Request, who: Principal = AUTHORIZE) -> Response:
     broker = broker_of(request)
-    binding = broker.binding(binding_id)
+    binding = views.find_binding(broker, binding_id)
     if not who.sees(binding.queue) and not who.sees(binding.exchange):  # as if there were none (app/api/access.py)
         raise NotFound(f"binding {binding_id} not found", code=codes.BINDING_NOT_FOUND)
     may_bind(who, binding.queue, binding.exchange)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Send
 
 from chunkmq.broker.broker import Broker
+from chunkmq.broker.views import dumps
 
 
 def broker_of(request: Request) -> Broker:
@@ -18,7 +18,8 @@ def broker_of(request: Request) -> Broker:
 
 
 def json(value: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(value, default=str), status_code=status, media_type="application/json")
+    """A JSON answer: views (app/broker/views.py) render as their JSON, other values as orjson does."""
+    return Response(dumps(value), status_code=status, media_type="application/json")
 
 
 def raw_json(body: bytes, status: int = 200) -> Response:

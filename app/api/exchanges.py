@@ -11,7 +11,7 @@ from chunkmq.api.auth import Principal
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
 from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, exchange_from_path
-from chunkmq.broker.views import as_json, exchange_view, exchange_views
+from chunkmq.broker.views import exchange_view, exchange_views, find_exchange
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
@@ -19,12 +19,12 @@ router = APIRouter(prefix="/api/v1/exchanges", tags=["exchanges"])
 
 @router.get("", responses=schemas.answers(list[schemas.Exchange]))
 async def list_exchanges(request: Request, who: Principal = AUTHORIZE) -> Response:
-    return json([as_json(e) for e in exchange_views(broker_of(request)) if who.sees(e.name or DEFAULT_EXCHANGE_ALIAS)])
+    return json([e for e in exchange_views(broker_of(request)) if who.sees(e.name or DEFAULT_EXCHANGE_ALIAS)])
 
 
 @router.get("/{name}", responses=schemas.answers(schemas.Exchange, codes.INVALID_NAME, codes.EXCHANGE_NOT_FOUND))
 async def get_exchange(name: str, request: Request) -> Response:
-    return json(as_json(exchange_view(broker_of(request).exchange(exchange_from_path(name)))))
+    return json(find_exchange(broker_of(request), exchange_from_path(name)))
 
 
 @router.put("/{name}", openapi_extra=schemas.body(schemas.ExchangeDeclare), responses=schemas.answers(
@@ -32,7 +32,7 @@ async def get_exchange(name: str, request: Request) -> Response:
     codes.BODY_TOO_LARGE, created=True))
 async def declare_exchange(name: str, request: Request) -> Response:
     exchange, created = await broker_of(request).declare_exchange(name, await json_object(request))
-    return json(as_json(exchange_view(exchange)), 201 if created else 200)
+    return json(exchange_view(exchange), 201 if created else 200)
 
 
 @router.delete("/{name}", status_code=204, responses=schemas.answers(

@@ -9,7 +9,7 @@ from chunkmq.api import schemas
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
 from chunkmq.broker.names import check_name
-from chunkmq.broker.views import group_json, group_view
+from chunkmq.broker.views import find_group, find_queue, group_view
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer groups"])
@@ -18,16 +18,14 @@ router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer group
 @router.get("", responses=schemas.answers(list[schemas.Group], codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def list_groups(queue: str, request: Request) -> Response:
     broker = broker_of(request)
-    q = broker.queue(check_name(queue, "queue name"))
-    return json([group_json(group_view(broker, q, g)) for g in list(q.groups.values())])
+    return json(find_queue(broker, check_name(queue, "queue name")).groups)
 
 
 @router.get("/{group}", responses=schemas.answers(
     schemas.Group, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND))
 async def get_group(queue: str, group: str, request: Request) -> Response:
     broker = broker_of(request)
-    q = broker.queue(check_name(queue, "queue name"))
-    return json(group_json(group_view(broker, q, broker.group(q, group))))
+    return json(find_group(find_queue(broker, check_name(queue, "queue name")), group))
 
 
 @router.put("/{group}", openapi_extra=schemas.body(schemas.GroupDeclare, required=False), responses=schemas.answers(
@@ -36,7 +34,7 @@ async def get_group(queue: str, group: str, request: Request) -> Response:
 async def declare_group(queue: str, group: str, request: Request) -> Response:
     broker = broker_of(request)
     g, created = await broker.declare_group(queue, group, await json_object(request, required=False))
-    return json(group_json(group_view(broker, broker.queue(queue), g)), 201 if created else 200)
+    return json(group_view(broker, broker.queue(queue), g), 201 if created else 200)
 
 
 @router.post("/{group}/ack", openapi_extra=schemas.body(schemas.AckBody), responses=schemas.answers(
@@ -62,7 +60,7 @@ async def nack(queue: str, group: str, request: Request) -> Response:
 async def seek(queue: str, group: str, request: Request) -> Response:
     broker = broker_of(request)
     g = broker.seek(queue, group, await json_object(request))
-    return json(group_json(group_view(broker, broker.queue(queue), g)))
+    return json(group_view(broker, broker.queue(queue), g))
 
 
 @router.delete("/{group}", status_code=204, responses=schemas.answers(

@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from chunkmq.api import schemas
 from chunkmq.api.deps import broker_of, json
+from chunkmq.broker import views
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues/{queue}", tags=["history"])
@@ -26,7 +27,7 @@ async def queue_history(
     queue: str, request: Request, since: int | None = _SINCE, step: float | None = _STEP,
 ) -> Response:
     broker = broker_of(request)
-    q = broker.queue(queue)
+    q = views.find_queue(broker, queue)
     series = await broker.history.queue_series(q, since, step)
     return json({"queue": q.name, "step": series.step_ms / 1000, "since": series.since,
                  **series.columns(QUEUE_COLUMNS)})
@@ -38,8 +39,8 @@ async def group_history(
     queue: str, group: str, request: Request, since: int | None = _SINCE, step: float | None = _STEP,
 ) -> Response:
     broker = broker_of(request)
-    q = broker.queue(queue)
-    g = broker.group(q, group)
+    q = views.find_queue(broker, queue)
+    g = views.find_group(q, group)
     series = await broker.history.group_series(q, g.name, since, step)
     return json({"queue": q.name, "group": g.name, "step": series.step_ms / 1000, "since": series.since,
                  "floor_moved_at": broker.history.floor_moved_at(q.name, g.name),

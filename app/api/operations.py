@@ -19,7 +19,6 @@ from chunkmq.api.deps import broker_of, json, raw_json
 from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import NotFound
-from chunkmq.broker.views import as_json, overview_json
 from chunkmq.start import readiness
 from chunkmq.wire import codes
 
@@ -28,12 +27,12 @@ router = APIRouter(tags=["operations"])
 
 @router.get("/api/v1/overview", responses=schemas.answers(schemas.Overview))
 async def overview(request: Request) -> Response:
-    return json(overview_json(views.overview(broker_of(request))))
+    return json(views.overview(broker_of(request)))
 
 
 @router.get("/api/v1/storage/chunks", responses=schemas.answers(list[schemas.Chunk]))
 async def chunks(request: Request) -> Response:
-    return json([as_json(c) for c in views.chunk_views(broker_of(request))])
+    return json(views.chunk_views(broker_of(request)))
 
 
 @router.get("/api/v1/messages/{message_id}", responses=schemas.answers(schemas.Message, codes.MESSAGE_NOT_FOUND))
@@ -74,16 +73,15 @@ class BrokerCollector(Collector):
         self.broker = broker
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-        stats = self.broker.stats
+        counted = views.counters(self.broker)
         for name, doc, value in (
-            ("published", "Messages stored by publishes", stats.published.total),
-            ("delivered", "Messages delivered to consumers", stats.delivered.total),
-            ("acked", "Messages acknowledged by consumers", stats.acked.total),
-            ("dead_lettered", "Messages sent to a dead-letter exchange", stats.dead_lettered),
-            ("dropped", "Messages dropped by queue limits, delivery limits or the disk budget", stats.dropped),
+            ("published", "Messages stored by publishes", counted.published),
+            ("delivered", "Messages delivered to consumers", counted.delivered),
+            ("acked", "Messages acknowledged by consumers", counted.acked),
+            ("dead_lettered", "Messages sent to a dead-letter exchange", counted.dead_lettered),
+            ("dropped", "Messages dropped by queue limits, delivery limits or the disk budget", counted.dropped),
         ):
             yield CounterMetricFamily(f"chunkmq_messages_{name}", doc, value=value)
-        store = self.broker.store
         depth = GaugeMetricFamily("chunkmq_queue_messages", "Messages held by a queue", labels=["queue"])
         size = GaugeMetricFamily("chunkmq_queue_bytes", "Bytes held by a queue", labels=["queue"])
         lag = GaugeMetricFamily("chunkmq_group_lag", "Messages a group has not finished", labels=["queue", "group"])
@@ -94,22 +92,22 @@ class BrokerCollector(Collector):
         missed = CounterMetricFamily(
             "chunkmq_group_messages_missed", "Messages deleted before a group consumed them", labels=["queue", "group"]
         )
-        for q in list(self.broker.queues.values()):
-            depth.add_metric([q.name], store.next_offset(q.id) - store.first_offset(q.id))
-            size.add_metric([q.name], store.queue_bytes(q.id))
+        for q in views.queue_gauges(self.broker):
+            depth.add_metric([q.name], q.messages)
+            size.add_metric([q.name], q.bytes)
             dropped.add_metric([q.name], q.messages_dropped)
-            for g in list(q.groups.values()):
-                lag.add_metric([q.name, g.name], g.lag_in(store))
+            for g in q.groups:
+                lag.add_metric([q.name, g.name], g.lag)
                 missed.add_metric([q.name, g.name], g.missed)
+        space = views.storage(self.broker)
         disk = GaugeMetricFamily("chunkmq_disk_bytes", "Bytes used by the store on disk")
-        disk.add_metric([], store.disk_bytes())
-        guard = self.broker.disk
+        disk.add_metric([], space.disk_bytes)
         data_dir = GaugeMetricFamily(
             "chunkmq_data_dir_bytes", "Bytes allocated under the data directory (what the disk budget counts)"
         )
-        data_dir.add_metric([], guard.estimate())
+        data_dir.add_metric([], space.data_dir_bytes)
         refused = CounterMetricFamily("chunkmq_publishes_refused_by_budget", "Publishes refused by the disk budget")
-        refused.add_metric([], guard.refused)
+        refused.add_metric([], space.refused_by_budget)
         yield from (depth, size, lag, dropped, missed, disk, data_dir, refused)
 
 

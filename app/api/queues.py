@@ -14,7 +14,7 @@ from chunkmq.broker.arrow import MEDIA_TYPE as ARROW_STREAM
 from chunkmq.broker.arrow import browse_arrow
 from chunkmq.broker.message import as_base64
 from chunkmq.broker.names import check_name
-from chunkmq.broker.views import queue_json, queue_view, queue_views
+from chunkmq.broker.views import find_queue, queue_view, queue_views
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
@@ -23,13 +23,13 @@ router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 @router.get("", responses=schemas.answers(list[schemas.Queue]))
 async def list_queues(request: Request, who: Principal = AUTHORIZE) -> Response:
     broker = broker_of(request)
-    return json([queue_json(q) for q in queue_views(broker) if who.sees(q.name)])
+    return json([q for q in queue_views(broker) if who.sees(q.name)])
 
 
 @router.get("/{name}", responses=schemas.answers(schemas.Queue, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
 async def get_queue(name: str, request: Request) -> Response:
     broker = broker_of(request)
-    return json(queue_json(queue_view(broker, broker.queue(check_name(name, "queue name")))))
+    return json(find_queue(broker, check_name(name, "queue name")))
 
 
 @router.put("/{name}", openapi_extra=schemas.body(schemas.QueueDeclare, required=False), responses=schemas.answers(
@@ -38,7 +38,7 @@ async def get_queue(name: str, request: Request) -> Response:
 async def declare_queue(name: str, request: Request) -> Response:
     broker = broker_of(request)
     queue, created = await broker.declare_queue(name, await json_object(request, required=False))
-    return json(queue_json(queue_view(broker, queue)), 201 if created else 200)
+    return json(queue_view(broker, queue), 201 if created else 200)
 
 
 @router.patch("/{name}", openapi_extra=schemas.body(schemas.QueuePatch), responses=schemas.answers(
@@ -46,7 +46,7 @@ async def declare_queue(name: str, request: Request) -> Response:
 async def update_queue(name: str, request: Request) -> Response:
     broker = broker_of(request)
     queue = await broker.update_queue(check_name(name, "queue name"), await json_object(request))
-    return json(queue_json(queue_view(broker, queue)))
+    return json(queue_view(broker, queue))
 
 
 @router.delete("/{name}", status_code=204, responses=schemas.answers(

@@ -2,18 +2,23 @@
 
 Routes parse bodies with orjson and validate them by hand (app/broker does the checks), which is
 several times faster than a pydantic model per message, and render their answers with orjson;
-these models only describe the contract (`body()` for requests, `answers()` for responses).
+these models only describe the contract (`body()` for requests, `answers()` for responses). The
+read model's answers are described from the views they render (app/broker/views.py).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import dataclasses
+import enum
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
 from chunkmq.api.openapi import NAME_PATTERN, NEW_NAME_PATTERN, error_response, make_truthful, status_of
+from chunkmq.broker import views
 
 _NAME = NAME_PATTERN
 _NEW_NAME = NEW_NAME_PATTERN
@@ -139,8 +144,54 @@ class SeekTimestamp(_Strict):
 SeekBody = RootModel[SeekTo | SeekOffset | SeekTimestamp]
 
 
+def _is_view(shape: Any) -> bool:
+    return isinstance(shape, type) and dataclasses.is_dataclass(shape)
+
+
+def _view_ref(view: type) -> dict[str, Any]:
+    """A view's schema as a component (QueueView -> Queue), from the fields its JSON has
+    (app/broker/views.py `as_json`): internal fields left out, flattened ones inline."""
+    name = view.__name__.removesuffix("View")
+    if name not in _components:
+        _components[name] = {}  # taken: a view that holds itself ends here
+        _components[name] = {"type": "object", **_fields_schema(view), "additionalProperties": False}
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _fields_schema(view: type) -> dict[str, Any]:
+    hints = get_type_hints(view)
+    properties: dict[str, Any] = {}
+    for f in dataclasses.fields(view):
+        if "internal" in f.metadata:
+            continue
+        if "flatten" in f.metadata:
+            properties.update(_fields_schema(f.metadata["flatten"])["properties"])
+            continue
+        properties[f.name] = {**_type_schema(hints[f.name]), **f.metadata.get("schema", {})}
+    return {"properties": properties, "required": list(properties)}
+
+
+def _type_schema(tp: Any) -> dict[str, Any]:
+    """The JSON schema of a view field's type, as orjson renders its values."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [_type_schema(a) for a in args]}
+    if origin in (tuple, list):
+        return {"type": "array", "items": _type_schema(args[0])}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _type_schema(args[1])}
+    if _is_view(tp):
+        return _view_ref(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {"type": "string", "enum": [m.value for m in tp]}
+    simple = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string"}
+    return {"type": simple[tp]} if tp in simple else {}
+
+
 def _ref(shape: Any) -> dict[str, Any]:
-    """The JSON schema of a model (or list[Model]), its models registered as components."""
+    """The JSON schema of a view or a model (or a list of them), its models registered as components."""
+    if _is_view(shape) or (get_origin(shape) is list and _is_view(get_args(shape)[0])):
+        return _type_schema(shape)
     schema = TypeAdapter(shape).json_schema(ref_template="#/components/schemas/{model}")
     _components.update(schema.pop("$defs", {}))
     if isinstance(shape, type) and issubclass(shape, BaseModel):
@@ -232,69 +283,19 @@ class Definitions(_Strict):
 
 
 # ---------------------------------------------------------------------- answers
-# What the routes answer, for the document only: they render their JSON with orjson (the hot paths
-# pre-encoded bytes), and nothing is validated on the way out. tests/api/test_schemathesis.py
-# checks the live answers against these.
+# What the routes answer, for the document only: nothing is validated on the way out.
+# tests/api/test_schemathesis.py checks the live answers against these.
+#
+# The read model's answers are the views themselves (app/broker/views.py): `json(view)` renders a view's
+# fields and `answers(view)` describes the same fields, so the body and its schema have one source.
+Exchange = views.ExchangeView
+Queue = views.QueueView
+Group = views.GroupView
+Binding = views.BindingView
+Chunk = views.ChunkView
+Overview = views.Overview
 
-
-class Exchange(BaseModel):
-    name: str = Field(description="amq.default for the default exchange")
-    type: Literal["direct", "fanout", "topic", "headers", "hash"]
-    alternate_exchange: str | None
-    messages_in: int
-    messages_unroutable: int
-    bindings: int
-
-
-class Consumer(BaseModel):
-    id: str
-    last_seen: int = Field(description="epoch ms")
-
-
-class Group(BaseModel):
-    name: str
-    ack_floor: int = Field(description="every offset below it is done")
-    next_offset: int = Field(description="the next offset to deliver for the first time")
-    lag: int
-    lag_seconds: float
-    oldest_unacked_age_ms: int
-    in_flight: int
-    pending_redelivery: int
-    consumers: list[Consumer]
-    tag_filter: list[str] | None
-    missed: int
-    behind_retention: bool
-
-
-class Queue(BaseModel):
-    name: str
-    id: int
-    first_offset: int
-    next_offset: int
-    messages: int
-    bytes: int
-    producer_visible: bool
-    consumer_visible: bool
-    messages_in: int
-    messages_dropped: int
-    dead_lettered: int
-    max_messages: int | None
-    max_bytes: int | None
-    max_age_seconds: int | None
-    overflow: Literal["drop_head", "reject_publish"]
-    dead_letter_exchange: str | None
-    dead_letter_routing_key: str | None
-    max_deliveries: int | None
-    ack_timeout_ms: int
-    groups: list[Group]
-
-
-class Binding(BaseModel):
-    id: int
-    exchange: str
-    queue: str
-    routing_key: str
-    arguments: dict[str, str]
+# The other answers are written here: the hot paths (publish, pull, browse) send pre-encoded bytes.
 
 
 class Message(BaseModel):
@@ -353,64 +354,6 @@ class PublishResult(BaseModel):
 class Published(BaseModel):
     results: list[PublishResult] = Field(description="one per message, in order")
     durability: Literal["fsync", "interval", "none"]
-
-
-class Totals(BaseModel):
-    exchanges: int
-    queues: int
-    groups: int
-    messages: int
-    bytes: int
-    disk_used_bytes: int
-    disk_free_bytes: int
-    disk_budget_bytes: int
-
-
-class Rates(BaseModel):
-    publish: float
-    deliver: float
-    ack: float
-
-
-class Counters(BaseModel):
-    published: int
-    delivered: int
-    acked: int
-    dead_lettered: int
-    dropped: int
-
-
-class RetentionTotals(BaseModel):
-    freed_bytes: int
-    deleted_chunks: int
-
-
-class Overview(BaseModel):
-    version: str
-    uptime_seconds: float
-    durability: Literal["fsync", "interval", "none"]
-    totals: Totals
-    rates: Rates
-    counters: Counters
-    retention: RetentionTotals
-
-
-class Chunk(BaseModel):
-    number: int
-    state: Literal["active", "sealed"]
-    file: str = Field(description="relative to the data directory")
-    data_bytes: int
-    records: int
-    reads_cache: int
-    reads_disk: int
-    writes: int
-    created_ms: int
-    first_timestamp: int
-    live_bytes: int = Field(description="bytes of records some queue still needs")
-    live_share: float = Field(ge=0, le=1, description="live_bytes / CHUNKMQ_CHUNK_SIZE")
-    file_bytes: int = Field(description="what the file takes on disk")
-    rewritten: bool = Field(description="written by the storage collector")
-    last: int = Field(description="the highest chunk number whose records the file holds")
 
 
 class QueueHistory(BaseModel):

@@ -234,7 +234,7 @@ class _ConsumeStream:
                 self.granted.clear()
                 await self.granted.wait()
                 continue
-            if broker.queues.get(queue.name) is not queue:
+            if not broker.is_current(queue):
                 raise NotFound(f"queue {queue.name!r} was deleted", code=codes.QUEUE_NOT_FOUND)
             if group.closed:
                 raise NotFound(f"group {group.name!r} on queue {queue.name!r} was deleted", code=codes.GROUP_NOT_FOUND)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
@@ -19,6 +18,7 @@ from chunkmq.broker.dedup import IdempotencyWindow
 from chunkmq.broker.disk import DiskGuard
 from chunkmq.broker.errors import NotFound
 from chunkmq.broker.group import Group, GroupChanges
+from chunkmq.broker.group import now_ms as now_ms  # re-exported: the broker's parts take it from here
 from chunkmq.broker.message import UNBOUNDED, MessageLimits, decode_data, parse_message
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.queue import Queue
@@ -37,10 +37,6 @@ log = logging.getLogger("chunkmq.broker")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _B = TypeVar("_B", bound="BrokerBase")
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def one_at_a_time(
@@ -93,6 +89,10 @@ class BrokerBase:
         if queue is None:
             raise NotFound(f"queue {name!r} not found", code=codes.QUEUE_NOT_FOUND)
         return queue
+
+    def is_current(self, queue: Queue) -> bool:
+        """False once `queue` was deleted (a new queue may have its name): a stream over it must end."""
+        return self.queues.get(queue.name) is queue
 
     def count_dropped(self, queue: Queue, count: int, cause: str) -> None:
         """Messages deleted from a queue by a policy (limits, age, the drop_oldest disk budget): counted

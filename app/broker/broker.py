@@ -47,7 +47,7 @@ from chunkmq.broker.resting import LaggingGroups
 from chunkmq.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import FsyncSetting, Settings
-from chunkmq.meta.rows import GroupRow, MetaSnapshot
+from chunkmq.meta.rows import GroupRow, MetaSnapshot, TokenRow, UserRow
 from chunkmq.storage import FsyncMode, StorageError, Store, StoreOptions
 from chunkmq.storage.files import private_dir, restrict_tree
 from chunkmq.storage.lock import LOCK_FILE
@@ -443,6 +443,27 @@ class Broker(Publishing, Consuming):
         self.binding(binding_id)
         await asyncio.to_thread(self.meta.delete_binding, binding_id)
         self.routing.remove_bindings(lambda b: b.id == binding_id)
+
+    # ------------------------------------------------------------------ access (tokens, console users)
+
+    async def create_token(
+        self, name: str, *, is_admin: bool = False, configure: str = "", write: str = "", read: str = ""
+    ) -> tuple[TokenRow, str]:
+        """A new API token and its secret (shown once: only its hash is stored)."""
+        return await asyncio.to_thread(
+            self.meta.create_token, name, is_admin=is_admin, configure=configure, write=write, read=read)
+
+    async def delete_token(self, token_id: int) -> None:
+        await asyncio.to_thread(self.meta.delete_token, token_id)
+
+    async def create_user(self, name: str, password: str, is_admin: bool = False) -> UserRow:
+        return await asyncio.to_thread(self.meta.create_user, name, password, is_admin)
+
+    async def delete_user(self, name: str) -> None:
+        await asyncio.to_thread(self.meta.delete_user, name)
+
+    async def set_password(self, name: str, password: str) -> None:
+        await asyncio.to_thread(self.meta.set_password, name, password)
 
     # ------------------------------------------------------------------ reads
 

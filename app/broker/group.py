@@ -39,6 +39,11 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds (message timestamps, the history's points)."""
+    return time.time_ns() // 1_000_000
+
+
 @dataclass(frozen=True, slots=True)
 class InFlight:  # frozen: first deliveries of a batch share one (Group._track_fresh)
     consumer: str

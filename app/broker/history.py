@@ -37,16 +37,18 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
-from chunkmq.broker.base import now_ms
+from chunkmq.broker.group import now_ms
+from chunkmq.broker.queue import Queue
 from chunkmq.broker.views import queue_view
+from chunkmq.config import Settings
+from chunkmq.storage import Store
 
 if TYPE_CHECKING:
-    from chunkmq.broker.broker import Broker
-    from chunkmq.broker.queue import Queue
+    from chunkmq.meta import MetaStore
 
 __all__ = ["GroupPoint", "History", "QueuePoint", "downsample"]
 
@@ -138,8 +140,31 @@ class Series:
         return out
 
 
+class HistorySource(Protocol):
+    """What the history reads of the broker (a Broker is one): its settings, the queues it samples,
+    their offsets, and the database it writes behind to."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def meta(self) -> MetaStore: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def queues(self) -> Mapping[str, Queue]: ...
+    @property
+    def queues_by_id(self) -> Mapping[int, Queue]: ...
+
+
+class Keyed(Protocol):
+    """A queue or its view: the history keys its series by queue id."""
+
+    @property
+    def id(self) -> int: ...
+
+
 class History:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: HistorySource) -> None:
         s = broker.settings
         self.broker = broker
         self.step_ms = max(1, round(s.history_interval_seconds * 1000))
@@ -319,7 +344,13 @@ class History:
         series = self._groups.get((q.id, group)) if q is not None else None
         return [p for p in series.ring if p.t >= since] if series is not None else []
 
-    async def queue_series(self, queue: Queue, since: int | None, step: float | None) -> Series:
+    async def stored_totals(self, since: int, until: int) -> list[QueuePoint]:
+        """Every queue's stored fine points summed per time in [since, until), oldest first (the
+        overview's charts); what is newer than the last write is only in memory (`queue_points`)."""
+        rows = await asyncio.to_thread(self.broker.meta.queue_history_totals, self.step_ms, since, until)
+        return [QueuePoint(*row) for row in rows]
+
+    async def queue_series(self, queue: Keyed, since: int | None, step: float | None) -> Series:
         """The queue's points from `since` (default: the last hour), at `step` seconds or finer, from
         memory and the database."""
         def load(step_ms: int, start: int, end: int) -> list[QueuePoint]:
@@ -327,7 +358,7 @@ class History:
 
         return await self._series(self._queues.get(queue.id), (queue.id, None), since, step, load)
 
-    async def group_series(self, queue: Queue, group: str, since: int | None, step: float | None) -> Series:
+    async def group_series(self, queue: Keyed, group: str, since: int | None, step: float | None) -> Series:
         def load(step_ms: int, start: int, end: int) -> list[GroupPoint]:
             return [GroupPoint(*row) for row in self.broker.meta.group_history(queue.id, group, step_ms, start, end)]
 

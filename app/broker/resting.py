@@ -51,7 +51,11 @@ class RestingViews:
         for queue_id in [q for q in self._changed if q not in alive]:
             self._kept.pop(queue_id, None)
 
-    def view(self, queue: Queue, now: int) -> QueueView:
+    def view(self, name: str, now: int) -> QueueView | None:
+        """Queue `name`'s view; None if it does not exist (deleted while the round yielded)."""
+        queue = self.broker.queues.get(name)
+        if queue is None:
+            return None
         mark = _mark(queue)
         kept = self._kept.get(queue.id)
         if kept is not None and queue.id not in self._changed and kept[0] == mark:

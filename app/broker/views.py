@@ -1,56 +1,107 @@
 """The read model: typed, frozen views of the broker for the JSON API, the console and the alerts.
 
 Every view is built by a function here that only reads broker state (no pruning, no I/O beyond the
-storage engine's in-memory offsets and one index/record read for the oldest unacked timestamp).
-The JSON API renders a view with `as_json(view)`; the console renders the same objects in its
-templates; the alert rules evaluate them. Publish, pull and browse do not go through views: they
-keep their pre-rendered bytes for speed.
+storage engine's in-memory offsets and one index/record read for the oldest unacked timestamp; the
+access views read the database in a worker thread). The functions take a `Source`, the Protocol of
+what they read, never the Broker class: app/broker/broker.py imports the history, which imports this.
+
+The JSON API renders a view with `dumps(view)`: its JSON is its fields (see "JSON" below), and
+app/api/schemas.py derives the OpenAPI response schemas from the same fields. The console renders
+the same objects in its templates; the alert rules evaluate them. Publish, pull and the API's browse
+do not go through views: they keep their pre-rendered bytes for speed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import heapq
 import shutil
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
 
 from chunkmq import __version__
-from chunkmq.broker.group import CONSUMER_FORGET_MS, Group
-from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS
-from chunkmq.broker.queue import Queue
-from chunkmq.broker.routing import Exchange
+from chunkmq.broker.disk import DiskGuard
+from chunkmq.broker.errors import NotFound
+from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, now_ms
+from chunkmq.broker.message import decode_data
+from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
+from chunkmq.broker.queue import Queue, QueueSettings
+from chunkmq.broker.routing import Binding, Exchange, RoutingTable
+from chunkmq.broker.stats import BrokerStats
+from chunkmq.config import Settings
+from chunkmq.meta.rows import TokenRow, UserRow
+from chunkmq.storage import Store
+from chunkmq.wire import codes
 
 if TYPE_CHECKING:
-    from chunkmq.broker.broker import Broker
+    from chunkmq.broker.resting import LaggingGroups
+    from chunkmq.meta import MetaStore
+
+
+class StoreSource(Protocol):
+    """What a queue's or a group's view reads: the storage engine's offsets."""
+
+    @property
+    def store(self) -> Store: ...
+
+
+class Source(StoreSource, Protocol):
+    """What the read model reads of the broker (a Broker is one): its state, never an operation."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def meta(self) -> MetaStore: ...
+    @property
+    def routing(self) -> RoutingTable: ...
+    @property
+    def queues(self) -> Mapping[str, Queue]: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def disk(self) -> DiskGuard: ...
+    @property
+    def durability(self) -> str: ...
+    @property
+    def lagging(self) -> LaggingGroups: ...
+
+
+_INTERNAL = {"internal": True}  # field metadata: read by the console, the history or the alerts, not in the JSON
+
+
+def _doc(text: str, **schema: Any) -> dict[str, Any]:
+    """Field metadata: the field's description (and JSON schema keywords) in the API's OpenAPI document."""
+    return {"schema": {"description": text, **schema}}
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerView:
     id: str
-    last_seen: int  # epoch ms
+    last_seen: int = field(metadata=_doc("epoch ms"))
 
 
 @dataclass(frozen=True, slots=True)
 class GroupView:
-    queue: str
+    queue: str = field(metadata=_INTERNAL)
     name: str
-    ack_floor: int  # every offset below it is done
-    next_offset: int  # next offset to deliver for the first time
-    lag: int  # messages not yet finished (respecting the tag filter)
-    lag_seconds: float  # age of the oldest unacked message, 0 without lag
+    ack_floor: int = field(metadata=_doc("every offset below it is done"))
+    next_offset: int = field(metadata=_doc("the next offset to deliver for the first time"))
+    lag: int = field(metadata=_doc("messages not yet finished (respecting the tag filter)"))
+    lag_seconds: float = field(metadata=_doc("age of the oldest unacked message, 0 without lag"))
+    oldest_unacked_age_ms: int  # lag_seconds in ms
     in_flight: int
     pending_redelivery: int
     consumers: tuple[ConsumerView, ...]
-    tag_filter: tuple[str, ...] | None
-    missed: int  # messages removed (retention, limits, disk policy) before this group consumed them
+    tag_filter: tuple[str, ...] | None = field(metadata=_doc("tags the group receives; null: every message"))
+    missed: int = field(
+        metadata=_doc("messages removed (retention, limits, disk budget) before this group consumed them"))
     behind_retention: bool
-    acked: int  # messages acknowledged since the broker started
-
-    @property
-    def oldest_unacked_age_ms(self) -> int:
-        return round(self.lag_seconds * 1000)
+    acked: int = field(metadata=_INTERNAL)  # messages acknowledged since the broker started
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +116,9 @@ class QueueView:
     consumer_visible: bool
     messages_in: int
     messages_dropped: int
-    dead_lettered: int  # since the broker started
-    settings: dict[str, Any]
-    delivered: int  # deliveries since the broker started, redeliveries included
+    dead_lettered: int = field(metadata=_doc("since the broker started"))
+    settings: dict[str, Any] = field(metadata={"flatten": QueueSettings})  # QueueSettings.as_dict(), inline in the JSON
+    delivered: int = field(metadata=_INTERNAL)  # deliveries since the broker started, redeliveries included
     groups: tuple[GroupView, ...]
 
     @property
@@ -78,8 +129,9 @@ class QueueView:
 
 @dataclass(frozen=True, slots=True)
 class ExchangeView:
-    name: str
-    type: str
+    name: str = field(metadata=_doc("amq.default for the default exchange"))
+    type: str = field(metadata=_doc("direct, fanout, topic, headers or hash",
+                                    enum=["direct", "fanout", "topic", "headers", "hash"]))
     alternate_exchange: str | None
     messages_in: int
     messages_unroutable: int
@@ -89,8 +141,9 @@ class ExchangeView:
 @dataclass(frozen=True, slots=True)
 class ChunkView:
     number: int
-    state: str  # "active" | "sealed"
-    file: str  # relative to the data directory
+    state: str = field(metadata=_doc("active: the chunk appends go to; sealed: full, read only",
+                                     enum=["active", "sealed"]))
+    file: str = field(metadata=_doc("relative to the data directory"))
     data_bytes: int
     records: int
     reads_cache: int
@@ -98,11 +151,15 @@ class ChunkView:
     writes: int
     created_ms: int
     first_timestamp: int
-    live_bytes: int  # bytes of records some queue still needs (an upper bound for fanned-out records)
-    live_share: float  # live_bytes / the chunk size: below CHUNKMQ_GC_THRESHOLD the collector rewrites it
-    file_bytes: int  # what the file takes on disk
-    rewritten: bool  # written by the collector
-    last: int  # highest chunk number whose records the file holds (number unless chunks were merged)
+    live_bytes: int = field(
+        metadata=_doc("bytes of records some queue still needs (an upper bound for fanned-out records)"))
+    live_share: float = field(metadata=_doc(
+        "live_bytes / CHUNKMQ_CHUNK_SIZE: below CHUNKMQ_GC_THRESHOLD the collector rewrites the chunk",
+        minimum=0, maximum=1))
+    file_bytes: int = field(metadata=_doc("what the file takes on disk"))
+    rewritten: bool = field(metadata=_doc("written by the storage collector"))
+    last: int = field(
+        metadata=_doc("the highest chunk number whose records the file holds (number, unless chunks were merged)"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +175,7 @@ class IndexView:
 
 
 @dataclass(frozen=True, slots=True)
-class Overview:
-    version: str
-    uptime_seconds: float
-    durability: str
+class Totals:
     exchanges: int
     queues: int
     groups: int
@@ -130,35 +184,128 @@ class Overview:
     disk_used_bytes: int
     disk_free_bytes: int
     disk_budget_bytes: int
-    publish_rate: float
-    deliver_rate: float
-    ack_rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Messages per second, over the last few seconds."""
+
+    publish: float
+    deliver: float
+    ack: float
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Message counters since the broker started."""
+
     published: int
     delivered: int
     acked: int
     dead_lettered: int
     dropped: int
-    retention_freed_bytes: int
-    retention_deleted_chunks: int
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What retention (limits, age, the disk budget) deleted since the broker started."""
+
+    freed_bytes: int
+    deleted_chunks: int
 
 
-def group_view(broker: Broker, queue: Queue, group: Group, now: int | None = None) -> GroupView:
+@dataclass(frozen=True, slots=True)
+class Overview:
+    version: str
+    uptime_seconds: float
+    durability: str = field(metadata=_doc("when a publish is on disk: fsync (before the answer), interval, none",
+                           enum=["fsync", "interval", "none"]))
+    totals: Totals
+    rates: Rates
+    counters: Counters
+    retention: Retention
+
+
+@dataclass(frozen=True, slots=True)
+class BindingView:
+    id: int
+    exchange: str
+    queue: str
+    routing_key: str
+    arguments: dict[str, str]  # headers exchanges: x-match and the headers to match
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """A message as browsed (no group): API.md's fields, `body` for text or `body_base64` for bytes."""
+
+    queue: str
+    offset: int
+    id: str
+    timestamp: int  # epoch ms
+    exchange: str
+    routing_key: str
+    headers: dict[str, str]
+    tag: str | None
+    body: str | None
+    body_base64: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BrowseView:
+    messages: tuple[MessageView, ...]
+    next_offset: int  # where the next page starts
+
+
+@dataclass(frozen=True, slots=True)
+class GroupGauge:
+    name: str
+    lag: int
+    missed: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGauge:
+    """A queue's numbers for a metrics scrape: in memory only, no record read (unlike QueueView)."""
+
+    name: str
+    messages: int
+    bytes: int
+    messages_dropped: int
+    groups: tuple[GroupGauge, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StorageView:
+    disk_bytes: int  # what the store's files take
+    data_dir_bytes: int  # a conservative estimate of everything under the data directory (the budget's measure)
+    refused_by_budget: int  # publishes refused by the disk budget since start
+    refusal: str | None  # why publishes are refused for lack of space now, or None
+
+
+@dataclass(frozen=True, slots=True)
+class AccessView:
+    """API tokens and console users, without their hashes."""
+
+    tokens: tuple[TokenRow, ...]
+    users: tuple[UserRow, ...]
+
+
+def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None = None) -> GroupView:
     store = broker.store
-    now = _now_ms() if now is None else now
+    now = now_ms() if now is None else now
     floor = group.ack_floor
     end = store.next_offset(queue.id)
     oldest = store.timestamp_of(queue.id, floor) if floor < end else None
+    lag_seconds = max(0, now - oldest) / 1000 if oldest is not None else 0.0
     return GroupView(
         queue=queue.name,
         name=group.name,
         ack_floor=floor,
         next_offset=group.next_offset,
         lag=group.lag_in(store),
-        lag_seconds=max(0, now - oldest) / 1000 if oldest is not None else 0.0,
+        lag_seconds=lag_seconds,
+        oldest_unacked_age_ms=round(lag_seconds * 1000),
         in_flight=len(group.in_flight),
         pending_redelivery=len(group.pending),
         consumers=tuple(
@@ -171,10 +318,10 @@ def group_view(broker: Broker, queue: Queue, group: Group, now: int | None = Non
     )
 
 
-def queue_view(broker: Broker, queue: Queue, now: int | None = None) -> QueueView:
+def queue_view(broker: StoreSource, queue: Queue, now: int | None = None) -> QueueView:
     store = broker.store
     first, end = store.first_offset(queue.id), store.next_offset(queue.id)
-    now = _now_ms() if now is None else now
+    now = now_ms() if now is None else now
     return QueueView(
         name=queue.name,
         id=queue.id,
@@ -193,12 +340,12 @@ def queue_view(broker: Broker, queue: Queue, now: int | None = None) -> QueueVie
     )
 
 
-def queue_views(broker: Broker) -> list[QueueView]:
-    now = _now_ms()
+def queue_views(broker: Source) -> list[QueueView]:
+    now = now_ms()
     return [queue_view(broker, q, now) for q in sorted(broker.queues.values(), key=lambda q: q.name)]
 
 
-def lagging_groups(broker: Broker, n: int) -> list[GroupView]:
+def lagging_groups(broker: Source, n: int) -> list[GroupView]:
     """The `n` groups with the most lag (ties: the oldest unacked message first), lag > 0 only.
     The groups with lag are kept up to date as queues change (resting.LaggingGroups), and a view is
     built for those `n` alone: among equal lags the older oldest unacked message is the one lower in
@@ -211,7 +358,7 @@ def lagging_groups(broker: Broker, n: int) -> list[GroupView]:
         entry = store.index_entries(q.id, g.ack_floor, 1)
         return lag, -(entry[0].position if entry else 0)
 
-    now = _now_ms()
+    now = now_ms()
     top = heapq.nlargest(n, lagging, key=oldest_first) if len(lagging) > n else lagging
     return sorted((group_view(broker, q, g, now) for _, q, g in top), key=lambda v: (v.lag, v.lag_seconds), reverse=True)
 
@@ -227,11 +374,11 @@ def exchange_view(exchange: Exchange) -> ExchangeView:
     )
 
 
-def exchange_views(broker: Broker) -> list[ExchangeView]:
+def exchange_views(broker: Source) -> list[ExchangeView]:
     return [exchange_view(e) for e in sorted(broker.routing.exchanges.values(), key=lambda e: e.name)]
 
 
-def chunk_views(broker: Broker) -> list[ChunkView]:
+def chunk_views(broker: Source) -> list[ChunkView]:
     data_dir = broker.settings.data_dir.resolve()
     size = broker.settings.chunk_size
     out = []
@@ -246,7 +393,7 @@ def chunk_views(broker: Broker) -> list[ChunkView]:
     return out
 
 
-def index_views(broker: Broker) -> list[IndexView]:
+def index_views(broker: Source) -> list[IndexView]:
     """Per queue, its index files: stats the files, so call it off the event loop."""
     store = broker.store
     out = []
@@ -261,7 +408,7 @@ def index_views(broker: Broker) -> list[IndexView]:
     return out
 
 
-def overview(broker: Broker) -> Overview:
+def overview(broker: Source) -> Overview:
     store = broker.store
     stats = broker.stats
     queues = list(broker.queues.values())
@@ -270,84 +417,225 @@ def overview(broker: Broker) -> Overview:
         version=__version__,
         uptime_seconds=round(time.time() - stats.started, 1),
         durability=broker.durability,
-        exchanges=len(broker.routing.exchanges),
-        queues=len(queues),
-        groups=sum(len(q.groups) for q in queues),
-        messages=store.held()[0],  # kept up to date per changed queue, not summed over every queue
-        bytes=store.held()[1],
-        disk_used_bytes=store.disk_bytes(),
-        disk_free_bytes=disk.free,
-        disk_budget_bytes=broker.settings.disk_budget_bytes,
-        publish_rate=round(stats.published.per_second, 1),
-        deliver_rate=round(stats.delivered.per_second, 1),
-        ack_rate=round(stats.acked.per_second, 1),
-        published=stats.published.total,
-        delivered=stats.delivered.total,
-        acked=stats.acked.total,
-        dead_lettered=stats.dead_lettered,
-        dropped=stats.dropped,
-        retention_freed_bytes=stats.retention_freed_bytes,
-        retention_deleted_chunks=stats.retention_deleted_chunks,
+        totals=Totals(
+            exchanges=len(broker.routing.exchanges),
+            queues=len(queues),
+            groups=sum(len(q.groups) for q in queues),
+            messages=store.held()[0],  # kept up to date per changed queue, not summed over every queue
+            bytes=store.held()[1],
+            disk_used_bytes=store.disk_bytes(),
+            disk_free_bytes=disk.free,
+            disk_budget_bytes=broker.settings.disk_budget_bytes,
+        ),
+        rates=Rates(round(stats.published.per_second, 1), round(stats.delivered.per_second, 1),
+                    round(stats.acked.per_second, 1)),
+        counters=counters(broker),
+        retention=Retention(stats.retention_freed_bytes, stats.retention_deleted_chunks),
     )
 
 
-# ---------------------------------------------------------------------- JSON shapes (API.md)
+# ---------------------------------------------------------------------- lookups
 
 
-def group_json(g: GroupView) -> dict[str, Any]:
-    return {
-        "name": g.name,
-        "ack_floor": g.ack_floor,
-        "next_offset": g.next_offset,
-        "lag": g.lag,
-        "lag_seconds": g.lag_seconds,
-        "oldest_unacked_age_ms": g.oldest_unacked_age_ms,
-        "in_flight": g.in_flight,
-        "pending_redelivery": g.pending_redelivery,
-        "consumers": [{"id": c.id, "last_seen": c.last_seen} for c in g.consumers],
-        "tag_filter": list(g.tag_filter) if g.tag_filter is not None else None,
-        "missed": g.missed,
-        "behind_retention": g.behind_retention,
-    }
+def queue_names(broker: Source, contains: str = "") -> list[str]:
+    """The queues' names, sorted; with `contains`, those holding it (case-insensitive)."""
+    needle = contains.lower()
+    return sorted(n for n in list(broker.queues) if needle in n.lower())
 
 
-def queue_json(q: QueueView) -> dict[str, Any]:
-    return {
-        "name": q.name,
-        "id": q.id,
-        "first_offset": q.first_offset,
-        "next_offset": q.next_offset,
-        "messages": q.messages,
-        "bytes": q.bytes,
-        "producer_visible": q.producer_visible,
-        "consumer_visible": q.consumer_visible,
-        "messages_in": q.messages_in,
-        "messages_dropped": q.messages_dropped,
-        "dead_lettered": q.dead_lettered,
-        **q.settings,
-        "groups": [group_json(g) for g in q.groups],
-    }
+def exchange_names(broker: Source) -> list[str]:
+    """The exchanges' names as shown (amq.default for the default exchange), sorted."""
+    return sorted(e or DEFAULT_EXCHANGE_ALIAS for e in list(broker.routing.exchanges))
 
 
-def overview_json(o: Overview) -> dict[str, Any]:
-    return {
-        "version": o.version,
-        "uptime_seconds": o.uptime_seconds,
-        "durability": o.durability,
-        "totals": {
-            "exchanges": o.exchanges, "queues": o.queues, "groups": o.groups, "messages": o.messages,
-            "bytes": o.bytes, "disk_used_bytes": o.disk_used_bytes, "disk_free_bytes": o.disk_free_bytes,
-            "disk_budget_bytes": o.disk_budget_bytes,
-        },
-        "rates": {"publish": o.publish_rate, "deliver": o.deliver_rate, "ack": o.ack_rate},
-        "counters": {
-            "published": o.published, "delivered": o.delivered, "acked": o.acked,
-            "dead_lettered": o.dead_lettered, "dropped": o.dropped,
-        },
-        "retention": {"freed_bytes": o.retention_freed_bytes, "deleted_chunks": o.retention_deleted_chunks},
-    }
+def has_queue(broker: Source, name: str) -> bool:
+    return name in broker.queues
 
 
-def as_json(view: ExchangeView | ChunkView) -> dict[str, Any]:
-    """Flat views render field for field."""
-    return dataclasses.asdict(view)
+def _queue(broker: Source, name: str) -> Queue:
+    queue = broker.queues.get(name)
+    if queue is None:
+        raise NotFound(f"queue {name!r} not found", code=codes.QUEUE_NOT_FOUND)
+    return queue
+
+
+def find_queue(broker: Source, name: str, now: int | None = None) -> QueueView:
+    """The view of queue `name`; NotFound (queue_not_found) when there is none."""
+    return queue_view(broker, _queue(broker, name), now)
+
+
+def lookup_queue(broker: Source, name: str, now: int | None = None) -> QueueView | None:
+    """The view of queue `name`, or None when there is none (deleted meanwhile)."""
+    queue = broker.queues.get(name)
+    return queue_view(broker, queue, now) if queue is not None else None
+
+
+def find_group(queue: QueueView, name: str) -> GroupView:
+    """Group `name` of the queue's view; NotFound (group_not_found) when it has none of that name."""
+    for g in queue.groups:
+        if g.name == name:
+            return g
+    raise NotFound(f"group {name!r} not found on queue {queue.name!r}", code=codes.GROUP_NOT_FOUND)
+
+
+def find_exchange(broker: Source, name: str) -> ExchangeView:
+    """The view of exchange `name` ("" or amq.default: the default exchange); NotFound when there is none."""
+    exchange = broker.routing.exchanges.get(DEFAULT_EXCHANGE if name == DEFAULT_EXCHANGE_ALIAS else name)
+    if exchange is None:
+        raise NotFound(f"exchange {name!r} not found", code=codes.EXCHANGE_NOT_FOUND)
+    return exchange_view(exchange)
+
+
+def oldest_timestamp(broker: Source, queue: QueueView) -> int | None:
+    """The timestamp (epoch ms) of the queue's first message, None when it is empty (or gone)."""
+    try:
+        return broker.store.timestamp_of(queue.id, queue.first_offset)
+    except KeyError:  # deleted meanwhile
+        return None
+
+
+# ---------------------------------------------------------------------- bindings
+
+
+def binding_view(b: Binding) -> BindingView:
+    return BindingView(b.id, b.exchange, b.queue, b.routing_key, dict(b.arguments))
+
+
+def binding_views(broker: Source, exchange: str | None = None, queue: str | None = None) -> list[BindingView]:
+    """The bindings, by id; only those of `exchange` and of `queue` when given."""
+    found = [
+        b
+        for ex in list(broker.routing.exchanges.values())
+        for b in ex.bindings
+        if (exchange is None or b.exchange == exchange) and (queue is None or b.queue == queue)
+    ]
+    return [binding_view(b) for b in sorted(found, key=lambda b: b.id)]
+
+
+def find_binding(broker: Source, binding_id: int) -> BindingView:
+    for ex in list(broker.routing.exchanges.values()):
+        for b in ex.bindings:
+            if b.id == binding_id:
+                return binding_view(b)
+    raise NotFound(f"binding {binding_id} not found", code=codes.BINDING_NOT_FOUND)
+
+
+# ---------------------------------------------------------------------- browsing (the console)
+
+
+def browse_start(broker: Source, queue_id: int, offset: int | None, timestamp: int | None) -> int:
+    """Where a browse starts: the first message at or after `timestamp`, else `offset`, else the first."""
+    if timestamp is not None:
+        return broker.store.offset_for_timestamp(queue_id, timestamp)
+    return broker.store.first_offset(queue_id) if offset is None else offset
+
+
+def browse(broker: Source, name: str, offset: int | None, timestamp: int | None, limit: int) -> BrowseView:
+    """A page of queue `name` as Broker.browse reads it, as views (the JSON API keeps Broker.browse's bytes)."""
+    queue = _queue(broker, name)
+    store = broker.store
+    start = browse_start(broker, queue.id, offset, timestamp)
+    stored = store.read(queue.id, start, limit)
+    messages = []
+    for at, position, timestamp_, _, tag, data in stored:
+        fields = decode_data(data, tag)
+        messages.append(MessageView(
+            queue.name, at, f"{position:016x}", timestamp_, fields.get("exchange", ""), fields.get("routing_key", ""),
+            fields.get("headers") or {}, fields.get("tag"), fields.get("body"), fields.get("body_base64"),
+        ))
+    next_offset = stored[-1][0] + 1 if stored else max(start, store.first_offset(queue.id))
+    return BrowseView(tuple(messages), next_offset)
+
+
+# ---------------------------------------------------------------------- operations
+
+
+def queue_gauges(broker: Source) -> list[QueueGauge]:
+    store = broker.store
+    out = []
+    for q in list(broker.queues.values()):
+        groups = tuple(GroupGauge(g.name, g.lag_in(store), g.missed) for g in list(q.groups.values()))
+        out.append(QueueGauge(q.name, store.next_offset(q.id) - store.first_offset(q.id), store.queue_bytes(q.id),
+                              q.messages_dropped, groups))
+    return out
+
+
+def storage(broker: Source) -> StorageView:
+    guard = broker.disk
+    return StorageView(broker.store.disk_bytes(), guard.estimate(), guard.refused, guard.refusal())
+
+
+def refusal(broker: Source) -> str | None:
+    """Why publishes are refused (507) for lack of space now, or would be at the next chunk; None: they are not."""
+    return broker.disk.refusal()
+
+
+def counters(broker: Source) -> Counters:
+    stats = broker.stats
+    return Counters(stats.published.total, stats.delivered.total, stats.acked.total, stats.dead_lettered,
+                       stats.dropped)
+
+
+def uptime_seconds(broker: Source) -> float:
+    return time.time() - broker.stats.started
+
+
+# ---------------------------------------------------------------------- access (SQL: in a worker thread)
+
+
+async def access(broker: Source) -> AccessView:
+    meta = broker.meta
+    tokens = await asyncio.to_thread(meta.list_tokens)
+    users = await asyncio.to_thread(meta.list_users)
+    return AccessView(tuple(tokens), tuple(users))
+
+
+async def login(broker: Source, name: str, password: str) -> UserRow | None:
+    """The console user when `password` is theirs, else None (as slow for an unknown name)."""
+    return await asyncio.to_thread(broker.meta.check_password, name, password)
+
+
+# ---------------------------------------------------------------------- JSON (API.md)
+# A view's JSON is its fields, in order, except those marked internal (`_INTERNAL`); a field marked
+# `flatten` (a queue's settings) puts its keys inline. app/api/schemas.py derives the OpenAPI
+# document's response schemas from the same fields, so the two cannot drift apart.
+
+
+_JSON_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _json_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(name, flatten) of the fields of `cls` that are in its JSON (cached per class)."""
+    found = _JSON_FIELDS.get(cls)
+    if found is None:
+        found = _JSON_FIELDS[cls] = tuple(
+            (f.name, "flatten" in f.metadata) for f in dataclasses.fields(cls) if "internal" not in f.metadata)
+    return found
+
+
+def as_json(view: Any) -> dict[str, Any]:
+    """A view (any dataclass) as its JSON object, one level deep: the views inside it stay views, which
+    `dumps` renders in turn."""
+    out: dict[str, Any] = {}
+    for name, flatten in _json_fields(type(view)):
+        if flatten:
+            out.update(getattr(view, name))
+        else:
+            out[name] = getattr(view, name)
+    return out
+
+
+def _default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return as_json(value)
+    return str(value)  # datetimes, paths: as text
+
+
+def dumps(value: Any) -> bytes:
+    """JSON of views (and of lists and dicts holding them), with orjson: the API's answer bodies."""
+    return orjson.dumps(value, default=_default, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+
+
+def to_json(value: Any) -> Any:
+    """The JSON value of views, as Python objects (what a client parses from `dumps`)."""
+    return orjson.loads(dumps(value))

@@ -3,7 +3,6 @@ redirect and a flash message saying what happened (or the broker's error message
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -14,6 +13,7 @@ from starlette.responses import Response
 
 from chunkmq.api.errors import api_error, server_fault
 from chunkmq.auth.permissions import InvalidPattern, compile_pattern
+from chunkmq.broker import views
 from chunkmq.broker.definitions import import_definitions
 from chunkmq.broker.errors import Forbidden, InvalidInput
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
@@ -306,9 +306,8 @@ async def create_token(request: Request) -> Response:
         for action in ("configure", "write", "read"):
             problems.check("", partial(pattern, action, form.get(action, "")))
         problems.raise_any()
-        meta = broker_of(request).meta
-        row, plain = await asyncio.to_thread(
-            meta.create_token, name, is_admin=form.get("admin") == "yes", configure=form.get("configure", ""),
+        row, plain = await broker_of(request).create_token(
+            name, is_admin=form.get("admin") == "yes", configure=form.get("configure", ""),
             write=form.get("write", ""), read=form.get("read", ""),
         )
         return f"token {row.id} {row.name!r} created; copy it now, it is not shown again: {plain}"
@@ -322,7 +321,7 @@ async def revoke_token(token_id: int, request: Request) -> Response:
 
     async def work() -> str:
         confirmed(form)
-        await asyncio.to_thread(broker_of(request).meta.delete_token, token_id)
+        await broker_of(request).delete_token(token_id)
         request.app.state.auth.forget()
         return f"token {token_id} revoked"
 
@@ -335,9 +334,7 @@ async def create_user(request: Request) -> Response:
 
     async def work() -> str:
         name = form.get("name", "").strip()
-        user = await asyncio.to_thread(
-            broker_of(request).meta.create_user, name, form.get("password", ""), form.get("admin") == "yes"
-        )
+        user = await broker_of(request).create_user(name, form.get("password", ""), form.get("admin") == "yes")
         return f"console user {user.name!r} created"
 
     return await outcome(request, session, "/access", work)
@@ -351,7 +348,7 @@ async def delete_user(name: str, request: Request) -> Response:
         confirmed(form)
         if name == session.user:
             raise InvalidInput("you cannot delete the user you are logged in as")
-        await asyncio.to_thread(broker_of(request).meta.delete_user, name)
+        await broker_of(request).delete_user(name)
         sessions_of(request).drop_user(name)
         return f"console user {name!r} deleted"
 
@@ -363,12 +360,12 @@ async def change_password(request: Request) -> Response:
     session, form = await posted(request, admin=False)
 
     async def work() -> str:
-        meta = broker_of(request).meta
-        if await asyncio.to_thread(meta.check_password, session.user, form.get("current", "")) is None:
+        broker = broker_of(request)
+        if await views.login(broker, session.user, form.get("current", "")) is None:
             raise InvalidInput("the current password is wrong")
         if form.get("new", "") != form.get("repeat", ""):
             raise InvalidInput("the new passwords differ")
-        await asyncio.to_thread(meta.set_password, session.user, form.get("new", ""))
+        await broker.set_password(session.user, form.get("new", ""))
         return "password changed"
 
     return await outcome(request, session, "/access", work)

@@ -8,15 +8,15 @@ newer than the last write.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from chunkmq.broker import views
 from chunkmq.broker.base import now_ms
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.broker.history import QueuePoint
-from chunkmq.broker.queue import Queue
+from chunkmq.broker.views import QueueView
 
 RANGES = {"1h": 3600, "24h": 24 * 3600, "7d": 7 * 24 * 3600}
 # At most this many points per chart: a week of 1-minute points would be 10,080.
@@ -41,7 +41,7 @@ def window(range_: str) -> tuple[int | None, float]:
     return (None if range_ == "1h" else now_ms() - seconds * 1000), seconds / MAX_POINTS
 
 
-async def queue_charts(broker: Broker, queue: Queue, range_: str) -> dict[str, Chart]:
+async def queue_charts(broker: Broker, queue: QueueView, range_: str) -> dict[str, Chart]:
     since, step = window(range_)
     series = await broker.history.queue_series(queue, since, step)
     points = series.points
@@ -49,7 +49,7 @@ async def queue_charts(broker: Broker, queue: Queue, range_: str) -> dict[str, C
         "depth": chart(points, [("messages", "messages")]),
         "rates": chart(points, [("publish_rate", "publish/s"), ("deliver_rate", "deliver/s")]),
     }
-    groups = {name: (await broker.history.group_series(queue, name, since, step)).points for name in list(queue.groups)}
+    groups = {name: (await broker.history.group_series(queue, name, since, step)).points for name in [g.name for g in queue.groups]}
     times = sorted({p.t for pts in groups.values() for p in pts})
     index = {t: i for i, t in enumerate(times)}
     for key, field, unit in (("lag", "lag", "msgs"), ("lag_seconds", "lag_seconds", "s")):
@@ -66,11 +66,10 @@ async def queue_charts(broker: Broker, queue: Queue, range_: str) -> dict[str, C
 async def overview_charts(broker: Broker) -> dict[str, Chart]:
     history = broker.history
     since = now_ms() - RANGES["1h"] * 1000
-    rows = await asyncio.to_thread(broker.meta.queue_history_totals, history.step_ms, since, now_ms() + 1)
-    totals: dict[int, list[float]] = {row[0]: list(row[1:]) for row in rows}
+    totals: dict[int, list[float]] = {p.t: list(p[1:]) for p in await history.stored_totals(since, now_ms() + 1)}
     newest_written = max(totals, default=since)
     memory: dict[int, list[float]] = {}
-    for name in list(broker.queues):
+    for name in views.queue_names(broker):
         for p in history.queue_points(name, newest_written + 1):
             sums = memory.setdefault(p.t, [0.0, 0.0, 0.0, 0.0])
             for i, value in enumerate(p[1:]):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from chunkmq.broker import views
 from chunkmq.web.forms import read_form
 from chunkmq.web.render import redirect, render
 from chunkmq.web.route import ConsoleRoute
@@ -63,7 +63,7 @@ async def login(request: Request) -> Response:
     if wait:
         return _login_page(request, form.get("next"), 429,
                            f"too many failed logins for this user; try again in {wait} s")
-    user = await asyncio.to_thread(request.app.state.broker.meta.check_password, name, password)
+    user = await views.login(request.app.state.broker, name, password)
     if user is None:
         limiter.failed(client, name)
         return _login_page(request, form.get("next"), 401, "wrong user name or password")

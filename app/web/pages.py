@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from chunkmq.broker.broker import Broker
 from chunkmq.broker.definitions import SECTIONS, export_definitions
 from chunkmq.broker.errors import Forbidden, InvalidInput
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
-from chunkmq.broker.views import GroupView, QueueView
+from chunkmq.broker.views import GroupView, MessageView, QueueView
 from chunkmq.web import charts
 from chunkmq.web.forms import utc_ms
 from chunkmq.web.render import SECURITY_HEADERS, render
@@ -152,11 +153,11 @@ async def exchanges(request: Request, session: Session = Depends(current_session
 @router.get("/exchanges/{name}")
 async def exchange(name: str, request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
     broker = broker_of(request)
-    key = DEFAULT_EXCHANGE if name == DEFAULT_EXCHANGE_ALIAS else name
-    view = views.exchange_view(broker.exchange(key))
+    view = views.find_exchange(broker, name)
+    key = DEFAULT_EXCHANGE if view.name == DEFAULT_EXCHANGE_ALIAS else view.name
     return render(
-        request, "exchange.html", session, ex=view, bindings=broker.bindings(exchange=key),
-        queue_names=sorted(broker.queues), is_default=key == DEFAULT_EXCHANGE,
+        request, "exchange.html", session, ex=view, bindings=views.binding_views(broker, exchange=key),
+        queue_names=views.queue_names(broker), is_default=key == DEFAULT_EXCHANGE,
     )
 
 
@@ -172,13 +173,14 @@ async def queues(request: Request, session: Session = Depends(current_session)) 
         sort = "name"
     order = "desc" if request.query_params.get("order", "desc" if sort != "name" else "asc") == "desc" else "asc"
     # Filter on names first, so a filtered page of 10,000 queues builds views only for its matches.
-    candidates = sorted((q for q in broker.queues.values() if needle in q.name.lower()), key=lambda q: q.name)
+    candidates = views.queue_names(broker, needle)
+    now = now_ms()
     if sort == "name":
         ordered = candidates[::-1] if order == "desc" else candidates
         page = Page.of(ordered, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
-        items = [views.queue_view(broker, q) for q in page.items]
+        items = [v for n in page.items if (v := views.lookup_queue(broker, n, now)) is not None]
     else:
-        all_views = [views.queue_view(broker, q) for q in candidates]
+        all_views = [v for n in candidates if (v := views.lookup_queue(broker, n, now)) is not None]
         all_views.sort(key=QUEUE_SORTS[sort], reverse=order == "desc")
         page = Page.of(all_views, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
         items = page.items
@@ -188,17 +190,17 @@ async def queues(request: Request, session: Session = Depends(current_session)) 
     return render(request, "queues.html", session, **context)
 
 
-def _display(message: dict[str, Any]) -> dict[str, Any]:
+def _display(message: MessageView) -> dict[str, Any]:
     """A browsed message for the page: JSON bodies pretty-printed, binary bodies as hex."""
-    out = dict(message)
-    if "body_base64" in message:
-        raw = binascii.a2b_base64(message["body_base64"])
+    out = dataclasses.asdict(message)
+    if message.body_base64 is not None:
+        raw = binascii.a2b_base64(message.body_base64)
         out["kind"] = "binary"
         out["size"] = len(raw)
         out["text"] = _hexdump(raw[:HEX_PREVIEW_BYTES])
         out["truncated"] = len(raw) > HEX_PREVIEW_BYTES
         return out
-    body = message.get("body", "")
+    body = message.body or ""
     out["size"] = len(body.encode())
     out["truncated"] = False
     try:
@@ -226,7 +228,7 @@ def _hexdump(data: bytes) -> str:
 @router.get("/queues/{name}")
 async def queue(name: str, request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
     broker = broker_of(request)
-    view = views.queue_view(broker, broker.queue(name))
+    view = views.find_queue(broker, name)
     if live(request):
         return render(request, "queue_live.html", session, q=view, stalled=stalled_check(request))
     limit = int_param(request, "limit", 25, 1)
@@ -234,26 +236,26 @@ async def queue(name: str, request: Request, session: Session = Depends(current_
     at_time = request.query_params.get("time", "").strip()
     offset = int_param(request, "offset", view.first_offset) if not at_time else None
     timestamp = utc_ms(at_time) if at_time else None
-    page = orjson.loads(broker.browse(name, offset, timestamp, limit))
-    messages = [_display(m) for m in page["messages"]]
-    start = messages[0]["offset"] if messages else page["next_offset"]
+    page = views.browse(broker, name, offset, timestamp, limit)
+    messages = [_display(m) for m in page.messages]
+    start = page.messages[0].offset if page.messages else page.next_offset
     chart_range = request.query_params.get("range", "1h")
     if chart_range not in charts.RANGES:
         chart_range = "1h"
     return render(
         request, "queue.html", session, q=view, stalled=stalled_check(request), messages=messages, start=start,
         chart_range=chart_range, chart_ranges=tuple(charts.RANGES),
-        next_offset=page["next_offset"], prev_offset=max(view.first_offset, start - limit), limit=limit,
-        limits=BROWSE_LIMITS, at_time=at_time, bindings=broker.bindings(queue=name),
-        exchange_names=sorted(e or DEFAULT_EXCHANGE_ALIAS for e in broker.routing.exchanges),
-        dead_lettered=any("x-death-queue" in (m.get("headers") or {}) for m in messages),
+        next_offset=page.next_offset, prev_offset=max(view.first_offset, start - limit), limit=limit,
+        limits=BROWSE_LIMITS, at_time=at_time, bindings=views.binding_views(broker, queue=name),
+        exchange_names=views.exchange_names(broker),
+        dead_lettered=any("x-death-queue" in m.headers for m in page.messages),
     )
 
 
 @router.get("/queues/{name}/charts.json")
 async def queue_chart(name: str, request: Request, session: Session = Depends(current_session)) -> Response:
     broker = broker_of(request)
-    charts_ = await charts.queue_charts(broker, broker.queue(name), request.query_params.get("range", "1h"))
+    charts_ = await charts.queue_charts(broker, views.find_queue(broker, name), request.query_params.get("range", "1h"))
     return chart_response(charts_, request.query_params.get("chart", "depth"))
 
 
@@ -292,10 +294,8 @@ async def storage(request: Request, session: Session = Depends(current_session))
 
 @router.get("/access")
 async def access(request: Request, session: Session = Depends(current_session)) -> HTMLResponse:
-    meta = broker_of(request).meta
-    tokens = await asyncio.to_thread(meta.list_tokens)
-    users = await asyncio.to_thread(meta.list_users)
-    return render(request, "access.html", session, tokens=tokens, users=users)
+    found = await views.access(broker_of(request))
+    return render(request, "access.html", session, tokens=found.tokens, users=found.users)
 
 
 # ---------------------------------------------------------------------- definitions

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -14,6 +13,7 @@ from fastapi import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from chunkmq import __version__
+from chunkmq.broker import views
 from chunkmq.broker.queue import QueueSettings
 from chunkmq.web.session import Session
 
@@ -119,7 +119,7 @@ def environment() -> Environment:
 def since_start(request: Request) -> str:
     """How long ago the broker started: its counters (messages in, delivered...) start at zero then."""
     broker = getattr(request.app.state, "broker", None)
-    return f"since start, {human_seconds(time.time() - broker.stats.started)} ago" if broker is not None else ""
+    return f"since start, {human_seconds(views.uptime_seconds(broker))} ago" if broker is not None else ""
 
 
 def render(

@@ -8,7 +8,7 @@ from chunkmq.broker.views import ConsumerView, GroupView, QueueView
 
 
 def _group(name: str, lag: int = 0, seen: tuple[int, ...] = ()) -> GroupView:
-    return GroupView("q", name, 0, 0, lag, 0.0, 0, 0, tuple(ConsumerView(f"c{i}", at) for i, at in enumerate(seen)),
+    return GroupView("q", name, 0, 0, lag, 0.0, 0, 0, 0, tuple(ConsumerView(f"c{i}", at) for i, at in enumerate(seen)),
                      None, 0, False, 0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,16 @@ def test_docs_pages_render_in_a_browser_asking_nothing_of_other_sites(tmp_path: 
         assert not violations, violations
     finally:
         server.stop()
+
+
+def test_the_clients_models_read_fields_the_server_answers() -> None:
+    """The client (which imports no server code) keeps its own typed subset of the answers: each of
+    its fields is one the server's schema, derived from its views, declares."""
+    from chunkmq.client import models
+
+    components = document("off")["components"]["schemas"]
+    for model, schema in ((models.QueueInfo, "Queue"), (models.GroupInfo, "Group"), (models.ExchangeInfo, "Exchange"),
+                          (models.BindingInfo, "Binding")):
+        fields = {f.name for f in dataclasses.fields(model)} - {"raw"}
+        assert fields <= components[schema]["properties"].keys(), (model, fields - components[schema]["properties"].keys())
+        assert set(components[schema]["required"]) == components[schema]["properties"].keys()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import QueueFull
 from chunkmq.broker.queue import Queue
-from chunkmq.broker.views import queue_json, queue_view
+from chunkmq.broker.views import queue_view, to_json
 from chunkmq.config import Settings
 from chunkmq.meta import MetaStore, upgrade
 
@@ -57,7 +57,7 @@ limits = st.fixed_dictionaries({
 
 def info(broker: Broker, queue: Queue) -> dict[str, Any]:
     """The queue as GET /api/v1/queues/{name} renders it."""
-    return queue_json(queue_view(broker, queue))
+    return to_json(queue_view(broker, queue))
 
 
 def _keyed(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ def test_a_round_builds_views_only_where_something_changed_and_they_equal_fresh_
             resting.start_round()
             now = now_ms()
             for queue in broker.queues.values():
-                assert resting.view(queue, now) == queue_view(broker, queue, now), queue.name
+                assert resting.view(queue.name, now) == queue_view(broker, queue, now), queue.name
             return resting.built - before
 
         assert round_() == 6  # the first round: every queue

@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.web.charts import RANGES, chart, overview_charts, queue_charts, window
@@ -34,7 +35,7 @@ def test_queue_and_overview_charts_from_the_history(tmp_path: Path) -> None:
         now = int(time.time() * 1000)
         for i in range(3):  # 10 s apart: the hour's chart has a point per 5 s
             await broker.history.sample(now - (2 - i) * 10_000)
-        charts = await queue_charts(broker, broker.queue("a"), "1h")
+        charts = await queue_charts(broker, views.find_queue(broker, "a"), "1h")
         assert set(charts) == {"depth", "rates", "lag", "lag_seconds"}
         depth = charts["depth"]
         [line] = depth["series"]
