@@ -123,7 +123,8 @@ class AlertEngine:
                     continue  # a rule deleted or disabled takes its alerts along, without mail
                 # What it watched is gone (queue or group deleted, or a queue got its first group): it is over.
                 obs = Observation(alert.queue, alert.group, 0.0)
-                read = alert.group == UNREAD and Kind(rule.kind) in GROUP_KINDS and views.has_queue(self.broker, alert.queue)
+                read = (alert.group == UNREAD and Kind(rule.kind) in GROUP_KINDS
+                        and views.has_queue(self.broker, alert.queue))
                 why = "the queue has a consumer group now" if read else "the queue or group is gone"
                 for old, new in alert.resolve(now):
                     events.append(self._transition(rule, obs, old, new, now, why))

@@ -110,7 +110,8 @@ def unread(q: QueueView, oldest_ms: int | None, now_ms: int) -> GroupView:
     its oldest message (`oldest_ms`, the timestamp of its first offset), with no consumer."""
     age = max(0, now_ms - oldest_ms) / 1000 if oldest_ms is not None and q.messages else 0.0
     return GroupView(queue=q.name, name=UNREAD, ack_floor=q.first_offset, next_offset=q.first_offset,
-                     lag=q.messages, lag_seconds=age, oldest_unacked_age_ms=round(age * 1000), in_flight=0, pending_redelivery=0, consumers=(),
+                     lag=q.messages, lag_seconds=age, oldest_unacked_age_ms=round(age * 1000), in_flight=0,
+                     pending_redelivery=0, consumers=(),
                      tag_filter=None, missed=0, behind_retention=False, acked=0)
 
 

@@ -50,7 +50,8 @@ class QueueDeclare(_Strict):
     max_bytes: int | None = Field(None, ge=1, le=_INT64)
     max_age_seconds: int | None = Field(None, ge=1, le=_INT64)
     overflow: Literal["drop_head", "reject_publish"] = "drop_head"
-    dead_letter_exchange: str | None = Field(None, pattern=_EXCHANGE, description='"" or amq.default: the default exchange')
+    dead_letter_exchange: str | None = Field(
+        None, pattern=_EXCHANGE, description='"" or amq.default: the default exchange')
     dead_letter_routing_key: str | None = Field(None, max_length=255)
     max_deliveries: int | None = Field(None, ge=1, le=_INT64)
     ack_timeout_ms: int = Field(30_000, ge=1, le=86_400_000)

@@ -156,7 +156,8 @@ class BrokerBase:
             )
             names = self.routing.route(exchange, out.routing_key, out.headers, self.queues)
             targets = [self.queues[n] for n in names if n in self.queues and n != queue.name]
-            messages.append(NewMessage(out.data, [q.id for q in targets], out.tag.encode() if out.tag else b"", b"", out.flags))
+            tag = out.tag.encode() if out.tag else b""
+            messages.append(NewMessage(out.data, [q.id for q in targets], tag, b"", out.flags))
         if not messages:
             return 0
         self.store.append(messages)

@@ -252,7 +252,8 @@ class Broker(Publishing, Consuming):
                 if not record.flags & FLAG_SCOPED_KEY:  # written before keys were scoped
                     key = key_scope("x", decode_data(record.data).get("exchange", "")) + key
                 self.dedup.put(key, record.timestamp, self._result(record.position, record.placements))
-        stats.records_scanned, stats.scanned_keys, stats.seconds = scanned, keyed, round(time.perf_counter() - started, 3)
+        seconds = round(time.perf_counter() - started, 3)
+        stats.records_scanned, stats.scanned_keys, stats.seconds = scanned, keyed, seconds
         self._dedup_written_to = loaded.position if loaded is not None else -1
         log.info("idempotency window rebuilt: %d keys; %s", len(self.dedup), stats)
 
@@ -494,5 +495,6 @@ class Broker(Publishing, Consuming):
         placements = [(self.queues_by_id[q], o) for q, o in record.placements if q in self.queues_by_id]
         if placements:
             queue, offset = placements[0]
-            return queue.name, render(queue.name_json, offset, record.position, record.timestamp, record.tag, record.data, 0)
+            return queue.name, render(queue.name_json, offset, record.position, record.timestamp, record.tag,
+                                      record.data, 0)
         return None, render(b"null", -1, record.position, record.timestamp, record.tag, record.data, 0)

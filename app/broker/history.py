@@ -201,7 +201,8 @@ class History:
         viewed = 0
         for queue in list(broker.queues.values()):
             mark = tuple([(g.name, g.changes) for g in queue.groups.values()])
-            if queue.id not in changed and self._marks.get(queue.id) == mark and self._again(queue.id, mark, now, queues, groups):
+            unchanged = queue.id not in changed and self._marks.get(queue.id) == mark
+            if unchanged and self._again(queue.id, mark, now, queues, groups):
                 continue
             viewed += 1
             if viewed % _SLICE == 0:
@@ -252,7 +253,8 @@ class History:
     def _rates(series: _Series, now: int, counters: tuple[int, ...]) -> tuple[float, ...]:
         seconds = (now - series.sampled_at) / 1000
         if len(series.counters) == len(counters) and seconds > 0:
-            rates = tuple(round(max(0, c - before) / seconds, 2) for c, before in zip(counters, series.counters, strict=True))
+            pairs = zip(counters, series.counters, strict=True)
+            rates = tuple(round(max(0, c - before) / seconds, 2) for c, before in pairs)
         else:
             rates = (0.0,) * len(counters)
         series.counters, series.sampled_at = counters, now
@@ -382,7 +384,8 @@ class History:
             points.update((p.t, p) for p in memory if p.t >= since)
         else:
             points.update((p.t, p) for p in await asyncio.to_thread(load, resolution, since, now + 1))
-            points.update((p.t, p) for q, g, s, p in self._pending if (q, g) == key and s == resolution and p.t >= since)
+            points.update((p.t, p) for q, g, s, p in self._pending
+                          if (q, g) == key and s == resolution and p.t >= since)
             if series is not None and series.filling and series.bucket + resolution > since:
                 partial = _aggregate(type(series.filling[0]), series.filling)
                 points[partial.t] = partial

@@ -360,7 +360,8 @@ def lagging_groups(broker: Source, n: int) -> list[GroupView]:
 
     now = now_ms()
     top = heapq.nlargest(n, lagging, key=oldest_first) if len(lagging) > n else lagging
-    return sorted((group_view(broker, q, g, now) for _, q, g in top), key=lambda v: (v.lag, v.lag_seconds), reverse=True)
+    found = (group_view(broker, q, g, now) for _, q, g in top)
+    return sorted(found, key=lambda v: (v.lag, v.lag_seconds), reverse=True)
 
 
 def exchange_view(exchange: Exchange) -> ExchangeView:

@@ -35,7 +35,8 @@ def install(app: FastAPI, settings: Settings) -> None:
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon() -> FileResponse:
         """Browsers and tools ask for it whatever the page links: the console's icon, an SVG."""
-        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml",
+                            headers={"Cache-Control": "max-age=86400"})
 
     @app.exception_handler(LoginRequired)
     async def login_required(request: Request, _: LoginRequired) -> Response:

@@ -209,7 +209,8 @@ async def publish(name: str, request: Request) -> Response:
         else:
             outcome_ = await broker.publish(exchange, [message])
         result = orjson.loads(outcome_.results)[0]
-        routed = ", ".join(f"{r['queue']!r} at offset {r['offset']}" for r in result["routed"]) or "no queue (unroutable)"
+        routed = (", ".join(f"{r['queue']!r} at offset {r['offset']}" for r in result["routed"])
+                  or "no queue (unroutable)")
         return f"published message {result['id']} to {routed}"
 
     return await outcome(request, session, queue_url(name), work)

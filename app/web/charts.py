@@ -49,7 +49,8 @@ async def queue_charts(broker: Broker, queue: QueueView, range_: str) -> dict[st
         "depth": chart(points, [("messages", "messages")]),
         "rates": chart(points, [("publish_rate", "publish/s"), ("deliver_rate", "deliver/s")]),
     }
-    groups = {name: (await broker.history.group_series(queue, name, since, step)).points for name in [g.name for g in queue.groups]}
+    groups = {name: (await broker.history.group_series(queue, name, since, step)).points
+              for name in [g.name for g in queue.groups]}
     times = sorted({p.t for pts in groups.values() for p in pts})
     index = {t: i for i, t in enumerate(times)}
     for key, field, unit in (("lag", "lag", "msgs"), ("lag_seconds", "lag_seconds", "s")):

@@ -120,7 +120,8 @@ def queue_settings(form: dict[str, str], new_name: str | None = None) -> dict[st
     if dlx not in (None, DEFAULT_EXCHANGE_ALIAS):
         problems.check(_STR_SETTINGS["dead_letter_exchange"], lambda: check_name(dlx, "exchange name"))
     if key is not None and len(key) > MAX_ROUTING_KEY:
-        problems.messages.append(f"{_STR_SETTINGS['dead_letter_routing_key']}: must be at most {MAX_ROUTING_KEY} characters")
+        label = _STR_SETTINGS["dead_letter_routing_key"]
+        problems.messages.append(f"{label}: must be at most {MAX_ROUTING_KEY} characters")
     if body.get("overflow", Overflow.DROP_HEAD) not in set(Overflow):
         problems.messages.append(f"{_STR_SETTINGS['overflow']}: must be {' or '.join(Overflow)}")
     problems.raise_any()

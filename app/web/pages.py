@@ -147,7 +147,8 @@ async def exchanges(request: Request, session: Session = Depends(current_session
     items = views.exchange_views(broker)
     if live(request):
         return render(request, "exchanges_live.html", session, exchanges=items)
-    return render(request, "exchanges.html", session, exchanges=items, types=("direct", "fanout", "topic", "headers", "hash"))
+    types = ("direct", "fanout", "topic", "headers", "hash")
+    return render(request, "exchanges.html", session, exchanges=items, types=types)
 
 
 @router.get("/exchanges/{name}")

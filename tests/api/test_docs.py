@@ -72,6 +72,7 @@ def test_the_documented_objects_are_what_the_server_answers() -> None:
     assert _documented("Group") == _fields(components["Group"], components)  # consumers' fields included
     assert _documented("Queue") == _fields(components["Queue"], components, follow=False) - settings
     overview = re.search(r'`GET /api/v1/overview` → `\{(.*?)\}`\.', DOC, re.DOTALL)
-    assert overview and set(re.findall(r'"([a-z_]+)"', overview.group(1))) == _fields(components["Overview"], components)
+    assert overview
+    assert set(re.findall(r'"([a-z_]+)"', overview.group(1))) == _fields(components["Overview"], components)
     chunks = re.search(r'`GET /api/v1/storage/chunks` → .*?`\[\{(.*?)\}\]`', DOC, re.DOTALL)
     assert chunks and set(re.findall(r'"([a-z_]+)"', chunks.group(1))) == _fields(components["Chunk"], components)

@@ -1,4 +1,5 @@
-"""The OpenAPI document tells the truth (answers, error codes, security), and /docs and /redoc work without internet (in process)."""
+"""The OpenAPI document tells the truth (answers, error codes, security), and /docs and /redoc work
+without internet (in process)."""
 
 from __future__ import annotations
 
@@ -135,5 +136,6 @@ def test_the_clients_models_read_fields_the_server_answers() -> None:
     for model, schema in ((models.QueueInfo, "Queue"), (models.GroupInfo, "Group"), (models.ExchangeInfo, "Exchange"),
                           (models.BindingInfo, "Binding")):
         fields = {f.name for f in dataclasses.fields(model)} - {"raw"}
-        assert fields <= components[schema]["properties"].keys(), (model, fields - components[schema]["properties"].keys())
+        properties = components[schema]["properties"].keys()
+        assert fields <= properties, (model, fields - properties)
         assert set(components[schema]["required"]) == components[schema]["properties"].keys()

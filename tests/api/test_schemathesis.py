@@ -23,7 +23,9 @@ def test_the_server_keeps_its_openapi_contract_under_fuzzing(tmp_path: Path) -> 
                 str(Path(sys.executable).parent / "schemathesis"), "--config-file", str(CONFIG),
                 "run", f"{server.url}/openapi.json", "--checks", "all", "--max-examples", "5", "--seed", "1",
                 "--header", f"Authorization: Bearer {token}",
-                "--workers", "1", "--request-timeout", "40",  # CPython 3.11 ast.parse is not thread-safe: hypothesis, run by schemathesis workers, hit "AST constructor recursion depth mismatch"
+                # One worker: CPython 3.11's ast.parse is not thread-safe, and hypothesis, run by schemathesis
+                # workers, hit "AST constructor recursion depth mismatch".
+                "--workers", "1", "--request-timeout", "40",
             ],
             capture_output=True, text=True, timeout=400,
         )

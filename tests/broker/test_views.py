@@ -27,7 +27,8 @@ def test_views_follow_publish_delivery_and_acks(tmp_path: Path) -> None:
         broker.ack("q", "g", {"offsets": [m["offset"] for m in got[:2]]})
 
         queue = views.queue_view(broker, broker.queue("q"))
-        assert (queue.name, queue.first_offset, queue.next_offset, queue.messages, queue.messages_in) == ("q", 0, 6, 6, 6)
+        offsets = (queue.name, queue.first_offset, queue.next_offset, queue.messages, queue.messages_in)
+        assert offsets == ("q", 0, 6, 6, 6)
         assert queue.bytes > 0 and queue.settings["max_messages"] == 100 and queue.delivered == 4
         [group] = queue.groups
         assert (group.ack_floor, group.next_offset, group.lag, group.in_flight) == (2, 4, 4, 2)

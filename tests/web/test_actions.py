@@ -125,7 +125,8 @@ async def test_a_queue_form_names_every_bad_field(app: FastAPI, console: Console
     assert "bad name" not in app.state.broker.queues
     flash = await console.act("/exchanges", {"name": "bad/name", "type": "direct", "alternate_exchange": "no way"})
     assert flash == ("invalid exchange name &#39;bad/name&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - :; "
-                     "Alternate exchange: invalid exchange name &#39;no way&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - :")
+                     "Alternate exchange: invalid exchange name &#39;no way&#39;: "
+                     "use 1-200 characters of A-Z a-z 0-9 . _ - :")
     flash = await console.act("/access/tokens", {"name": "", "write": "(", "read": "[a"})
     assert flash.startswith("a token needs a name; invalid write pattern &#39;(&#39;: ")
     assert "; invalid read pattern &#39;[a&#39;: " in flash
@@ -206,7 +207,8 @@ async def test_tokens_and_users(app: FastAPI, console: Console) -> None:
 
     short = await console.act("/access/users", {"name": "ops", "password": "pw", "admin": "yes"})
     assert "a password needs at least 12 characters (this one has 2)" in short
-    assert "created" in await console.act("/access/users", {"name": "ops", "password": "ops password 1", "admin": "yes"})
+    created = await console.act("/access/users", {"name": "ops", "password": "ops password 1", "admin": "yes"})
+    assert "created" in created
     assert "exists" in (await console.act("/access/users", {"name": "ops", "password": "ops password 1"})).lower()
     assert "cannot delete the user you are logged in as" in await console.act(
         "/access/users/admin/delete", {"confirm": "yes"})

@@ -53,22 +53,26 @@ async def admin(mail_app: FastAPI) -> AsyncIterator[Console]:
 def rows(html: str, section: str) -> list[str]:
     """The text of each row of the table under the <h2>section</h2>."""
     part = html.split(f"<h2>{section}</h2>", 1)[1].split("</table>", 1)[0]
-    return [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in re.findall(r"<tr>(.*?)</tr>", part, re.S)[1:]]
+    found = re.findall(r"<tr>(.*?)</tr>", part, re.S)[1:]
+    return [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in found]
 
 
 async def test_rules_are_added_disabled_and_deleted_through_forms(admin: Console) -> None:
     page = await admin.get("/alerts")
     assert page.status_code == 200
     assert_no_inline_code(page.text)
-    assert '<a href="/alerts" class="current" aria-current="page">Alerts</a>' in page.text and '<a href="/settings">Settings</a>' in page.text
+    assert '<a href="/alerts" class="current" aria-current="page">Alerts</a>' in page.text
+    assert '<a href="/settings">Settings</a>' in page.text
     assert [r.split(" ")[:2] for r in rows(page.text, "Rules")] == [["1", "lag_messages"], ["2", "stalled"]]
     form = {"kind": "lag_seconds", "threshold": "30", "queue": "orders.*", "group": "", "for_seconds": "60",
             "renotify_seconds": "0", "window_seconds": "", "recipients": "a@example.com, b@example.com",
             "enabled": "yes"}
     assert await admin.act("/alerts/rules", form) == "alert rule 3 created: oldest unacked message ≥ 30 s"
     row = rows((await admin.get("/alerts")).text, "Rules")[2]
-    assert row.startswith("3 lag_seconds orders.* * oldest unacked message ≥ 30 s 1 min 0 s once a@example.com, b@example.com yes")
-    assert await admin.act("/alerts/rules", {**form, "threshold": "lots"}) == "Threshold: must be a number, not &#39;lots&#39;"
+    assert row.startswith("3 lag_seconds orders.* * oldest unacked message ≥ 30 s 1 min 0 s once "
+                          "a@example.com, b@example.com yes")
+    refused = await admin.act("/alerts/rules", {**form, "threshold": "lots"})
+    assert refused == "Threshold: must be a number, not &#39;lots&#39;"
     # every bad field is named, in words (no pattern quoted)
     assert await admin.act("/alerts/rules", {**form, "queue": "a b", "recipients": "nobody, ok@example.com"}) == (
         "Queues: &#39;a b&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - : and the wildcards * ? [ ] !; "

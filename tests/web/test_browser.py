@@ -257,7 +257,8 @@ def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path
     # On a phone the navigation folds behind the Menu button, and opens inside the dark header.
     page.set_viewport_size(PHONE)
     page.goto(server.url + "/")
-    header, menu, queues = page.locator("header.top"), page.locator("header.top button.menu"), page.locator('nav.main a[href="/queues"]')
+    header, menu = page.locator("header.top"), page.locator("header.top button.menu")
+    queues = page.locator('nav.main a[href="/queues"]')
     expect(menu).to_be_visible()
     expect(queues).to_be_hidden()
     menu.click()

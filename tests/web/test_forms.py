@@ -31,7 +31,8 @@ def test_every_bad_queue_field_is_named_in_words() -> None:
         "Dead-letter routing key: must be at most 255 characters",
         "Overflow: must be drop_head or reject_publish",
     ]
-    assert queue_settings({"dead_letter_exchange": "amq.default"}, new_name="fine")["dead_letter_exchange"] == "amq.default"
+    settings = queue_settings({"dead_letter_exchange": "amq.default"}, new_name="fine")
+    assert settings["dead_letter_exchange"] == "amq.default"
 
 
 def test_times_are_utc() -> None:

@@ -112,7 +112,8 @@ async def test_read_only_user_cannot_act(app: FastAPI, console: Console) -> None
         assert refused.status_code == 403
         assert "not an administrator" in refused.text
         assert "nope" not in app.state.broker.queues
-        flash = await viewer.act("/access/password", {"current": "look only, please", "new": "n3w" * 4, "repeat": "n3w" * 4})
+        change = {"current": "look only, please", "new": "n3w" * 4, "repeat": "n3w" * 4}
+        flash = await viewer.act("/access/password", change)
         assert "password changed" in flash
 
 
