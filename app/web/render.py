@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from fastapi import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from chunkmq import __version__
 from chunkmq.broker import views
@@ -122,10 +123,26 @@ def since_start(request: Request) -> str:
     return f"since start, {human_seconds(views.uptime_seconds(broker))} ago" if broker is not None else ""
 
 
+class Page(HTMLResponse):
+    """A rendered page that keeps its template's name and context, and hands both to a server that asks
+    for them (the "http.response.debug" extension, as Starlette's own template responses do): tests
+    check what a page shows without parsing its HTML. Real servers do not ask; they get the HTML only."""
+
+    def __init__(self, html: str, template: str, context: dict[str, Any], status_code: int) -> None:
+        super().__init__(html, status_code=status_code, headers=SECURITY_HEADERS)
+        self.template = template
+        self.context = context
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if "http.response.debug" in scope.get("extensions", {}):
+            await send({"type": "http.response.debug", "info": {"template": self.template, "context": self.context}})
+        await super().__call__(scope, receive, send)
+
+
 def render(
     request: Request, template: str, session: Session | None = None, status: int = 200, **context: Any
-) -> HTMLResponse:
-    html = environment().get_template(template).render(
+) -> Page:
+    context = dict(
         request=request,
         path=request.url.path,
         live_url=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
@@ -137,7 +154,7 @@ def render(
         since_start=since_start(request),
         **context,
     )
-    return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+    return Page(environment().get_template(template).render(context), template, context, status)
 
 
 def redirect(url: str) -> Response:

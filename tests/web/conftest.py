@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chunkmq.config import Settings
 from chunkmq.main import create_app
@@ -48,9 +50,43 @@ async def login(client: httpx.AsyncClient, user: str, password: str) -> httpx.Re
     return await client.post("/login", data={"user": user, "password": password, "csrf": csrf_of(page.text)})
 
 
+class PageTransport(httpx.ASGITransport):
+    """httpx.ASGITransport that asks the app for each page's template and context (the
+    "http.response.debug" extension, which chunkmq.web.render.Page answers as Starlette's template
+    responses do) and puts them on the response: `response.template` (its name; None when no template
+    rendered, e.g. a redirect) and `response.context` (a dict)."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        page: dict[str, Any] = {"template": None, "context": {}}
+        app = self.app
+
+        async def recorder(scope: Scope, receive: Receive, send: Send) -> None:
+            scope = {**scope, "extensions": {**scope.get("extensions", {}), "http.response.debug": {}}}
+
+            async def record(message: Message) -> None:
+                if message["type"] == "http.response.debug":
+                    page.update(message["info"])
+                else:
+                    await send(message)
+
+            await app(scope, receive, record)
+
+        once = httpx.ASGITransport(app=recorder, raise_app_exceptions=self.raise_app_exceptions,
+                                   root_path=self.root_path, client=self.client)
+        response = await once.handle_async_request(request)
+        response.template = page["template"]  # type: ignore[attr-defined]
+        response.context = page["context"]  # type: ignore[attr-defined]
+        return response
+
+
+def console_client(app: ASGIApp, base_url: str = "http://console", **kw: Any) -> httpx.AsyncClient:
+    """An in-process client of the console whose responses carry `.template` and `.context`."""
+    return httpx.AsyncClient(transport=PageTransport(app=app, **kw), base_url=base_url)
+
+
 @pytest.fixture
 async def anon(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as client:
+    async with console_client(app) as client:
         yield client
 
 
@@ -74,11 +110,11 @@ class Console:
         return await self.client.post(url, data={"csrf": self.csrf, **(data or {})})
 
     async def act(self, url: str, data: dict[str, str] | None = None) -> str:
-        """POST, follow the redirect, return the flash messages' text."""
+        """POST, follow the redirect, return the flash messages' text (as given to the page, unescaped)."""
         response = await self.post(url, data)
         assert response.status_code == 303, response.text
         page = await self.get(response.headers["location"])
-        return " | ".join(re.findall(r'<div class="flash (?:ok|error)"[^>]*>(.*?)</div>', page.text, re.S))
+        return " | ".join(text for _kind, text, _code in page.context["flashes"])
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi import FastAPI
 
@@ -16,7 +15,7 @@ from chunkmq.config import Settings
 from chunkmq.main import create_app
 from chunkmq.meta.alerts import NewAlertEvent
 from tests.mailbox import Mailbox
-from tests.web.conftest import Console, admin_password, login
+from tests.web.conftest import Console, admin_password, console_client, login
 from tests.web.test_pages import assert_no_inline_code
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +44,7 @@ async def mail_app(tmp_path: Path, mailbox: Mailbox) -> AsyncIterator[FastAPI]:
 
 @pytest.fixture
 async def admin(mail_app: FastAPI) -> AsyncIterator[Console]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=mail_app), base_url="http://console") as client:
+    async with console_client(mail_app) as client:
         assert (await login(client, "admin", admin_password(mail_app))).status_code == 303
         yield Console(client)
 
@@ -72,11 +71,11 @@ async def test_rules_are_added_disabled_and_deleted_through_forms(admin: Console
     assert row.startswith("3 lag_seconds orders.* * oldest unacked message ≥ 30 s 1 min 0 s once "
                           "a@example.com, b@example.com yes")
     refused = await admin.act("/alerts/rules", {**form, "threshold": "lots"})
-    assert refused == "Threshold: must be a number, not &#39;lots&#39;"
+    assert refused == "Threshold: must be a number, not 'lots'"
     # every bad field is named, in words (no pattern quoted)
     assert await admin.act("/alerts/rules", {**form, "queue": "a b", "recipients": "nobody, ok@example.com"}) == (
-        "Queues: &#39;a b&#39;: use 1-200 characters of A-Z a-z 0-9 . _ - : and the wildcards * ? [ ] !; "
-        "Recipients: &#39;nobody&#39; is not an e-mail address")
+        "Queues: 'a b': use 1-200 characters of A-Z a-z 0-9 . _ - : and the wildcards * ? [ ] !; "
+        "Recipients: 'nobody' is not an e-mail address")
     assert await admin.act("/alerts/rules", {**form, "threshold": "", "for_seconds": "-1"}) == (
         "Threshold: required; For: must be at least 0 s")
     assert await admin.act("/alerts/rules/3/enabled", {"enabled": ""}) == "alert rule 3 disabled"
@@ -155,7 +154,7 @@ async def test_settings_show_the_mail_settings_but_never_the_password_and_send_a
 
 async def test_read_only_users_see_alerts_but_change_nothing(admin: Console, mail_app: FastAPI) -> None:
     await admin.act("/access/users", {"name": "viewer", "password": "viewer-pw-123"})
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=mail_app), base_url="http://console") as client:
+    async with console_client(mail_app) as client:
         assert (await login(client, "viewer", "viewer-pw-123")).status_code == 303
         viewer = Console(client)
         page = await viewer.get("/alerts")

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.web.conftest import Console, admin_password, csrf_of, login
+from tests.web.conftest import Console, admin_password, console_client, csrf_of, login
 
 pytestmark = pytest.mark.anyio
 
@@ -41,8 +41,7 @@ async def test_login_sets_a_strict_httponly_cookie_and_returns_to_next(app: Fast
 
 
 async def test_secure_cookie_over_https(app: FastAPI) -> None:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="https://console") as client:
+    async with console_client(app, base_url="https://console") as client:
         response = await login(client, "admin", admin_password(app))
         assert response.status_code == 303
         assert "secure" in response.headers["set-cookie"].lower()
@@ -76,8 +75,7 @@ async def test_a_flood_from_one_address_does_not_lock_the_user_out_of_another(
         app: FastAPI, anon: httpx.AsyncClient) -> None:
     for _ in range(3):  # console_login_attempts=3, console_login_lock_seconds=1 in the fixture
         assert (await login(anon, "admin", "wrong")).status_code == 401
-    transport = httpx.ASGITransport(app=app, client=("5.6.7.8", 4000))
-    async with httpx.AsyncClient(transport=transport, base_url="http://console") as elsewhere:
+    async with console_client(app, client=("5.6.7.8", 4000)) as elsewhere:
         locked = await login(elsewhere, "admin", admin_password(app))
         assert locked.status_code == 429 and "too many failed logins for this user" in locked.text
         for _ in range(5):  # the flood goes on: refused at its address, it does not lock the user again
@@ -101,9 +99,8 @@ async def test_logout_needs_csrf(console: Console) -> None:
 
 async def test_read_only_user_cannot_act(app: FastAPI, console: Console) -> None:
     flash = await console.act("/access/users", {"name": "viewer", "password": "look only, please"})
-    assert "console user &#39;viewer&#39; created" in flash
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+    assert "console user 'viewer' created" in flash
+    async with console_client(app) as client:
         assert (await login(client, "viewer", "look only, please")).status_code == 303
         viewer = Console(client)
         page = await viewer.get("/queues")
