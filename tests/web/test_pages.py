@@ -69,10 +69,13 @@ async def test_overview_shows_the_read_model(app: FastAPI, console: Console) -> 
     await broker.publish("", [{"body": str(i), "routing_key": "work"} for i in range(7)])
     await broker.pull("work", "billing", 2, 0, "c1")
     page = await console.get("/")
-    assert re.search(r'data-metric="messages">7<', page.text)
-    assert "billing" in page.text and "Groups with the most lag" in page.text
-    assert f">{broker.durability}<" in page.text
+    assert page.template == "overview.html"
+    assert page.context["ov"].totals.messages == 7 and page.context["ov"].durability == broker.durability
+    assert [(g.queue, g.name) for g in page.context["top"]] == [("work", "billing")]
+    assert "Groups with the most lag" in page.text  # the section is drawn only when a group lags
     fragment = await console.get("/", headers={"HX-Request": "true"})
+    assert fragment.template == "overview_live.html" and fragment.context["ov"].totals.messages == 7
+    # what htmx swaps in: the live element itself, polling again
     assert fragment.text.lstrip().startswith('<div id="live"') and "<html" not in fragment.text
     assert 'hx-trigger="every 2.0s"' in fragment.text
 
@@ -120,32 +123,39 @@ async def test_message_browser_formats_and_pages(app: FastAPI, console: Console)
     await broker.publish("", [{"body": '{"a":1,"b":[2]}', "routing_key": "b"}])
     await broker.publish("", [{"body_base64": "AAEC/w==", "routing_key": "b"}])
     await broker.publish("", [{"body": f"plain {i}", "routing_key": "b"} for i in range(30)])
-    page = (await console.get("/queues/b?limit=10")).text
-    assert '{\n  &#34;a&#34;: 1,\n  &#34;b&#34;: [\n    2\n  ]\n}' in page
-    assert "00000000  00 01 02 ff" in page and "binary, 4 B" in page
-    assert page.count("<tr data-offset=") == 10
-    assert 'href="/queues/b?offset=10&amp;limit=10#messages" rel="next"' in page
-    second = (await console.get("/queues/b?offset=10&limit=10")).text
-    assert "plain 8" in second and "plain 7" not in second
-    assert 'href="/queues/b?offset=0&amp;limit=10#messages" rel="prev"' in second
-    last = (await console.get("/queues/b?offset=30&limit=10")).text
-    assert last.count("<tr data-offset=") == 2 and 'rel="next"' not in last
-    by_time = (await console.get("/queues/b?time=2000-01-01T00:00:00&limit=10")).text
-    assert '<tr data-offset="0">' in by_time
-    future = (await console.get("/queues/b?time=2999-01-01T00:00&limit=10")).text
-    assert "No messages here." in future
+    page = await console.get("/queues/b?limit=10")
+    assert page.template == "queue.html"
+    [as_json, as_hex, *_] = messages = page.context["messages"]
+    assert (as_json["kind"], as_json["text"]) == ("json", '{\n  "a": 1,\n  "b": [\n    2\n  ]\n}')
+    assert (as_hex["kind"], as_hex["size"]) == ("binary", 4) and as_hex["text"].startswith("00000000  00 01 02 ff")
+    assert "binary, 4 B" in page.text  # how the page words it
+    assert [m["offset"] for m in messages] == list(range(10))
+    # the pager's links, as the browser follows them
+    assert 'href="/queues/b?offset=10&amp;limit=10#messages" rel="next"' in page.text
+    second = await console.get("/queues/b?offset=10&limit=10")
+    assert [m["text"] for m in second.context["messages"]] == [f"plain {i}" for i in range(8, 18)]
+    assert 'href="/queues/b?offset=0&amp;limit=10#messages" rel="prev"' in second.text
+    last = await console.get("/queues/b?offset=30&limit=10")
+    assert [m["offset"] for m in last.context["messages"]] == [30, 31] and 'rel="next"' not in last.text
+    by_time = await console.get("/queues/b?time=2000-01-01T00:00:00&limit=10")
+    assert by_time.context["messages"][0]["offset"] == 0
+    future = await console.get("/queues/b?time=2999-01-01T00:00&limit=10")
+    assert future.template == "queue.html" and future.context["messages"] == []
+    assert "No messages here." in future.text
     bad = await console.get("/queues/b?time=yesterday")
-    assert bad.status_code == 400 and "not a time" in bad.text
+    assert bad.status_code == 400 and bad.template == "error.html" and "not a time" in bad.context["message"]
 
 
 async def test_unknown_queue_is_an_html_404_with_the_api_message(app: FastAPI, console: Console) -> None:
     response = await console.get("/queues/nope")
-    assert response.status_code == 404
-    assert "queue &#39;nope&#39; not found" in response.text and "Traceback" not in response.text
-    assert (await console.get("/exchanges/nope")).status_code == 404
+    assert response.status_code == 404 and response.template == "error.html"
+    assert "queue 'nope' not found" in response.context["message"]
+    assert "queue &#39;nope&#39; not found" in response.text and "Traceback" not in response.text  # escaped, no leak
+    missing = await console.get("/exchanges/nope")
+    assert missing.status_code == 404 and missing.template == "error.html"
     await app.state.broker.declare_queue("x", {})
     bad = await console.get("/queues/x?offset=abc")
-    assert bad.status_code == 400 and "offset must be a whole number" in bad.text
+    assert bad.status_code == 400 and "offset must be a whole number" in bad.context["message"]
 
 
 async def test_queue_list_filters_sorts_and_pages(app: FastAPI, console: Console) -> None:
@@ -156,18 +166,21 @@ async def test_queue_list_filters_sorts_and_pages(app: FastAPI, console: Console
     await broker.publish("", [{"body": "x", "routing_key": "orders-07"}] * 3)
     await broker.publish("", [{"body": "x", "routing_key": "orders-31"}] * 5)
     await broker.pull("orders-31", "g", 1, 0, "c")
-    first = (await console.get("/queues?filter=orders")).text  # page size 20 in the fixture
-    names = re.findall(r'<a href="/queues/([^"?]+)">', first)
-    assert names == [f"orders-{i:02d}" for i in range(20)]
-    assert "page 1 of 3 (45 in all)" in first and "other" not in names
-    third = (await console.get("/queues?filter=orders&page=3")).text
-    assert re.findall(r'<a href="/queues/([^"?]+)">', third) == [f"orders-{i:02d}" for i in range(40, 45)]
-    by_messages = (await console.get("/queues?sort=messages&order=desc")).text
-    assert re.findall(r'<a href="/queues/([^"?]+)">', by_messages)[:2] == ["orders-31", "orders-07"]
-    by_lag = (await console.get("/queues?sort=lag")).text
-    assert re.findall(r'<a href="/queues/([^"?]+)">', by_lag)[0] == "orders-31"
+    first = await console.get("/queues?filter=orders")  # page size 20 in the fixture
+    assert first.template == "queues.html"
+    assert [q.name for q in first.context["queues"]] == [f"orders-{i:02d}" for i in range(20)]
+    page = first.context["page"]
+    assert (page.number, page.pages, page.total) == (1, 3, 45)
+    assert "page 1 of 3 (45 in all)" in first.text  # how the page words it
+    third = await console.get("/queues?filter=orders&page=3")
+    assert [q.name for q in third.context["queues"]] == [f"orders-{i:02d}" for i in range(40, 45)]
+    by_messages = await console.get("/queues?sort=messages&order=desc")
+    assert [q.name for q in by_messages.context["queues"]][:2] == ["orders-31", "orders-07"]
+    by_lag = await console.get("/queues?sort=lag")
+    assert by_lag.context["queues"][0].name == "orders-31"
     fragment = await console.get("/queues?filter=orders&page=2", headers={"HX-Request": "true"})
-    assert 'hx-get="/queues?filter=orders&amp;page=2"' in fragment.text and "<html" not in fragment.text
+    assert fragment.template == "queues_live.html" and fragment.context["page"].number == 2
+    assert 'hx-get="/queues?filter=orders&amp;page=2"' in fragment.text  # htmx polls the same page
 
 
 async def test_groups_page_sorts_by_lag_and_flags_stalled(app: FastAPI, console: Console) -> None:
@@ -179,24 +192,25 @@ async def test_groups_page_sorts_by_lag_and_flags_stalled(app: FastAPI, console:
     await broker.declare_group("a", "slow", {})
     await broker.declare_group("b", "busy", {})
     await broker.pull("b", "busy", 1, 0, "c1")
-    page = (await console.get("/groups")).text
-    rows = re.findall(r'<tr><td class="name"><a href="/queues/(\w+)">', page)
-    assert rows == ["b", "a"]
-    slow_row = page[page.index(">slow<"):].split("</tr>")[0]
-    assert "stalled" in slow_row  # lag 2, nothing in flight, no consumer
-    busy_row = page[page.index(">busy<"):].split("</tr>")[0]
-    assert "stalled" not in busy_row
-    ascending = (await console.get("/groups?sort=lag&order=asc")).text
-    assert re.findall(r'<tr><td class="name"><a href="/queues/(\w+)">', ascending) == ["a", "b"]
+    page = await console.get("/groups")
+    assert page.template == "groups.html"
+    busy, slow = page.context["groups"]
+    assert [(g.queue, g.name) for g in (busy, slow)] == [("b", "busy"), ("a", "slow")]
+    stalled = page.context["stalled"]
+    assert stalled(slow)  # lag 2, nothing in flight, no consumer
+    assert not stalled(busy)
+    ascending = await console.get("/groups?sort=lag&order=asc")
+    assert [g.queue for g in ascending.context["groups"]] == ["a", "b"]
 
 
 async def test_storage_page_lists_chunks_and_index_files(app: FastAPI, console: Console) -> None:
     broker = app.state.broker
     await broker.declare_queue("s", {})
     await broker.publish("", [{"body": "x" * 100, "routing_key": "s"}] * 20)
-    page = (await console.get("/storage")).text
-    assert "Chunk files" in page and "active" in page
-    assert re.search(r'<a href="/queues/s">s</a></td><td class="num">1</td>', page)
+    page = await console.get("/storage")
+    assert page.template == "storage.html"
+    assert [c.state for c in page.context["chunks"]] == ["active"]
+    assert [(i.queue, i.files) for i in page.context["indexes"]] == [("s", 1)]
 
 
 @pytest.fixture
@@ -228,9 +242,9 @@ async def test_ten_thousand_queues_render_a_page_in_under_a_second(ten_thousand_
             elapsed = time.process_time() - started
             assert response.status_code == 200
             assert elapsed < 1.0, f"{url} took {elapsed:.2f} s of CPU"
-        top = (await client.get("/queues?sort=lag")).text
-        assert re.findall(r'<a href="/queues/([^"?]+)">', top)[0] == "queue-09999"
-        assert "page 1 of 200 (10,000 in all)" in top
+        top = await client.get("/queues?sort=lag")
+        assert top.context["queues"][0].name == "queue-09999"
+        assert (top.context["page"].number, top.context["page"].pages, top.context["page"].total) == (1, 200, 10_000)
 
 
 async def test_charts_come_from_the_history(app: FastAPI, console: Console) -> None:
@@ -287,10 +301,13 @@ async def test_counters_say_since_when_and_dead_letters_count_in_their_exchange(
     queue = (await console.get("/queues/work")).text
     tile = queue.split('data-metric="messages_in">')[1].split("</div></div>")[0]
     assert re.match(r"8</div><div class=\"sub\">since start, \d+(\.\d)? s ago;", tile), tile
-    exchange = (await console.get("/exchanges/dlx")).text
-    assert re.search(r'data-metric="messages_in">6</span> <span class="muted">since start, ', exchange)
-    listed = (await console.get("/exchanges")).text
-    assert re.search(r">dlx</a>.*?<td class=\"num\">6</td><td class=\"num\">0</td>", listed, re.S)
+    exchange = await console.get("/exchanges/dlx")
+    assert exchange.context["ex"].messages_in == 6
+    # the counter says since when, beside it
+    assert re.search(r'data-metric="messages_in">6</span> <span class="muted">since start, ', exchange.text)
+    listed = await console.get("/exchanges")
+    [dlx] = [e for e in listed.context["exchanges"] if e.name == "dlx"]
+    assert (dlx.messages_in, dlx.messages_unroutable) == (6, 0)
     assert "since start" in (await console.get("/queues")).text.split("</thead>")[0]
 
 
@@ -331,8 +348,9 @@ async def test_stalled_uses_when_the_floor_last_moved(app: FastAPI, console: Con
     await broker.publish("", [{"body": "x", "routing_key": "st"}] * 3)
     await broker.pull("st", "g", 1, 0, "c1")  # a consumer, one in flight: not stalled by the fallback
     await broker.history.sample(now=1)  # sampled long ago, the floor has not moved since
-    page = (await console.get("/groups")).text
-    assert "badge warn" in page.split(">g<")[1].split("</tr>")[0]
+    page = await console.get("/groups")
+    [group] = page.context["groups"]
+    assert page.context["stalled"](group)
 
 
 async def test_definitions_page_exports(app: FastAPI, console: Console) -> None:
@@ -340,8 +358,10 @@ async def test_definitions_page_exports(app: FastAPI, console: Console) -> None:
     await broker.declare_exchange("dx", {"type": "fanout"})
     await broker.declare_queue("dq", {"max_messages": 5})
     await broker.bind({"exchange": "dx", "queue": "dq"})
-    page = (await console.get("/definitions")).text
-    assert "1 exchanges, 1 queues, 1 bindings" in page and "&#34;max_messages&#34;: 5" in page
+    page = await console.get("/definitions")
+    assert page.template == "definitions.html"
+    assert [page.context["counts"][s] for s in ("exchanges", "queues", "bindings")] == [1, 1, 1]
+    assert '"max_messages": 5' in page.context["document"]
     download = await console.get("/definitions.json")
     assert "attachment" in download.headers["content-disposition"]
     assert [q["name"] for q in download.json()["queues"]] == ["dq"]
@@ -349,9 +369,10 @@ async def test_definitions_page_exports(app: FastAPI, console: Console) -> None:
 
 async def test_access_page_shows_when_a_token_was_last_used(app: FastAPI, console: Console) -> None:
     token = (app.state.settings.data_dir / "admin-token").read_text().strip()
-    assert "never" in (await console.get("/access")).text.split("admin (bootstrap)")[1].split("</tr>")[0]
+    [bootstrap] = [t for t in (await console.get("/access")).context["tokens"] if t.name == "admin (bootstrap)"]
+    assert bootstrap.last_used_at is None
     response = await console.client.get("/api/v1/overview", headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 200
     await app.state.auth.flush_last_used()  # written behind (every few seconds), never by the request
-    row = (await console.get("/access")).text.split("admin (bootstrap)")[1].split("</tr>")[0]
-    assert "never" not in row and " UTC" in row
+    [bootstrap] = [t for t in (await console.get("/access")).context["tokens"] if t.name == "admin (bootstrap)"]
+    assert bootstrap.last_used_at is not None
