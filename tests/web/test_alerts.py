@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 
+from chunkmq.alerts.engine import AlertView
 from chunkmq.alerts.jobs import Alerts
 from chunkmq.config import Settings
 from chunkmq.main import create_app
@@ -62,12 +63,17 @@ async def test_rules_are_added_disabled_and_deleted_through_forms(admin: Console
     assert_no_inline_code(page.text)
     assert '<a href="/alerts" class="current" aria-current="page">Alerts</a>' in page.text
     assert '<a href="/settings">Settings</a>' in page.text
-    assert [r.split(" ")[:2] for r in rows(page.text, "Rules")] == [["1", "lag_messages"], ["2", "stalled"]]
+    assert page.template == "alerts.html"
+    assert [(r.id, r.kind) for r in page.context["rules"]] == [(1, "lag_messages"), (2, "stalled")]
     form = {"kind": "lag_seconds", "threshold": "30", "queue": "orders.*", "group": "", "for_seconds": "60",
             "renotify_seconds": "0", "window_seconds": "", "recipients": "a@example.com, b@example.com",
             "enabled": "yes"}
     assert await admin.act("/alerts/rules", form) == "alert rule 3 created: oldest unacked message ≥ 30 s"
-    row = rows((await admin.get("/alerts")).text, "Rules")[2]
+    page = await admin.get("/alerts")
+    rule = page.context["rules"][2]
+    assert (rule.id, rule.kind, rule.queue, rule.threshold, rule.for_seconds, rule.renotify_seconds, rule.enabled) == (
+        3, "lag_seconds", "orders.*", 30, 60, 0, True)
+    row = rows(page.text, "Rules")[2]  # how the page words a rule: units, durations, "once"
     assert row.startswith("3 lag_seconds orders.* * oldest unacked message ≥ 30 s 1 min 0 s once "
                           "a@example.com, b@example.com yes")
     refused = await admin.act("/alerts/rules", {**form, "threshold": "lots"})
@@ -79,14 +85,16 @@ async def test_rules_are_added_disabled_and_deleted_through_forms(admin: Console
     assert await admin.act("/alerts/rules", {**form, "threshold": "", "for_seconds": "-1"}) == (
         "Threshold: required; For: must be at least 0 s")
     assert await admin.act("/alerts/rules/3/enabled", {"enabled": ""}) == "alert rule 3 disabled"
-    assert rows((await admin.get("/alerts")).text, "Rules")[2].endswith("no Enable delete Delete")
+    page = await admin.get("/alerts")
+    assert [r.enabled for r in page.context["rules"]] == [True, True, False]
+    assert rows(page.text, "Rules")[2].endswith("no Enable delete Delete")  # the button now offers Enable
     assert await admin.act("/alerts/rules/3/delete") == "tick the confirmation box to do this"
     assert await admin.act("/alerts/rules/3/delete", {"confirm": "yes"}) == "alert rule 3 deleted"
-    assert len(rows((await admin.get("/alerts")).text, "Rules")) == 2
+    assert [r.id for r in (await admin.get("/alerts")).context["rules"]] == [1, 2]
     # Without the session's CSRF token nothing happens.
     forged = await admin.client.post("/alerts/rules/1/delete", data={"confirm": "yes", "csrf": "forged"})
     assert forged.status_code == 403
-    assert len(rows((await admin.get("/alerts")).text, "Rules")) == 2
+    assert [r.id for r in (await admin.get("/alerts")).context["rules"]] == [1, 2]
 
 
 async def test_firing_alerts_and_the_history_are_shown_filtered_and_escaped(
@@ -103,19 +111,23 @@ async def test_firing_alerts_and_the_history_are_shown_filtered_and_escaped(
     await admin.act("/alerts/rules", {"kind": "lag_messages", "threshold": "1", "queue": "orders", "enabled": "yes"})
     await alerts.engine.evaluate()
     await alerts.outbox.drain()
-    page = (await admin.get("/alerts")).text
-    now = rows(page, "Now")
-    assert now and now[0].startswith("firing 3 lag_messages orders billing 3 messages 1 messages"), now
-    overview = rows((await admin.get("/")).text, "Firing alerts")  # the overview lists it too
-    assert len(overview) == 1 and overview[0].startswith("lag_messages #3 orders billing 3 1 "), overview
+    def alert(a: AlertView) -> tuple[object, ...]:
+        return a.state, a.rule_id, a.kind, a.queue, a.group, a.value, a.threshold
+
+    now = (await admin.get("/alerts")).context["current"]
+    assert [alert(a) for a in now] == [("firing", 3, "lag_messages", "orders", "billing", 3, 1)], now
+    overview = await admin.get("/")  # the overview lists it too
+    assert [alert(a) for a in overview.context["firing"]] == [alert(a) for a in now]
     await alerts.record([NewAlertEvent(1, "mail", "failed", "firing", 3, "lag_messages", "orders", "billing",
                                        3, 1, "<script>alert(1)</script>")])
-    page = (await admin.get("/alerts", params={"state": "failed"})).text
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
-    [failed] = rows(page, "History")
-    assert " mail failed firing 3 lag_messages orders billing 3 &lt;script&gt;" in failed
-    firing = rows((await admin.get("/alerts", params={"state": "firing", "queue": "orders"})).text, "History")
-    assert len(firing) == 1 and "firing from pending 3 lag_messages orders billing 3" in firing[0]
+    page = await admin.get("/alerts", params={"state": "failed"})
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text and "<script>alert" not in page.text  # escaped
+    assert [(e.type, e.state, e.previous, e.rule_id, e.kind, e.queue, e.group, e.value, e.detail)
+            for e in page.context["events"]] == [
+        ("mail", "failed", "firing", 3, "lag_messages", "orders", "billing", 3, "<script>alert(1)</script>")]
+    firing = (await admin.get("/alerts", params={"state": "firing", "queue": "orders"})).context["events"]
+    assert [(e.type, e.state, e.previous, e.rule_id, e.kind, e.queue, e.group, e.value) for e in firing] == [
+        ("transition", "firing", "pending", 3, "lag_messages", "orders", "billing", 3)]
     assert (await admin.get("/alerts", params={"state": "exploded"})).status_code == 400
     assert len(mailbox.received) == 1
 
@@ -142,8 +154,11 @@ async def test_settings_show_the_mail_settings_but_never_the_password_and_send_a
     page = await admin.get("/settings")
     assert page.status_code == 200
     assert_no_inline_code(page.text)
-    assert "127.0.0.1:" in page.text and "mailer" in page.text and "ops@example.com" in page.text
-    assert "hunter2" not in page.text
+    assert page.template == "settings.html"
+    s = page.context["s"]
+    assert (s.smtp_host, s.smtp_port, s.smtp_user) == ("127.0.0.1", mailbox.port, "mailer")
+    assert s.smtp_to == "ops@example.com"
+    assert "hunter2" not in page.text  # the page the browser gets is the point
     flash = await admin.act("/settings/test-email", {"to": "me@example.com"})
     assert flash.startswith("test mail sent; the server answered: 2")
     [mail] = mailbox.received
@@ -160,6 +175,6 @@ async def test_read_only_users_see_alerts_but_change_nothing(admin: Console, mai
         page = await viewer.get("/alerts")
         assert page.status_code == 200 and "Add a rule" not in page.text
         refused = await viewer.post("/alerts/rules/1/delete", {"confirm": "yes"})
-        assert refused.status_code == 403 and "not an administrator" in refused.text
+        assert refused.status_code == 403 and "not an administrator" in refused.context["message"]
         assert (await viewer.get("/settings")).status_code == 403
-    assert len(rows((await admin.get("/alerts")).text, "Rules")) == 2
+    assert [r.id for r in (await admin.get("/alerts")).context["rules"]] == [1, 2]
