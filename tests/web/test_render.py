@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+import httpx
 import pytest
 from fastapi import FastAPI
+from starlette.types import Message, Receive, Scope, Send
 
 from chunkmq.web.render import (
     CSP,
@@ -52,3 +54,35 @@ async def test_pages_carry_the_security_headers(console: Console, app: FastAPI) 
     assert page.status_code == 200
     assert page.headers["content-security-policy"] == CSP and "script-src 'self'" in CSP
     assert page.headers["x-content-type-options"] == "nosniff" and page.headers["cache-control"] == "no-store"
+
+
+async def messages_of(app: FastAPI, ask: bool) -> list[Message]:
+    """What the app sends the server for the login page, the debug extension asked for or not."""
+    messages: list[Message] = []
+
+    async def recorder(scope: Scope, receive: Receive, send: Send) -> None:
+        if ask:
+            scope = {**scope, "extensions": {**scope.get("extensions", {}), "http.response.debug": {}}}
+
+        async def record(message: Message) -> None:
+            messages.append(message)
+            await send(message)
+
+        await app(scope, receive, record)
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=recorder), base_url="http://console") as client:
+        assert (await client.get("/login?next=/queues")).status_code == 200
+    return messages
+
+
+async def test_a_page_gives_its_template_and_context_only_to_a_server_that_asks(app: FastAPI) -> None:
+    """The "http.response.debug" extension (what Starlette's template responses answer): tests read a
+    page's template and context; a real server does not ask and gets the page and nothing more."""
+    plain = await messages_of(app, ask=False)
+    assert [m["type"] for m in plain] == ["http.response.start", "http.response.body"]
+    debug, *rest = await messages_of(app, ask=True)
+    assert debug["type"] == "http.response.debug" and debug["info"]["template"] == "login.html"
+    assert debug["info"]["context"]["next"] == "/queues" and "request" in debug["info"]["context"]
+    assert [m["type"] for m in rest] == ["http.response.start", "http.response.body"]
+    assert rest[0]["status"] == plain[0]["status"] == 200
+    assert b'name="csrf"' in plain[1]["body"] and b'name="csrf"' in rest[1]["body"]
