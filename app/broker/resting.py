@@ -13,14 +13,28 @@ Owned by the event loop thread, like the broker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from chunkmq.broker.group import Group
+from chunkmq.broker.group import Group, GroupChanges
 from chunkmq.broker.queue import Queue
 from chunkmq.broker.views import QueueView, queue_view
 
 if TYPE_CHECKING:
-    from chunkmq.broker.broker import Broker
+    from chunkmq.storage import Store
+
+
+class RestingSource(Protocol):
+    """What the resting views read of the broker (a Broker is one)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def queues(self) -> Mapping[str, Queue]: ...
+    @property
+    def queues_by_id(self) -> Mapping[int, Queue]: ...
+    @property
+    def group_changes(self) -> GroupChanges: ...
 
 
 def _mark(queue: Queue) -> tuple[Any, ...]:
@@ -37,7 +51,7 @@ def _at_rest(view: QueueView) -> bool:
 class RestingViews:
     """Views of every queue for one reader of Store.changed_queues (`reader`)."""
 
-    def __init__(self, broker: Broker, reader: str) -> None:
+    def __init__(self, broker: RestingSource, reader: str) -> None:
         self.broker = broker
         self.reader = reader
         self._kept: dict[int, tuple[tuple[Any, ...], QueueView]] = {}
@@ -74,7 +88,7 @@ class LaggingGroups:
     when its queue was appended to or trimmed (Store.changed_queues) or its groups' floors moved
     (GroupChanges), not for every group at every page."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: RestingSource) -> None:
         self.broker = broker
         self._lagging: dict[int, set[str]] = {}  # queue id -> names of its groups with lag
 

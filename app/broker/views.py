@@ -39,8 +39,13 @@ from chunkmq.storage import Store
 from chunkmq.wire import codes
 
 if TYPE_CHECKING:
-    from chunkmq.broker.resting import LaggingGroups
     from chunkmq.meta import MetaStore
+
+
+class Lagging(Protocol):
+    """The groups with lag, kept up to date as queues change (resting.LaggingGroups is one)."""
+
+    def candidates(self) -> list[tuple[int, Queue, Group]]: ...
 
 
 class StoreSource(Protocol):
@@ -68,7 +73,7 @@ class Source(StoreSource, Protocol):
     @property
     def durability(self) -> str: ...
     @property
-    def lagging(self) -> LaggingGroups: ...
+    def lagging(self) -> Lagging: ...
 
 
 _INTERNAL = {"internal": True}  # field metadata: read by the console, the history or the alerts, not in the JSON

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, make_url
 
+from chunkmq.meta import plain
 from chunkmq.meta.engine import make_engine
-from chunkmq.meta.plain import head_revision
 from chunkmq.resources import MIGRATIONS
 from chunkmq.storage.files import DIR_MODE, FILE_MODE
 
@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 SCRIPT_LOCATION = MIGRATIONS
+
+
+def head_revision() -> str:
+    """The newest migration's revision among the scripts at SCRIPT_LOCATION."""
+    return plain.head_revision(SCRIPT_LOCATION)
 
 
 def alembic_config(url: str) -> Config:

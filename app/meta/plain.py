@@ -26,11 +26,11 @@ from chunkmq.resources import MIGRATIONS
 _SQLITE = "sqlite:///"
 
 
-def head_revision() -> str:
+def head_revision(scripts: Path = MIGRATIONS) -> str:
     """The newest migration's revision, read off the file names: the scripts are numbered
     (alembic/versions/NNNN_<message>.py with revision "NNNN", each revising the one before; a test
     in tests/meta/test_migrations.py holds them to it), so the highest number is the head."""
-    numbers = [int(p.name[:4]) for p in (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")]
+    numbers = [int(p.name[:4]) for p in (scripts / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")]
     return f"{max(numbers):04d}"
 
 

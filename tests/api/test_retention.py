@@ -118,11 +118,13 @@ def test_a_thousand_idle_long_polls_cost_no_cpu(server: ServerProcess) -> None:
     """The server's own CPU time, measured once every poll waits: other work on the machine (tests
     run in parallel) slows the arrival of the polls, not what an idle wait costs."""
     httpx.put(f"{server.url}/api/v1/queues/idle", json={}).raise_for_status()
-    wait_ms = 20_000  # long enough for a thousand polls to arrive on a busy machine, then 2 s idle
+    # The longest wait a pull may ask: for a thousand polls to arrive on a busy machine (17 s were not,
+    # under coverage at a load of 4), then 2 s idle; the group's deletion ends the waits early.
+    wait_ms = 30_000
 
     async def main() -> list[int]:
         limits = httpx.Limits(max_connections=1100, max_keepalive_connections=1100)
-        async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=limits) as client:
+        async with httpx.AsyncClient(base_url=server.url, timeout=90, limits=limits) as client:
             async def poll(i: int) -> int:
                 response = await client.post("/api/v1/queues/idle/groups/g/pull",
                                              json={"wait_ms": wait_ms, "consumer": f"c{i}"})
