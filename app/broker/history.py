@@ -37,15 +37,13 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from chunkmq.broker.group import now_ms
-from chunkmq.broker.queue import Queue
-from chunkmq.broker.views import queue_view
+from chunkmq.broker.views import QueuesSource, queue_view
 from chunkmq.config import Settings
-from chunkmq.storage import Store
 
 if TYPE_CHECKING:
     from chunkmq.meta import MetaStore
@@ -140,7 +138,7 @@ class Series:
         return out
 
 
-class HistorySource(Protocol):
+class HistorySource(QueuesSource, Protocol):
     """What the history reads of the broker (a Broker is one): its settings, the queues it samples,
     their offsets, and the database it writes behind to."""
 
@@ -148,12 +146,6 @@ class HistorySource(Protocol):
     def settings(self) -> Settings: ...
     @property
     def meta(self) -> MetaStore: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def queues(self) -> Mapping[str, Queue]: ...
-    @property
-    def queues_by_id(self) -> Mapping[int, Queue]: ...
 
 
 class Keyed(Protocol):

@@ -13,26 +13,19 @@ Owned by the event loop thread, like the broker.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chunkmq.broker.group import Group, GroupChanges
 from chunkmq.broker.queue import Queue
-from chunkmq.broker.views import QueueView, queue_view
+from chunkmq.broker.views import QueuesSource, QueueView, queue_view
 
 if TYPE_CHECKING:
-    from chunkmq.storage import Store
+    pass
 
 
-class RestingSource(Protocol):
+class RestingSource(QueuesSource, Protocol):
     """What the resting views read of the broker (a Broker is one)."""
 
-    @property
-    def store(self) -> Store: ...
-    @property
-    def queues(self) -> Mapping[str, Queue]: ...
-    @property
-    def queues_by_id(self) -> Mapping[int, Queue]: ...
     @property
     def group_changes(self) -> GroupChanges: ...
 

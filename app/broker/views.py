@@ -55,6 +55,15 @@ class StoreSource(Protocol):
     def store(self) -> Store: ...
 
 
+class QueuesSource(StoreSource, Protocol):
+    """What a round over every queue reads: the queues by name and by id, and their offsets."""
+
+    @property
+    def queues(self) -> Mapping[str, Queue]: ...
+    @property
+    def queues_by_id(self) -> Mapping[int, Queue]: ...
+
+
 class Source(StoreSource, Protocol):
     """What the read model reads of the broker (a Broker is one): its state, never an operation."""
 

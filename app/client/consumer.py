@@ -349,22 +349,28 @@ class Consumer(_Stream):
             raise StopIteration
         return message
 
-    def next(self, timeout: float | None = None) -> Message | None:
-        """The next message, or None when none came within `timeout` seconds (None: wait for one)
-        or the consumer is closed. Moving on acks the message before (auto_ack), as the loop does."""
+    def _wait(self, timeout: float | None) -> bool:
+        """Move on (acking the message before with auto_ack), then wait until a message is buffered:
+        False when none came within `timeout` seconds (None: wait for one) or the consumer closed."""
         if self._ws is None and not self._closed:
             raise RuntimeError("the consumer is not open: iterate it inside its `with` block")
         self._move_on()
-        if not self._buffer:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while not self._buffer:
-                if self._closed:
-                    return None
-                self._flush()
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return None
-                self._receive(left)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._buffer:
+            if self._closed:
+                return False
+            self._flush()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self._receive(left)
+        return True
+
+    def next(self, timeout: float | None = None) -> Message | None:
+        """The next message, or None when none came within `timeout` seconds (None: wait for one)
+        or the consumer is closed. Moving on acks the message before (auto_ack), as the loop does."""
+        if not self._wait(timeout):
+            return None
         message, due = self._take()
         if due:
             self._flush()
@@ -373,19 +379,8 @@ class Consumer(_Stream):
     def next_batch(self, timeout: float | None = None, max_messages: int | None = None) -> list[Message]:
         """Every message buffered so far (at most `max_messages`): see AsyncConsumer.next_batch."""
         self._check_max(max_messages)
-        if self._ws is None and not self._closed:
-            raise RuntimeError("the consumer is not open: iterate it inside its `with` block")
-        self._move_on()
-        if not self._buffer:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while not self._buffer:
-                if self._closed:
-                    return []
-                self._flush()
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return []
-                self._receive(left)
+        if not self._wait(timeout):
+            return []
         batch, due = self._take_batch(max_messages)
         if due:
             self._flush()
