@@ -91,6 +91,12 @@ class App(FastAPI):
         await super().__call__(scope, receive, send)
 
 
+def _announce(secret: str | None, what: str) -> None:
+    """A secret made at the first start, shown once on stderr (it is also in a file of the data directory)."""
+    if secret:
+        print(f"chunkmq: created {what}:\n  {secret}", file=sys.stderr, flush=True)
+
+
 async def open_broker(state: State, settings: Settings) -> None:
     """The metadata store (migrated, with its first admin token and console user), the broker on it
     (the store recovered) and token auth, on `state`: the ORM's way, for `create_app`'s lifespan and
@@ -101,19 +107,9 @@ async def open_broker(state: State, settings: Settings) -> None:
     # First-start secrets before the store opens: the disk budget's first measurement counts them.
     if settings.auth == "on":
         token = await asyncio.to_thread(bootstrap_admin_token, meta, settings.data_dir)
-        if token:
-            print(
-                f"chunkmq: created the first admin token (also in {settings.data_dir / 'admin-token'}):\n"
-                f"  {token}",
-                file=sys.stderr, flush=True,
-            )
+        _announce(token, f"the first admin token (also in {settings.data_dir / 'admin-token'})")
     password = await asyncio.to_thread(bootstrap_admin_user, meta, settings.data_dir)
-    if password:
-        print(
-            f"chunkmq: created the console user admin (password also in {settings.data_dir / 'admin-password'}):\n"
-            f"  {password}",
-            file=sys.stderr, flush=True,
-        )
+    _announce(password, f"the console user admin (password also in {settings.data_dir / 'admin-password'})")
     state.meta = meta
     state.broker = await asyncio.to_thread(Broker.open, settings, meta)
     state.auth = TokenAuth(meta, enabled=settings.auth == "on")

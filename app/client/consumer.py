@@ -170,21 +170,28 @@ class AsyncConsumer(_Stream):
             raise StopAsyncIteration
         return message
 
-    async def next(self, timeout: float | None = None) -> Message | None:
-        """The next message, or None when none came within `timeout` seconds (None: wait for one)
-        or the consumer is closed. Moving on acks the message before (auto_ack), as the loop does."""
+    async def _wait(self, timeout: float | None) -> bool:
+        """Move on (acking the message before with auto_ack), then wait until a message is buffered:
+        False when none came within `timeout` seconds (None: wait for one) or the consumer closed."""
         if self._ws is None and not self._closed:
             raise RuntimeError("the consumer is not open: iterate it inside its `with` (or `async with`) block")
         self._move_on()
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._buffer:
             if self._closed:
-                return None
+                return False
             await self._flush()
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                return None
+                return False
             await self._receive(left)
+        return True
+
+    async def next(self, timeout: float | None = None) -> Message | None:
+        """The next message, or None when none came within `timeout` seconds (None: wait for one)
+        or the consumer is closed. Moving on acks the message before (auto_ack), as the loop does."""
+        if not await self._wait(timeout):
+            return None
         message, due = self._take()
         if due:
             await self._flush()
@@ -195,18 +202,8 @@ class AsyncConsumer(_Stream):
         (None: for as long as it takes) for at least one; [] when none came or the consumer is
         closed. With auto_ack the batch is done when the loop asks for the next one."""
         self._check_max(max_messages)
-        if self._ws is None and not self._closed:
-            raise RuntimeError("the consumer is not open: iterate it inside its `with` (or `async with`) block")
-        self._move_on()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._buffer:
-            if self._closed:
-                return []
-            await self._flush()
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return []
-            await self._receive(left)
+        if not await self._wait(timeout):
+            return []
         batch, due = self._take_batch(max_messages)
         if due:
             await self._flush()
