@@ -375,8 +375,11 @@ def backlog_figure(minutes: float, messages: int, clients: int, batch: int, size
                                "rss_mb": mb(srv.rss_bytes()), "restart_to_ready_s": round(srv.restart(), 2),
                                "rss_after_restart_mb": mb(srv.rss_bytes())}
         with httpx.Client(base_url=srv.url, timeout=600) as fresh:
-            row["read_oldest_ms"] = round(timed(lambda: fresh.get(
-                "/api/v1/queues/backlog/messages", params={"offset": 0, "limit": 1}).raise_for_status()), 1)
+            # the first request after the restart that the first stage does not answer waits for the
+            # second (docs/scaling.md): the read again is what reading the oldest message costs
+            for key in ("read_oldest_ms", "read_oldest_again_ms"):
+                row[key] = round(timed(lambda: fresh.get(
+                    "/api/v1/queues/backlog/messages", params={"offset": 0, "limit": 1}).raise_for_status()), 1)
             row["pull_oldest_ms"] = round(timed(lambda: fresh.post(
                 "/api/v1/queues/backlog/groups/g/pull", json={"max_messages": 1}).raise_for_status()), 1)
             row["read_newest_ms"] = round(timed(lambda: fresh.get(

@@ -47,7 +47,8 @@ def test_backlog(capsys: pytest.CaptureFixture[str]) -> None:
     row = rows[-1]
     assert row["messages"] == 2000
     assert 100 < row["disk_bytes_per_message"] < 1e6  # a fresh store preallocates a whole chunk
-    assert row["read_oldest_ms"] > 0 and row["pull_oldest_ms"] > 0 and row["restart_to_ready_s"] > 0
+    assert row["read_oldest_ms"] > 0 and row["read_oldest_again_ms"] > 0
+    assert row["pull_oldest_ms"] > 0 and row["restart_to_ready_s"] > 0
 
 
 def test_sustained(capsys: pytest.CaptureFixture[str]) -> None:
