@@ -14,8 +14,8 @@ LATER = ("jinja2", "aiosmtplib", "numpy", "pyarrow", "pyspark", "pandas", "httpx
          "chunkmq.client")
 # What a restart's first stage (app/start.py) leaves to the second: the full app and the ORM.
 SECOND_STAGE = ("fastapi", "sqlalchemy", "chunkmq.api.schemas", "chunkmq.api.router", "chunkmq.web",
-                "chunkmq.alerts.jobs", "chunkmq.meta.repository", "chunkmq.main", "prometheus_client",
-                "websockets")
+                "chunkmq.broker.views", "chunkmq.alerts.jobs", "chunkmq.meta.repository", "chunkmq.main",
+                "prometheus_client", "websockets")
 # What warm_up() loads a second after start: then the first console page or large publish need not.
 WARMED = ("numpy", "jinja2", "websockets")
 
