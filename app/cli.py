@@ -827,11 +827,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from chunkmq.config import FsyncSetting
-
-    parser = _Parser(prog="chunkmq", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the broker", description="Run the broker. Every other setting is "
                            "a CHUNKMQ_* environment variable (README.md, Configuration).")
@@ -844,20 +841,34 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default $CHUNKMQ_FSYNC, else interval)")
     serve.set_defaults(func=_serve)
 
-    _add_token_parser(sub)
-    _add_definitions_parser(sub)
-    _add_alerts_parser(sub)
-    from chunkmq.spark.jobs import add_parser as add_spark_parser  # argparse only: no PySpark import
 
-    add_spark_parser(sub)
-    _add_user_parser(sub)
+def _add_spark_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from chunkmq.spark.jobs import add_parser  # argparse only: no PySpark import
+
+    add_parser(sub)
+
+
+_COMMANDS = {"serve": _add_serve_parser, "token": _add_token_parser, "definitions": _add_definitions_parser,
+             "alerts": _add_alerts_parser, "spark": _add_spark_parser, "user": _add_user_parser}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command` alone: argparse looks for translations on disk for
+    every parser it makes (about 30, a tenth of a restart's first stage), and a command line parses
+    the same with its own command's parser."""
+    parser = _Parser(prog="chunkmq", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, add in _COMMANDS.items():
+        if command in (None, name):
+            add(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Every error is one line on stderr and a non-zero exit status."""
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(argv[0] if argv and argv[0] in _COMMANDS else None).parse_args(argv)
         return int(args.func(args) or 0)
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] == "chunkmq":
