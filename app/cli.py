@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported when a command runs: with the client alone installed, main() says what is missing
+    import uvicorn
+
     from chunkmq.config import Settings
 
 
@@ -354,13 +356,41 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     )
 
 
+def uvicorn_server() -> tuple[type[uvicorn.Config], type[uvicorn.Server]]:
+    """uvicorn's Config and Server (its documented way to run a server from code) without running
+    uvicorn/__init__.py, which imports uvicorn.main: its command line (click) and its reloaders
+    (multiprocessing, watchfiles), which `serve` never uses, a twentieth of a restart's first stage.
+    The package stands in sys.modules with its submodules and Config (uvicorn.lifespan imports it from
+    the package) until `complete_uvicorn` runs its __init__, once the server answers."""
+    if "uvicorn" not in sys.modules:
+        import importlib.util
+
+        spec = importlib.util.find_spec("uvicorn")
+        assert spec is not None and spec.loader is not None
+        sys.modules["uvicorn"] = importlib.util.module_from_spec(spec)
+    from uvicorn.config import Config
+    from uvicorn.server import Server
+
+    sys.modules["uvicorn"].Config = Config  # type: ignore[attr-defined]
+    return Config, Server
+
+
+def complete_uvicorn() -> None:
+    """Run uvicorn/__init__.py if `uvicorn_server` left it out: `import uvicorn` gets the whole package."""
+    package = sys.modules.get("uvicorn")
+    if package is not None and not hasattr(package, "run"):
+        assert package.__spec__ is not None and package.__spec__.loader is not None
+        package.__spec__.loader.exec_module(package)
+
+
 def _serve(args: argparse.Namespace) -> int:
     import gc
 
     # No cyclic collections while the start imports and builds (it makes next to no garbage, and the
     # passes over its growing heap were a tenth of the imports' time): tune_gc turns them back on.
     gc.disable()
-    import uvicorn
+    config_class, server_class = uvicorn_server()
+    from uvicorn.config import STARTUP_FAILURE
 
     from chunkmq.start import ConfigError, check_settings, serving_app
     from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
@@ -385,8 +415,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     for what, module in (("record codec", record), ("wire batch codec", batch), ("blob parser", blob)):
         logging.getLogger("chunkmq").info("%s: %s", what, module.IMPLEMENTATION)
-    uvicorn.run(app, **uvicorn_options(settings))
-    return 0
+    server = server_class(config_class(app, **uvicorn_options(settings)))  # as uvicorn.run(app, ...)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else STARTUP_FAILURE
 
 
 # --- chunkmq token ... (metadata / auth) --------------------------------------------------------
