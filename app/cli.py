@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported when a command runs: with the client alone installed, main() says what is missing
+    import uvicorn
+
     from chunkmq.config import Settings
 
 
@@ -354,13 +356,41 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     )
 
 
+def uvicorn_server() -> tuple[type[uvicorn.Config], type[uvicorn.Server]]:
+    """uvicorn's Config and Server (its documented way to run a server from code) without running
+    uvicorn/__init__.py, which imports uvicorn.main: its command line (click) and its reloaders
+    (multiprocessing, watchfiles), which `serve` never uses, a twentieth of a restart's first stage.
+    The package stands in sys.modules with its submodules and Config (uvicorn.lifespan imports it from
+    the package) until `complete_uvicorn` runs its __init__, once the server answers."""
+    if "uvicorn" not in sys.modules:
+        import importlib.util
+
+        spec = importlib.util.find_spec("uvicorn")
+        assert spec is not None and spec.loader is not None
+        sys.modules["uvicorn"] = importlib.util.module_from_spec(spec)
+    from uvicorn.config import Config
+    from uvicorn.server import Server
+
+    sys.modules["uvicorn"].Config = Config  # type: ignore[attr-defined]
+    return Config, Server
+
+
+def complete_uvicorn() -> None:
+    """Run uvicorn/__init__.py if `uvicorn_server` left it out: `import uvicorn` gets the whole package."""
+    package = sys.modules.get("uvicorn")
+    if package is not None and not hasattr(package, "run"):
+        assert package.__spec__ is not None and package.__spec__.loader is not None
+        package.__spec__.loader.exec_module(package)
+
+
 def _serve(args: argparse.Namespace) -> int:
     import gc
 
     # No cyclic collections while the start imports and builds (it makes next to no garbage, and the
     # passes over its growing heap were a tenth of the imports' time): tune_gc turns them back on.
     gc.disable()
-    import uvicorn
+    config_class, server_class = uvicorn_server()
+    from uvicorn.config import STARTUP_FAILURE
 
     from chunkmq.start import ConfigError, check_settings, serving_app
     from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
@@ -385,8 +415,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     for what, module in (("record codec", record), ("wire batch codec", batch), ("blob parser", blob)):
         logging.getLogger("chunkmq").info("%s: %s", what, module.IMPLEMENTATION)
-    uvicorn.run(app, **uvicorn_options(settings))
-    return 0
+    server = server_class(config_class(app, **uvicorn_options(settings)))  # as uvicorn.run(app, ...)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else STARTUP_FAILURE
 
 
 # --- chunkmq token ... (metadata / auth) --------------------------------------------------------
@@ -827,11 +859,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from chunkmq.config import FsyncSetting
-
-    parser = _Parser(prog="chunkmq", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the broker", description="Run the broker. Every other setting is "
                            "a CHUNKMQ_* environment variable (README.md, Configuration).")
@@ -844,20 +873,34 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default $CHUNKMQ_FSYNC, else interval)")
     serve.set_defaults(func=_serve)
 
-    _add_token_parser(sub)
-    _add_definitions_parser(sub)
-    _add_alerts_parser(sub)
-    from chunkmq.spark.jobs import add_parser as add_spark_parser  # argparse only: no PySpark import
 
-    add_spark_parser(sub)
-    _add_user_parser(sub)
+def _add_spark_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from chunkmq.spark.jobs import add_parser  # argparse only: no PySpark import
+
+    add_parser(sub)
+
+
+_COMMANDS = {"serve": _add_serve_parser, "token": _add_token_parser, "definitions": _add_definitions_parser,
+             "alerts": _add_alerts_parser, "spark": _add_spark_parser, "user": _add_user_parser}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command` alone: argparse looks for translations on disk for
+    every parser it makes (about 30, a tenth of a restart's first stage), and a command line parses
+    the same with its own command's parser."""
+    parser = _Parser(prog="chunkmq", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, add in _COMMANDS.items():
+        if command in (None, name):
+            add(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Every error is one line on stderr and a non-zero exit status."""
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(argv[0] if argv and argv[0] in _COMMANDS else None).parse_args(argv)
         return int(args.func(args) or 0)
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] == "chunkmq":

@@ -27,6 +27,7 @@ from chunkmq.api.hot_routes import HotRoutes
 from chunkmq.api.operations import AlertCollector, BrokerCollector
 from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from chunkmq.broker.broker import Broker
+from chunkmq.cli import complete_uvicorn
 from chunkmq.config import Settings
 from chunkmq.meta import MetaStore
 from chunkmq.meta.migrate import upgrade
@@ -68,6 +69,7 @@ def warm_up() -> None:
     templates' environment) does not wait for it, then freeze what they built as start-up's objects
     are (tune_gc)."""
     importlib.import_module("numpy")
+    complete_uvicorn()  # the package's __init__, left out of `chunkmq serve`'s start (app/cli.py)
     importlib.import_module("uvicorn.protocols.websockets.websockets_sansio_impl")  # the first stream's (app/cli.py)
     web_render.environment()
     gc.freeze()

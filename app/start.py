@@ -9,9 +9,12 @@ first requests after a restart (readiness, publish, pull, ack) need none of it. 
    answers /healthz, /readyz and the hot routes (app/api/hot_routes.py: publish, pull and its
    acks), behind the same checks (`guard.every_request`) and the same rules (app/api/access.py)
    as the full app.
-2. Second stage, right after, in a thread of its own: the full app (app/main.py `create_app`) and
-   the ORM's MetaStore are built, then its background work starts (`main.running`). Any other
-   request waits for it, then goes to the full app, as every request does from then on.
+2. Second stage, in a thread of its own: the full app (app/main.py `create_app`) and the ORM's
+   MetaStore are built, then its background work starts (`main.running`). It begins once the first
+   request is answered (or arrives, if it needs the full app), at the latest SECOND_STAGE_AFTER_SECONDS
+   after the first stage: begun earlier, its imports would take the GIL from the server's start and
+   first answer. A request the first stage does not serve waits for it, then goes to the full app,
+   as every request does from then on.
 
 A start that must write the metadata (the first one, a migration, a missing admin token or console
 user) or whose database is not a SQLite file starts the full app at once, the ORM's way.
@@ -38,7 +41,6 @@ from chunkmq.api.deps import send_json
 from chunkmq.api.errors import send_error
 from chunkmq.api.guard import every_request
 from chunkmq.api.hot_routes import HotRoutes
-from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.config import Settings
 from chunkmq.meta.plain import PlainMeta
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("chunkmq")
 
 _T = TypeVar("_T")
+
+SECOND_STAGE_AFTER_SECONDS = 0.1  # the second stage's latest beginning, when no request came first
 
 
 class ConfigError(RuntimeError):
@@ -109,7 +113,7 @@ def readiness(broker: Broker | None) -> tuple[int, dict[str, str]]:
     """GET /readyz's status and body, in either stage."""
     if broker is None:
         return 503, {"status": "starting"}
-    reason = views.refusal(broker)
+    reason = broker.disk.refusal()  # views.refusal, without loading the views
     if reason is not None:  # publishes are refused (507) or would be at the next chunk
         return 503, {"status": "storage_full", "reason": reason}
     return 200, {"status": "ready"}
@@ -169,6 +173,7 @@ class Staged:
         self.hot_routes = HotRoutes(every_request(settings), [*publish.routes, pull.route])
         self.full: App | None = None  # the full app, once built and running
         self.built = asyncio.Event()
+        self._begin = asyncio.Event()  # the second stage may begin
         self._stack = contextlib.AsyncExitStack()
         self._second: asyncio.Task[None] | None = None
 
@@ -180,10 +185,13 @@ class Staged:
         elif scope["type"] == "http" and (probe := self._probe(scope)) is not None:
             scope["app"] = self
             await probe(scope, receive, send)
+            self._begin.set()
         elif scope["type"] == "http" and (route := self.hot_routes.match(scope)) is not None:
             scope["app"] = self
             await self.hot_routes.serve(route, scope, receive, send)
+            self._begin.set()
         else:
+            self._begin.set()
             await self.built.wait()
             if self.full is None:
                 await send_error(send, 503, codes.UNAVAILABLE, "the server could not start; see the server log")
@@ -208,9 +216,11 @@ class Staged:
             await send({"type": "lifespan.startup.failed", "message": repr(exc)})
             raise
         self._second = asyncio.create_task(self._second_stage())
+        asyncio.get_running_loop().call_later(SECOND_STAGE_AFTER_SECONDS, self._begin.set)
         await send({"type": "lifespan.startup.complete"})
         message = await receive()
         assert message["type"] == "lifespan.shutdown"
+        self._begin.set()
         try:
             await asyncio.shield(self._second)  # a stop during the second stage lets it finish, then closes all
             await self._stack.aclose()
@@ -231,6 +241,7 @@ class Staged:
         the background work, and route everything to the full app from then on."""
         state, settings = self.state, self.settings
         pending: MetaLater = state.meta
+        await self._begin.wait()
         began = time.monotonic()
         try:
             app, meta = await _in_thread(lambda: _build(settings))
@@ -249,7 +260,7 @@ class Staged:
             self._stack.push_async_callback(asyncio.to_thread, state.broker.close)
         else:
             self.full = app
-            log.info("the full app is up, %.2f s after the first stage", time.monotonic() - began)
+            log.info("the full app is up, %.2f s after the second stage began", time.monotonic() - began)
         finally:
             self.built.set()
 

@@ -141,3 +141,25 @@ def test_an_import_conflict_names_the_differing_settings_as_json(tmp_path: Path)
                 in line)
     finally:
         server.stop()
+
+
+def test_a_command_line_parses_the_same_with_its_own_commands_parser_alone() -> None:
+    lines = [["serve", "--port", "9000", "--fsync", "always"], ["token", "create", "--name", "ci", "--write", "^q$"],
+             ["user", "list"], ["alerts", "add", "--kind", "stalled", "--threshold", "1"],
+             ["definitions", "export", "--url", "http://127.0.0.1:1"], ["spark", "inspect", "--data-dir", "d"]]
+    for argv in lines:
+        own = build_parser(argv[0])
+        assert list(own._subparsers._group_actions[0].choices) == [argv[0]]  # type: ignore[union-attr]
+        alone, among_all = vars(own.parse_args(argv)), vars(build_parser().parse_args(argv))
+        assert alone.pop("func").__qualname__ == among_all.pop("func").__qualname__  # spark's are made per parser
+        assert alone == among_all
+
+
+def test_help_loads_neither_the_orm_nor_the_web_stack() -> None:
+    code = ("import sys, contextlib\nfrom chunkmq.cli import main\n"
+            "for argv in (['--help'], ['alerts', 'add', '--help'], ['token', '--help'], ['serve', '--help']):\n"
+            "    with contextlib.suppress(SystemExit):\n        main(argv)\n"
+            "print(sorted({m.partition('.')[0] for m in sys.modules} & {'sqlalchemy', 'fastapi', 'starlette', "
+            "'httpx', 'pyspark', 'alembic'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -119,3 +119,17 @@ def test_the_websocket_protocol_keepalive_timeout_and_the_state_the_subclass_rea
 def test_the_subclasses_build_on_these_classes() -> None:
     assert issubclass(_http_protocol(10.0), httptools_impl.HttpToolsProtocol)
     assert issubclass(_websocket_protocol(), WebSocketsSansIOProtocol)
+
+
+def test_the_package_init_that_serve_leaves_out_only_names_what_complete_uvicorn_adds() -> None:
+    """`cli.uvicorn_server` starts without uvicorn/__init__.py, with Config set on the package: what
+    uvicorn imports from the package itself must be Config alone, and the __init__ what it was."""
+    from pathlib import Path
+
+    root = Path(uvicorn.__file__).parent
+    lines = [line for line in (root / "__init__.py").read_text().splitlines() if line.startswith(("from", "import"))]
+    assert lines == ["from uvicorn.config import Config", "from uvicorn.main import Server, main, run"]
+    from_package = {name.strip() for path in root.rglob("*.py") if path.name != "__main__.py"
+                    for names in re.findall(r"^\s*from uvicorn import (.+)$", path.read_text(), re.M)
+                    for name in names.split(",")}
+    assert from_package <= {"Config"}, from_package

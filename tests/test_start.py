@@ -126,3 +126,48 @@ async def test_a_second_stage_that_fails_leaves_the_first_stages_answers(tmp_pat
     assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
     await lifespan
     assert app.state.broker.store.closed
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("first", ["readyz", "publish", "queues", "no request"])
+async def test_the_second_stage_begins_after_the_first_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              first: str) -> None:
+    """Not before: its imports would take the GIL from the server's start and first answer. A request
+    for the full app begins it at once, and without any request it begins SECOND_STAGE_AFTER_SECONDS
+    after the first stage."""
+    url = f"sqlite:///{tmp_path / 'meta.db'}"
+    upgrade(url)
+    with MetaStore(url) as meta:
+        meta.create_user("admin", "a-long-enough-password")
+    settings = Settings(data_dir=tmp_path, auth="off")
+    begun: list[str] = []
+
+    def build(_: Settings) -> None:
+        begun.append(first)
+        raise RuntimeError("the build is not what this test looks at")
+
+    monkeypatch.setattr(start, "_build", build)
+    monkeypatch.setattr(start, "SECOND_STAGE_AFTER_SECONDS", 0.3 if first == "no request" else 60)
+    plain = PlainMeta.open(settings.meta_url, tokens=False)
+    assert plain is not None
+    app = start.Staged(settings, plain)
+    inbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    lifespan = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))  # type: ignore[arg-type]
+    assert (await outbox.get())["type"] == "lifespan.startup.complete"
+    await asyncio.sleep(0.1)
+    assert begun == [] and not app.built.is_set()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as api:
+        if first == "readyz":
+            assert (await api.get("/readyz")).status_code == 200
+        elif first == "publish":
+            missing = await api.post("/api/v1/queues/none/publish", json={"messages": [{"body": "x"}]})
+            assert missing.status_code == 404
+        elif first == "queues":
+            assert (await api.get("/api/v1/queues")).status_code == 503  # waited for the (failed) second stage
+    await asyncio.wait_for(app.built.wait(), 10)
+    assert begun == [first]
+    await inbox.put({"type": "lifespan.shutdown"})
+    assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
+    await lifespan

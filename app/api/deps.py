@@ -9,7 +9,7 @@ from starlette.responses import Response
 from starlette.types import Send
 
 from chunkmq.broker.broker import Broker
-from chunkmq.broker.views import dumps
+from chunkmq.broker.view_json import dumps
 
 
 def broker_of(request: Request) -> Broker:

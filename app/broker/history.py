@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from chunkmq.broker.group import now_ms
-from chunkmq.broker.views import QueuesSource, queue_view
+from chunkmq.broker.sources import QueuesSource
 from chunkmq.config import Settings
 
 if TYPE_CHECKING:
@@ -185,6 +185,8 @@ class History:
         """Take one point of every queue and group from the read model (background job). Yields to the
         event loop every _SLICE queues: with many queues a sample takes tens of milliseconds, which
         publishes and pulls must not wait for in one piece."""
+        from chunkmq.broker import views  # not at import: a server's first stage does without
+
         now = now_ms() if now is None else now
         broker = self.broker
         queues: dict[int, _Series] = {}
@@ -202,7 +204,7 @@ class History:
                 if broker.queues_by_id.get(queue.id) is not queue:
                     continue  # deleted meanwhile
             self._marks[queue.id] = mark
-            qv = queue_view(broker, queue, now)
+            qv = views.queue_view(broker, queue, now)
             series = queues[qv.id] = self._queues.get(qv.id) or _Series(deque(maxlen=self._ring_len))
             publish, deliver = self._rates(series, now, (qv.messages_in, qv.delivered))
             self._add(series, qv.id, None, QueuePoint(now, qv.messages, qv.bytes, publish, deliver))

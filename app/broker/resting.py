@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from chunkmq.broker.group import Group, GroupChanges
 from chunkmq.broker.queue import Queue
-from chunkmq.broker.views import QueuesSource, QueueView, queue_view
+from chunkmq.broker.sources import QueuesSource
 
 if TYPE_CHECKING:
-    pass
+    from chunkmq.broker.views import QueueView
 
 
 class RestingSource(QueuesSource, Protocol):
@@ -67,6 +67,8 @@ class RestingViews:
         kept = self._kept.get(queue.id)
         if kept is not None and queue.id not in self._changed and kept[0] == mark:
             return kept[1]
+        from chunkmq.broker.views import queue_view  # not at import: a server's first stage does without
+
         view = queue_view(self.broker, queue, now)
         self.built += 1
         if _at_rest(view):

@@ -3,7 +3,8 @@
 Every view is built by a function here that only reads broker state (no pruning, no I/O beyond the
 storage engine's in-memory offsets and one index/record read for the oldest unacked timestamp; the
 access views read the database in a worker thread). The functions take a `Source`, the Protocol of
-what they read, never the Broker class: app/broker/broker.py imports the history, which imports this.
+what they read (app/broker/sources.py), never the Broker class. A server's first stage does not load
+this module (app/start.py): its 18 dataclasses are about a tenth of that stage's imports.
 
 The JSON API renders a view with `dumps(view)`: its JSON is its fields (see "JSON" below), and
 app/api/schemas.py derives the OpenAPI response schemas from the same fields. The console renders
@@ -14,75 +15,28 @@ do not go through views: they keep their pre-rendered bytes for speed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import heapq
 import shutil
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-import orjson
+from typing import TYPE_CHECKING, Any
 
 from chunkmq import __version__
-from chunkmq.broker.disk import DiskGuard
 from chunkmq.broker.errors import NotFound
 from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, now_ms
 from chunkmq.broker.message import decode_data
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.queue import Queue, QueueSettings
-from chunkmq.broker.routing import Binding, Exchange, RoutingTable
-from chunkmq.broker.stats import BrokerStats
-from chunkmq.config import Settings
+from chunkmq.broker.routing import Binding, Exchange
+from chunkmq.broker.sources import Source, StoreSource
+from chunkmq.broker.view_json import as_json as as_json
+from chunkmq.broker.view_json import dumps as dumps
+from chunkmq.broker.view_json import to_json as to_json
 from chunkmq.meta.rows import TokenRow, UserRow
-from chunkmq.storage import Store
 from chunkmq.wire import codes
 
 if TYPE_CHECKING:
-    from chunkmq.meta import MetaStore
-
-
-class Lagging(Protocol):
-    """The groups with lag, kept up to date as queues change (resting.LaggingGroups is one)."""
-
-    def candidates(self) -> list[tuple[int, Queue, Group]]: ...
-
-
-class StoreSource(Protocol):
-    """What a queue's or a group's view reads: the storage engine's offsets."""
-
-    @property
-    def store(self) -> Store: ...
-
-
-class QueuesSource(StoreSource, Protocol):
-    """What a round over every queue reads: the queues by name and by id, and their offsets."""
-
-    @property
-    def queues(self) -> Mapping[str, Queue]: ...
-    @property
-    def queues_by_id(self) -> Mapping[int, Queue]: ...
-
-
-class Source(StoreSource, Protocol):
-    """What the read model reads of the broker (a Broker is one): its state, never an operation."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def meta(self) -> MetaStore: ...
-    @property
-    def routing(self) -> RoutingTable: ...
-    @property
-    def queues(self) -> Mapping[str, Queue]: ...
-    @property
-    def stats(self) -> BrokerStats: ...
-    @property
-    def disk(self) -> DiskGuard: ...
-    @property
-    def durability(self) -> str: ...
-    @property
-    def lagging(self) -> Lagging: ...
+    pass
 
 
 _INTERNAL = {"internal": True}  # field metadata: read by the console, the history or the alerts, not in the JSON
@@ -610,47 +564,4 @@ async def login(broker: Source, name: str, password: str) -> UserRow | None:
     return await asyncio.to_thread(broker.meta.check_password, name, password)
 
 
-# ---------------------------------------------------------------------- JSON (API.md)
-# A view's JSON is its fields, in order, except those marked internal (`_INTERNAL`); a field marked
-# `flatten` (a queue's settings) puts its keys inline. app/api/schemas.py derives the OpenAPI
-# document's response schemas from the same fields, so the two cannot drift apart.
-
-
-_JSON_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-
-
-def _json_fields(cls: type) -> tuple[tuple[str, bool], ...]:
-    """(name, flatten) of the fields of `cls` that are in its JSON (cached per class)."""
-    found = _JSON_FIELDS.get(cls)
-    if found is None:
-        found = _JSON_FIELDS[cls] = tuple(
-            (f.name, "flatten" in f.metadata) for f in dataclasses.fields(cls) if "internal" not in f.metadata)
-    return found
-
-
-def as_json(view: Any) -> dict[str, Any]:
-    """A view (any dataclass) as its JSON object, one level deep: the views inside it stay views, which
-    `dumps` renders in turn."""
-    out: dict[str, Any] = {}
-    for name, flatten in _json_fields(type(view)):
-        if flatten:
-            out.update(getattr(view, name))
-        else:
-            out[name] = getattr(view, name)
-    return out
-
-
-def _default(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return as_json(value)
-    return str(value)  # datetimes, paths: as text
-
-
-def dumps(value: Any) -> bytes:
-    """JSON of views (and of lists and dicts holding them), with orjson: the API's answer bodies."""
-    return orjson.dumps(value, default=_default, option=orjson.OPT_PASSTHROUGH_DATACLASS)
-
-
-def to_json(value: Any) -> Any:
-    """The JSON value of views, as Python objects (what a client parses from `dumps`)."""
-    return orjson.loads(dumps(value))
+# ---------------------------------------------------------------------- JSON (API.md): app/broker/view_json.py

@@ -223,6 +223,7 @@ def test_a_sample_of_many_queues_yields_and_drops_a_queue_deleted_meanwhile(tmp_
 def test_a_sample_takes_views_only_of_queues_that_changed_and_gives_what_views_give(tmp_path: Path,
                                                                                     monkeypatch: Any) -> None:
     from chunkmq.broker import history as history_module
+    from chunkmq.broker import views
 
     async def work(broker: Broker) -> None:
         for name in ("idle", "busy", "lagging", "consumed"):
@@ -233,13 +234,13 @@ def test_a_sample_takes_views_only_of_queues_that_changed_and_gives_what_views_g
         await pull(broker, "consumed", "g", 2)
         broker.ack("consumed", "g", {"up_to": 2})
         viewed: list[str] = []
-        view = history_module.queue_view
+        view = views.queue_view
 
         def spy(b: Any, queue: Any, now: int | None = None) -> Any:
             viewed.append(queue.name)
             return view(b, queue, now)
 
-        monkeypatch.setattr(history_module, "queue_view", spy)
+        monkeypatch.setattr(views, "queue_view", spy)  # what a sample calls
         t0 = now_ms()
         history = broker.history
         for step in range(4):

@@ -1,0 +1,61 @@
+"""What the read model (views.py), the history and the resting views read of the broker: Protocols
+that a Broker satisfies, so that none of them imports the Broker class (which imports the history).
+Here rather than in views.py, so that the broker's own modules can name them without loading the views."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from chunkmq.broker.disk import DiskGuard
+    from chunkmq.broker.group import Group
+    from chunkmq.broker.queue import Queue
+    from chunkmq.broker.routing import RoutingTable
+    from chunkmq.broker.stats import BrokerStats
+    from chunkmq.config import Settings
+    from chunkmq.meta import MetaStore
+    from chunkmq.storage import Store
+
+
+class Lagging(Protocol):
+    """The groups with lag, kept up to date as queues change (resting.LaggingGroups is one)."""
+
+    def candidates(self) -> list[tuple[int, Queue, Group]]: ...
+
+
+class StoreSource(Protocol):
+    """What a queue's or a group's view reads: the storage engine's offsets."""
+
+    @property
+    def store(self) -> Store: ...
+
+
+class QueuesSource(StoreSource, Protocol):
+    """What a round over every queue reads: the queues by name and by id, and their offsets."""
+
+    @property
+    def queues(self) -> Mapping[str, Queue]: ...
+    @property
+    def queues_by_id(self) -> Mapping[int, Queue]: ...
+
+
+class Source(StoreSource, Protocol):
+    """What the read model reads of the broker (a Broker is one): its state, never an operation."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def meta(self) -> MetaStore: ...
+    @property
+    def routing(self) -> RoutingTable: ...
+    @property
+    def queues(self) -> Mapping[str, Queue]: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def disk(self) -> DiskGuard: ...
+    @property
+    def durability(self) -> str: ...
+    @property
+    def lagging(self) -> Lagging: ...
