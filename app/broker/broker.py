@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
@@ -149,6 +150,7 @@ class Broker(Publishing, Consuming):
         self.routing = RoutingTable()
         self.queues: dict[str, Queue] = {}
         self.queues_by_id: dict[int, Queue] = {}
+        self._names: list[str] | None = None  # the queues' names sorted (sorted_queue_names); None: not built yet
         self.dedup = IdempotencyWindow(settings.dedup_window_seconds * 1000)
         self.dedup_snapshots = WindowSnapshots(settings.data_dir / "dedup")
         self._dedup_written_to = -1  # the log position the newest snapshot segment covers
@@ -235,7 +237,16 @@ class Broker(Publishing, Consuming):
         self.store.create_queue(queue.id)
         self.queues[queue.name] = queue
         self.queues_by_id[queue.id] = queue
+        if self._names is not None:
+            insort(self._names, queue.name)
         return queue
+
+    def sorted_queue_names(self) -> list[str]:
+        """The queues' names in order, kept sorted as queues come and go (the lists page through it
+        with a binary search instead of sorting every name at each request). Do not change it."""
+        if self._names is None:
+            self._names = sorted(self.queues)
+        return self._names
 
     # ------------------------------------------------------------------ idempotency window
 
@@ -406,6 +417,8 @@ class Broker(Publishing, Consuming):
         await asyncio.to_thread(self.meta.delete_queue, name)
         del self.queues[name]
         del self.queues_by_id[queue.id]
+        if self._names is not None:
+            del self._names[bisect_left(self._names, name)]
         self.history.forget(queue.id)
         self.routing.remove_bindings(lambda b: b.queue == name)
         for group in queue.groups.values():

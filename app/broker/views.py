@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import heapq
+import itertools
 import shutil
 import time
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -66,6 +68,8 @@ class QueuesSource(StoreSource, Protocol):
 
 class Source(StoreSource, Protocol):
     """What the read model reads of the broker (a Broker is one): its state, never an operation."""
+
+    def sorted_queue_names(self) -> list[str]: ...
 
     @property
     def settings(self) -> Settings: ...
@@ -359,6 +363,24 @@ def queue_views(broker: Source) -> list[QueueView]:
     return [queue_view(broker, q, now) for q in sorted(broker.queues.values(), key=lambda q: q.name)]
 
 
+def queue_page(broker: Source, after: str | None, limit: int,
+               shown: Callable[[str], bool] = lambda _: True) -> tuple[list[QueueView], str | None]:
+    """Up to `limit` queues whose names sort after `after` (from the first without it) and that
+    `shown` lets through, in name order, and the cursor of the next page (None: this is the last).
+    Views are built for this page alone: the names are kept sorted, and found with a binary search."""
+    names = broker.sorted_queue_names()
+    start = 0 if after is None else bisect_right(names, after)
+    found: list[str] = []
+    for name in itertools.islice(names, start, None):
+        if shown(name):
+            if len(found) == limit:  # one more is shown: there is a next page
+                now = now_ms()
+                return [queue_view(broker, broker.queues[n], now) for n in found], found[-1]
+            found.append(name)
+    now = now_ms()
+    return [queue_view(broker, broker.queues[n], now) for n in found], None
+
+
 def lagging_groups(broker: Source, n: int) -> list[GroupView]:
     """The `n` groups with the most lag (ties: the oldest unacked message first), lag > 0 only.
     The groups with lag are kept up to date as queues change (resting.LaggingGroups), and a view is
@@ -455,7 +477,8 @@ def overview(broker: Source) -> Overview:
 def queue_names(broker: Source, contains: str = "") -> list[str]:
     """The queues' names, sorted; with `contains`, those holding it (case-insensitive)."""
     needle = contains.lower()
-    return sorted(n for n in list(broker.queues) if needle in n.lower())
+    names = broker.sorted_queue_names()
+    return [n for n in names if needle in n.lower()] if needle else list(names)
 
 
 def exchange_names(broker: Source) -> list[str]:
