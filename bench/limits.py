@@ -210,9 +210,13 @@ def queues_figure(sizes: list[int], samples: int, idle: float, env: dict[str, st
                 with console(srv) as browser:
                     row["console_queues_ms"] = page_ms(browser, "/queues")
                     row["console_dashboard_ms"] = page_ms(browser, "/")
+                    row["console_queues_by_messages_ms"] = page_ms(browser, "/queues?sort=messages")
                 t0 = time.perf_counter()
                 client.get("/api/v1/queues").raise_for_status()
                 row["list_api_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+                middle = {"limit": 100, "after": f"q{size // 2:06d}"}  # a page of 100 from the middle of the list
+                row["list_page_api_ms"] = round(statistics.median(
+                    timed(lambda: client.get("/api/v1/queues", params=middle).raise_for_status()) for _ in range(5)), 1)
             row["restart_to_ready_s"] = round(srv.restart(), 2)
             row["rss_after_restart_mb"] = mb(srv.rss_bytes())
             out.append(emit({**row, "env": env}))
