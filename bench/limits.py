@@ -172,6 +172,13 @@ def publish_pull_latency(client: httpx.Client, queues: int, samples: int) -> dic
             "pull_p50_ms": round(pct(pull, 0.5), 2), "pull_p99_ms": round(pct(pull, 0.99), 2)}
 
 
+def _page_ms(client: httpx.Client, after: str, repeats: int = 5) -> float:
+    """The median time of `GET /api/v1/queues?limit=100&after=<after>`, one page of the list."""
+    params = {"limit": 100, "after": after}
+    return round(statistics.median(
+        timed(lambda: client.get("/api/v1/queues", params=params).raise_for_status()) for _ in range(repeats)), 1)
+
+
 def page_ms(client: httpx.Client, path: str, repeats: int = 3) -> float:
     """The median time to load a console page (after one warm-up load)."""
     client.get(path).raise_for_status()
@@ -210,9 +217,11 @@ def queues_figure(sizes: list[int], samples: int, idle: float, env: dict[str, st
                 with console(srv) as browser:
                     row["console_queues_ms"] = page_ms(browser, "/queues")
                     row["console_dashboard_ms"] = page_ms(browser, "/")
+                    row["console_queues_by_messages_ms"] = page_ms(browser, "/queues?sort=messages")
                 t0 = time.perf_counter()
                 client.get("/api/v1/queues").raise_for_status()
                 row["list_api_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+                row["list_page_api_ms"] = _page_ms(client, f"q{size // 2:06d}")  # a page from the list's middle
             row["restart_to_ready_s"] = round(srv.restart(), 2)
             row["rss_after_restart_mb"] = mb(srv.rss_bytes())
             out.append(emit({**row, "env": env}))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from fastapi import APIRouter, Request
 from prometheus_client import generate_latest
@@ -73,6 +73,14 @@ class BrokerCollector(Collector):
         self.broker = broker
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        return self._families(views.queue_gauges(self.broker))
+
+    def describe(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """The families without the per-queue samples: registering the collector calls this, where it
+        would otherwise collect over every queue and group (seconds with a hundred thousand)."""
+        return self._families(())
+
+    def _families(self, queues: Iterable[views.QueueGauge]) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         counted = views.counters(self.broker)
         for name, doc, value in (
             ("published", "Messages stored by publishes", counted.published),
@@ -92,7 +100,7 @@ class BrokerCollector(Collector):
         missed = CounterMetricFamily(
             "chunkmq_group_messages_missed", "Messages deleted before a group consumed them", labels=["queue", "group"]
         )
-        for q in views.queue_gauges(self.broker):
+        for q in queues:
             depth.add_metric([q.name], q.messages)
             size.add_metric([q.name], q.bytes)
             dropped.add_metric([q.name], q.messages_dropped)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
@@ -14,16 +16,36 @@ from chunkmq.broker.arrow import MEDIA_TYPE as ARROW_STREAM
 from chunkmq.broker.arrow import browse_arrow
 from chunkmq.broker.message import as_base64
 from chunkmq.broker.names import check_name
-from chunkmq.broker.views import find_queue, queue_view, queue_views
+from chunkmq.broker.views import find_queue, queue_page, queue_view, queue_views
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues", tags=["queues"])
 
 
-@router.get("", responses=schemas.answers(list[schemas.Queue]))
-async def list_queues(request: Request, who: Principal = AUTHORIZE) -> Response:
+PAGE_LIMIT = 100  # a page's default size when only `after` is given
+MAX_PAGE_LIMIT = 1000
+
+
+@router.get("", responses=schemas.answers(list[schemas.Queue], codes.INVALID_REQUEST))
+async def list_queues(
+    request: Request,
+    who: Principal = AUTHORIZE,
+    limit: int | None = Query(None, ge=1, le=MAX_PAGE_LIMIT, description="a page of at most this many queues"),
+    after: str | None = Query(None, min_length=1, max_length=255,
+                              description="the page after this queue name (the Link header's next)"),
+) -> Response:
+    """Every queue in name order; with `limit` or `after`, one page of them and, when more follow,
+    a `Link: <...>; rel="next"` header (docs/api.md, Queues)."""
     broker = broker_of(request)
-    return json([q for q in queue_views(broker) if who.sees(q.name)])
+    if limit is None and after is None:
+        return json([q for q in queue_views(broker) if who.sees(q.name)])
+    size = limit or PAGE_LIMIT
+    page, last = queue_page(broker, after, size, who.sees)
+    response = json(page)
+    if last is not None:
+        query = urlencode({"limit": size, "after": last})
+        response.headers["Link"] = f'<{request.url.path}?{query}>; rel="next"'
+    return response
 
 
 @router.get("/{name}", responses=schemas.answers(schemas.Queue, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))

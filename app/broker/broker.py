@@ -15,10 +15,13 @@ and SQL runs in worker threads (`asyncio.to_thread`), never on the publish or pu
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -49,7 +52,7 @@ from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import FsyncSetting, Settings
 from chunkmq.meta.rows import GroupRow, MetaSnapshot, TokenRow, UserRow
 from chunkmq.storage import FsyncMode, StorageError, Store, StoreOptions
-from chunkmq.storage.files import private_dir, restrict_tree
+from chunkmq.storage.files import create_file, private_dir, restrict_tree
 from chunkmq.storage.lock import LOCK_FILE
 from chunkmq.wire import codes
 
@@ -60,11 +63,25 @@ __all__ = ["Broker", "PublishOutcome", "parse_binding", "parse_exchange"]
 
 # What chunkmq keeps in its data directory, tightened to owner-only on start (an older version
 # created them with the umask's mode); anything else there is left alone.
+OWNER_ONLY_MARKER = "owner-only"  # restrict_once's: the data directory was tightened
 _OWN_ENTRIES = ("store", "dedup", "meta.db", "meta.db-journal", "meta.db-wal", "meta.db-shm", ADMIN_TOKEN_FILE,
                 LOCK_FILE)
 
 GROUP_COMMIT_SECONDS = 1.0  # group state is written behind at most this often (and per ack with fsync=always)
 _DURABILITY = {FsyncSetting.ALWAYS: "fsync", FsyncSetting.INTERVAL: "interval", FsyncSetting.NEVER: "none"}
+
+
+def restrict_once(data_dir: Path) -> None:
+    """Tighten what an older version left readable by others (restrict_tree), once: the marker file
+    says it was done, and everything this version creates is owner-only already. A start then walks
+    none of the data directory (hundreds of thousands of entries with many queues)."""
+    marker = data_dir / OWNER_ONLY_MARKER
+    if marker.exists():
+        return
+    changed = restrict_tree(data_dir, _OWN_ENTRIES)
+    if changed:
+        log.warning("%d files and directories under %s were readable by others: now owner-only", changed, data_dir)
+    os.close(create_file(marker))
 
 
 def _as_json(settings: Mapping[str, Any]) -> str:
@@ -133,6 +150,7 @@ class Broker(Publishing, Consuming):
         self.routing = RoutingTable()
         self.queues: dict[str, Queue] = {}
         self.queues_by_id: dict[int, Queue] = {}
+        self._names: list[str] | None = None  # the queues' names sorted (sorted_queue_names); None: not built yet
         self.dedup = IdempotencyWindow(settings.dedup_window_seconds * 1000)
         self.dedup_snapshots = WindowSnapshots(settings.data_dir / "dedup")
         self._dedup_written_to = -1  # the log position the newest snapshot segment covers
@@ -160,10 +178,7 @@ class Broker(Publishing, Consuming):
         """Open the store (running its recovery) and load the routing table from the database, or
         from `snapshot` when it was read already (without the ORM: app/meta/plain.py)."""
         private_dir(settings.data_dir)
-        changed = restrict_tree(settings.data_dir, _OWN_ENTRIES)
-        if changed:
-            log.warning("%d files and directories under %s were readable by others: now owner-only",
-                        changed, settings.data_dir)
+        restrict_once(settings.data_dir)
         store = Store.open(
             settings.data_dir / "store",
             StoreOptions(
@@ -216,13 +231,22 @@ class Broker(Publishing, Consuming):
         return group
 
     def _add_queue(self, row: Any) -> Queue:
-        settings = QueueSettings.parse({name: getattr(row, name) for name in QueueSettings.names()})
+        settings = QueueSettings.stored(row)
         queue = Queue(row.id, row.name, settings, row.producer_visible, row.consumer_visible,
                       messages_dropped=row.messages_dropped, committed_dropped=row.messages_dropped)
         self.store.create_queue(queue.id)
         self.queues[queue.name] = queue
         self.queues_by_id[queue.id] = queue
+        if self._names is not None:
+            insort(self._names, queue.name)
         return queue
+
+    def sorted_queue_names(self) -> list[str]:
+        """The queues' names in order, kept sorted as queues come and go (the lists page through it
+        with a binary search instead of sorting every name at each request). Do not change it."""
+        if self._names is None:
+            self._names = sorted(self.queues)
+        return self._names
 
     # ------------------------------------------------------------------ idempotency window
 
@@ -393,6 +417,8 @@ class Broker(Publishing, Consuming):
         await asyncio.to_thread(self.meta.delete_queue, name)
         del self.queues[name]
         del self.queues_by_id[queue.id]
+        if self._names is not None:
+            del self._names[bisect_left(self._names, name)]
         self.history.forget(queue.id)
         self.routing.remove_bindings(lambda b: b.queue == name)
         for group in queue.groups.values():

@@ -93,14 +93,17 @@ class DiskGuard:
     def _chunk_number(self) -> int:
         return self.store.chunks_created
 
-    def _walk(self) -> tuple[int, int]:
+    def _walk(self, opened_only: bool = False) -> tuple[int, int]:
         """(bytes under the data directory, free bytes on its file system)."""
-        return allocated_bytes(self.root, skip=self._queues_dir) + self.store.index_bytes(), free_bytes(self.root)
+        indexes = self.store.index_bytes(opened_only)
+        return allocated_bytes(self.root, skip=self._queues_dir) + indexes, free_bytes(self.root)
 
     def measure_now(self) -> None:
-        """Measure synchronously (on start, before the first publish)."""
+        """Measure synchronously (on start, before the first publish). The index files of the queues
+        not opened yet (idle since the last stop) are left to the first background measure, a second
+        later: walking tens of thousands of directories would hold the start back."""
         chunk_at, placed_at = self._chunk_number(), self.placed
-        self._record(*self._walk(), chunk_at, placed_at)
+        self._record(*self._walk(opened_only=True), chunk_at, placed_at)
 
     async def measure(self) -> None:
         """Measure in a worker thread (the background job, and after retention freed space)."""

@@ -43,6 +43,8 @@ class QueuesSource(StoreSource, Protocol):
 class Source(StoreSource, Protocol):
     """What the read model reads of the broker (a Broker is one): its state, never an operation."""
 
+    def sorted_queue_names(self) -> list[str]: ...
+
     @property
     def settings(self) -> Settings: ...
     @property

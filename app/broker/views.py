@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import shutil
 import time
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chunkmq import __version__
 from chunkmq.broker.errors import NotFound
@@ -34,10 +37,6 @@ from chunkmq.broker.view_json import dumps as dumps
 from chunkmq.broker.view_json import to_json as to_json
 from chunkmq.meta.rows import TokenRow, UserRow
 from chunkmq.wire import codes
-
-if TYPE_CHECKING:
-    pass
-
 
 _INTERNAL = {"internal": True}  # field metadata: read by the console, the history or the alerts, not in the JSON
 
@@ -313,6 +312,51 @@ def queue_views(broker: Source) -> list[QueueView]:
     return [queue_view(broker, q, now) for q in sorted(broker.queues.values(), key=lambda q: q.name)]
 
 
+def queue_sort_key(broker: Source, sort: str, now: int | None = None) -> Callable[[str], Any]:
+    """The console's sort of the queues list by `sort` (messages, bytes, rate or lag), as a key of a
+    queue's name read straight from the broker: no view is built for the queues off the page. `lag`
+    orders as the views' worst group does, (lag, lag_seconds), with -1 for a queue without groups."""
+    store = broker.store
+    queues = broker.queues
+    now = now_ms() if now is None else now
+
+    def worst(name: str) -> tuple[int, int]:
+        queue = queues[name]
+        end = store.next_offset(queue.id)
+        out = (-1, 0)
+        for group in list(queue.groups.values()):
+            floor = group.ack_floor
+            age = max(0, now - store.timestamp_of(queue.id, floor)) if floor < end else 0
+            out = max(out, (group.lag_in(store), age))
+        return out
+
+    keys: dict[str, Callable[[str], Any]] = {
+        "messages": lambda n: store.next_offset(queues[n].id) - store.first_offset(queues[n].id),
+        "bytes": lambda n: store.queue_bytes(queues[n].id),
+        "rate": lambda n: queues[n].messages_in,
+        "lag": worst,
+    }
+    return keys[sort]
+
+
+def queue_page(broker: Source, after: str | None, limit: int,
+               shown: Callable[[str], bool] = lambda _: True) -> tuple[list[QueueView], str | None]:
+    """Up to `limit` queues whose names sort after `after` (from the first without it) and that
+    `shown` lets through, in name order, and the cursor of the next page (None: this is the last).
+    Views are built for this page alone: the names are kept sorted, and found with a binary search."""
+    names = broker.sorted_queue_names()
+    start = 0 if after is None else bisect_right(names, after)
+    found: list[str] = []
+    for name in itertools.islice(names, start, None):
+        if shown(name):
+            if len(found) == limit:  # one more is shown: there is a next page
+                now = now_ms()
+                return [queue_view(broker, broker.queues[n], now) for n in found], found[-1]
+            found.append(name)
+    now = now_ms()
+    return [queue_view(broker, broker.queues[n], now) for n in found], None
+
+
 def lagging_groups(broker: Source, n: int) -> list[GroupView]:
     """The `n` groups with the most lag (ties: the oldest unacked message first), lag > 0 only.
     The groups with lag are kept up to date as queues change (resting.LaggingGroups), and a view is
@@ -409,7 +453,8 @@ def overview(broker: Source) -> Overview:
 def queue_names(broker: Source, contains: str = "") -> list[str]:
     """The queues' names, sorted; with `contains`, those holding it (case-insensitive)."""
     needle = contains.lower()
-    return sorted(n for n in list(broker.queues) if needle in n.lower())
+    names = broker.sorted_queue_names()
+    return [n for n in names if needle in n.lower()] if needle else list(names)
 
 
 def exchange_names(broker: Source) -> list[str]:

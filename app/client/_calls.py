@@ -157,8 +157,10 @@ def delete_exchange(name: str, if_unused: bool) -> Call[None]:
 
 # ---------------------------------------------------------------------------------------- queues
 
-def list_queues() -> Call[list[QueueInfo]]:
-    return Call("GET", "/api/v1/queues", _list(QueueInfo.from_json))
+def list_queues(limit: int | None = None, after: str | None = None) -> Call[list[QueueInfo]]:
+    """Every queue, or with `limit` and/or `after` one page of them (docs/api.md, Queues)."""
+    params = {k: v for k, v in (("limit", limit), ("after", after)) if v is not None}
+    return Call("GET", "/api/v1/queues", _list(QueueInfo.from_json), params=params or None)
 
 
 def get_queue(name: str) -> Call[QueueInfo]:

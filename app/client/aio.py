@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -117,8 +117,21 @@ class AsyncClient:
         await self._run(calls.delete_exchange(name, if_unused))
 
     # queues
-    async def queues(self) -> list[QueueInfo]:
-        return await self._run(calls.list_queues())
+    async def queues(self, *, limit: int | None = None, after: str | None = None) -> list[QueueInfo]:
+        """Every queue in name order; with `limit` (1-1000) and/or `after` (a queue name), one page:
+        up to `limit` queues whose names sort after `after`."""
+        return await self._run(calls.list_queues(limit, after))
+
+    async def iter_queues(self, page_size: int = 100) -> AsyncIterator[QueueInfo]:
+        """Every queue in name order, fetched a page of `page_size` at a time (as Client.iter_queues)."""
+        after: str | None = None
+        while True:
+            page = await self.queues(limit=page_size, after=after)
+            for queue in page:
+                yield queue
+            if len(page) < page_size:
+                return
+            after = page[-1].name
 
     async def queue(self, name: str) -> QueueInfo:
         return await self._run(calls.get_queue(name))

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chunkmq.client import _calls as calls
@@ -104,8 +104,21 @@ class Client:
         self._run(calls.delete_exchange(name, if_unused))
 
     # queues
-    def queues(self) -> list[QueueInfo]:
-        return self._run(calls.list_queues())
+    def queues(self, *, limit: int | None = None, after: str | None = None) -> list[QueueInfo]:
+        """Every queue in name order; with `limit` (1-1000) and/or `after` (a queue name), one page:
+        up to `limit` queues whose names sort after `after`."""
+        return self._run(calls.list_queues(limit, after))
+
+    def iter_queues(self, page_size: int = 100) -> Iterator[QueueInfo]:
+        """Every queue in name order, fetched a page of `page_size` at a time (each the next after the
+        last name seen), so no single answer holds a hundred thousand queues."""
+        after: str | None = None
+        while True:
+            page = self.queues(limit=page_size, after=after)
+            yield from page
+            if len(page) < page_size:
+                return
+            after = page[-1].name
 
     def queue(self, name: str) -> QueueInfo:
         return self._run(calls.get_queue(name))

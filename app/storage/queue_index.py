@@ -33,6 +33,7 @@ import mmap
 import os
 import struct
 import sys
+import threading
 import zlib
 from array import array
 from pathlib import Path
@@ -52,6 +53,7 @@ ENTRY_DTYPE = [("p1", "<u8"), ("len", "<u4"), ("th", "<u4")]  # ENTRY for numpy 
 _POSITION = struct.Struct("<Q8x")  # an entry's position + 1 alone
 _BLOCK = 4096  # file system block: punch_below frees whole ones
 _LITTLE = sys.byteorder == "little"
+_OPENING = threading.Lock()  # taken once per deferred queue, on its first use (QueueIndex.files)
 
 
 def used_entries(raw: bytes) -> int:
@@ -206,7 +208,7 @@ class QueueIndex:
         self.root = root
         self.queue_id = queue_id
         self.capacity = capacity
-        self.files: dict[int, IndexFile] = {}
+        self._files: dict[int, IndexFile] | None = {}  # None: not opened yet (defer_files)
         self.first = 0
         self.next = 0
         self.bytes = 0
@@ -222,18 +224,53 @@ class QueueIndex:
         self._punched_to = 0  # and the one before it: entries below it are punched out
 
     # --- opening ---
+    @property
+    def files(self) -> dict[int, IndexFile]:
+        """The open index files by base offset; a deferred queue opens them here, on first use."""
+        opened = self._files
+        if opened is None:
+            with _OPENING:
+                if self._files is None:
+                    self._open_deferred()
+            opened = self._files
+            assert opened is not None
+        return opened
+
     def load_files(self) -> bool:
         """Open the queue's index files; False if one is damaged (the caller rebuilds)."""
+        self._files, ok = self._open_files()
+        return ok
+
+    def _open_files(self) -> tuple[dict[int, IndexFile], bool]:
         ok = True
+        opened: dict[int, IndexFile] = {}
         for base, path in files.list_index_files(self.root, self.queue_id):
             if base % self.capacity:
                 ok = False
                 continue
             try:
-                self.files[base] = IndexFile.open(path, self.queue_id, base, self.capacity)
+                opened[base] = IndexFile.open(path, self.queue_id, base, self.capacity)
             except CorruptChunk:
                 ok = False
-        return ok
+        return opened, ok
+
+    def defer_files(self) -> None:
+        """Open nothing until the queue is used (recovery, for a queue the checkpoint says is empty
+        and nothing since appended to): a start with many idle queues opens no file per queue."""
+        self._files = None
+
+    def _open_deferred(self) -> None:
+        """A deferred queue's first use: its files opened (a damaged one is left out, and created
+        again when written), and the entries a torn append left past its end cleared, as recovery
+        does for every queue it opens. Only then is `files` set: no writer sees it earlier."""
+        opened, _ok = self._open_files()
+        self._zero(opened, self.next)
+        self._files = opened
+
+    @property
+    def opened(self) -> bool:
+        """Whether the index files are open (False for a deferred queue not used yet)."""
+        return self._files is not None
 
     def covers(self) -> bool:
         """Whether files exist for every offset in [first, next) and the last entry is set."""
@@ -248,6 +285,8 @@ class QueueIndex:
 
     def reset(self) -> None:
         """Drop every index file (before a rebuild from the log)."""
+        if self._files is None:
+            self.load_files()
         for f in self.files.values():
             f.close()
             f.path.unlink(missing_ok=True)
@@ -279,15 +318,18 @@ class QueueIndex:
             count -= n
 
     def zero_from(self, offset: int) -> int:
-        """Clear entries from ``offset`` up to the first empty one; returns how many were set.
+        """Clear entries from ``offset`` up to the first empty one; returns how many were set
+        (0 for a deferred queue: its first use does it)."""
+        return 0 if self._files is None else self._zero(self._files, offset)
 
-        Reads a few entries first, and twice as many each time they are all set: after a clean stop
-        the first is empty, and the unused rest of the file (up to its whole capacity, megabytes of
-        zeros) is not read by every start."""
+    def _zero(self, opened: dict[int, IndexFile], offset: int) -> int:
+        """zero_from on `opened`. Reads a few entries first, and twice as many each time they are all
+        set: after a clean stop the first is empty, and the unused rest of the file (up to its whole
+        capacity, megabytes of zeros) is not read by every start."""
         cleared = 0
         step = 256
         while True:
-            f = self.files.get(offset - offset % self.capacity)
+            f = opened.get(offset - offset % self.capacity)
             if f is None:
                 return cleared
             n = min(step, f.base + f.capacity - offset)
@@ -329,22 +371,24 @@ class QueueIndex:
         """Whether the next drop_files_below has entries to punch out (its offset moved at the last)."""
         return self._punch_below > self._punched_to
 
+    # sync, release_old_fds and close leave a deferred queue's files unopened: nothing to do there
     def sync(self) -> None:
-        for f in list(self.files.values()):
+        for f in list((self._files or {}).values()):
             f.sync()
 
     def release_old_fds(self) -> None:
         """Keep a descriptor open only for the newest file (writer lock held)."""
-        if len(self.files) > 1:
-            newest = max(self.files)
-            for base, f in list(self.files.items()):
+        opened = self._files or {}
+        if len(opened) > 1:
+            newest = max(opened)
+            for base, f in list(opened.items()):
                 if base != newest:
                     f.release_fd()
 
     def close(self) -> None:
-        for f in self.files.values():
+        for f in (self._files or {}).values():
             f.close()
-        self.files.clear()
+        self._files = {}
 
     # --- reading ---
     def raw(self, offset: int, count: int) -> bytes:

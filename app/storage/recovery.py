@@ -11,6 +11,9 @@
    that record; idempotent), each queue's end follows its placements, and entries beyond a queue's
    recovered end are zeroed.
 5. A queue whose index files are missing, truncated or damaged is rebuilt from the whole log.
+
+A queue the checkpoint holds as empty opens its index files only when first used (QueueIndex.files),
+so a start with many idle queues costs no file system call per queue.
 """
 
 from __future__ import annotations
@@ -168,16 +171,18 @@ def recover(store: Store) -> RecoveryReport:
     damaged: set[int] = set()
     for q in files.list_queue_ids(root):
         qi = QueueIndex(root, q, opts.index_chunk_entries)
-        ok = qi.load_files()
         if cp is not None:
             qi.first, qi.next, qi.bytes = cp.queues.get(q, (0, 0, 0))
-            if not ok or not qi.covers():
+            if qi.first == qi.next:  # empty at the recovery point: its files open on first use (a replay, a publish)
+                qi.defer_files()
+            elif not qi.load_files() or not qi.covers():
                 damaged.add(q)
+        else:
+            qi.load_files()
         queues[q] = qi
     for q in damaged:
         log.warning("queue %d: index damaged, rebuilding it from the log", q)
         queues[q].reset()
-    report.queues_rebuilt = sorted(damaged)
 
     # 3. where to start the scan
     start = cp.position if cp is not None else 0
@@ -235,6 +240,13 @@ def recover(store: Store) -> RecoveryReport:
         lc = chunks[max(chunks)]
         end = lc.base + lc.data_bytes
     report.records_replayed = sum(len(flat) // 2 for rs in runs.values() for _, flat in rs)
+    for q in runs.keys() & queues.keys():  # a deferred queue with records to replay opens as the others
+        qi = queues[q]
+        if not qi.opened and not qi.load_files():
+            log.warning("queue %d: index damaged, rebuilding it from the log", q)
+            damaged.add(q)
+            qi.reset()
+    report.queues_rebuilt = sorted(damaged)
 
     # 5. indexes: replay, then clamp every queue to the recovered log
     counted = {q: qi.next for q, qi in queues.items()}

@@ -1005,12 +1005,19 @@ class Store:
                     self._held[q] = now
             return self._held_total
 
-    def index_bytes(self) -> int:
+    def index_bytes(self, opened_only: bool = False) -> int:
         """Bytes allocated by every queue's index files. Each queue's directory is measured once, then
         again only when the queue changed (changed_queues): tens of thousands of queues are not
-        walked at every call. Thread-safe."""
+        walked at every call. `opened_only` (a start's first measure) leaves the queues whose files
+        are not open yet for the next call. Thread-safe."""
         with self._measure_lock:
-            for q in self.changed_queues("index bytes"):
+            changed = self.changed_queues("index bytes")
+            if opened_only:
+                later = {q for q in changed if (qi := self._queues.get(q)) is not None and not qi.opened}
+                with self._lock:
+                    self._changed["index bytes"] |= later
+                changed -= later
+            for q in changed:
                 n = files.allocated_in(files.queue_dir(self.root, q))
                 self._index_total += n - self._index_bytes.pop(q, 0)
                 if n:

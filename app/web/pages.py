@@ -37,13 +37,7 @@ router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 TOP_LAGGING = 10
 BROWSE_LIMITS = (10, 25, 50, 100)
 HEX_PREVIEW_BYTES = 4096
-QUEUE_SORTS = {
-    "name": lambda q: q.name,
-    "messages": lambda q: q.messages,
-    "bytes": lambda q: q.bytes,
-    "lag": lambda q: (q.worst_group.lag, q.worst_group.lag_seconds) if q.worst_group else (-1, 0.0),
-    "rate": lambda q: q.messages_in,
-}
+QUEUE_SORTS = ("name", "messages", "bytes", "lag", "rate")  # views.queue_sort_key's, and the names
 GROUP_SORTS = {
     "lag": lambda g: (g.lag, g.lag_seconds),
     "lag_seconds": lambda g: (g.lag_seconds, g.lag),
@@ -173,18 +167,15 @@ async def queues(request: Request, session: Session = Depends(current_session)) 
     if sort not in QUEUE_SORTS:
         sort = "name"
     order = "desc" if request.query_params.get("order", "desc" if sort != "name" else "asc") == "desc" else "asc"
-    # Filter on names first, so a filtered page of 10,000 queues builds views only for its matches.
+    # Filter on names first, then sort names: views are built for the page's queues alone.
     candidates = views.queue_names(broker, needle)
     now = now_ms()
     if sort == "name":
         ordered = candidates[::-1] if order == "desc" else candidates
-        page = Page.of(ordered, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
-        items = [v for n in page.items if (v := views.lookup_queue(broker, n, now)) is not None]
-    else:
-        all_views = [v for n in candidates if (v := views.lookup_queue(broker, n, now)) is not None]
-        all_views.sort(key=QUEUE_SORTS[sort], reverse=order == "desc")
-        page = Page.of(all_views, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
-        items = page.items
+    else:  # by a number read per queue
+        ordered = sorted(candidates, key=views.queue_sort_key(broker, sort, now), reverse=order == "desc")
+    page = Page.of(ordered, int_param(request, "page", 1, 1), request.app.state.settings.console_page_size)
+    items = [v for n in page.items if (v := views.lookup_queue(broker, n, now)) is not None]
     context = {"page": page, "queues": items, "filter": needle, "sort": sort, "order": order}
     if live(request):
         return render(request, "queues_live.html", session, **context)

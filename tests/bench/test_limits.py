@@ -32,6 +32,7 @@ def test_queues(capsys: pytest.CaptureFixture[str]) -> None:
     for row in rows:
         assert row["publish_p50_ms"] > 0 and row["pull_p99_ms"] > 0 and row["restart_to_ready_s"] > 0
         assert row["rss_mb"] > 10 and row["console_queues_ms"] > 0 and row["console_dashboard_ms"] > 0
+        assert row["list_page_api_ms"] > 0 and row["console_queues_by_messages_ms"] > 0
 
 
 def test_connections(capsys: pytest.CaptureFixture[str]) -> None:

@@ -183,3 +183,27 @@ def test_a_restart_loads_exchanges_queues_bindings_groups_and_messages(tmp_path:
 
     with_broker(tmp_path, before)
     with_broker(tmp_path, after)
+
+
+def test_an_older_data_directory_is_tightened_once(tmp_path: Path) -> None:
+    """What a version that used the umask left readable by others is made owner-only at the first
+    start; later starts trust the marker and walk nothing."""
+    import os
+    import stat
+
+    from chunkmq.broker.broker import OWNER_ONLY_MARKER
+
+    loose = tmp_path / "data" / "store" / "queues" / "0000000007"
+    loose.mkdir(parents=True)
+    for path in (loose, loose.parent, loose.parent.parent):
+        os.chmod(path, 0o755)
+
+    async def nothing(broker: Broker) -> None:
+        return None
+
+    with_broker(tmp_path, nothing)
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "data" / OWNER_ONLY_MARKER).stat().st_mode) == 0o600
+    os.chmod(loose, 0o755)  # not this version's doing: the marker says the walk was done
+    with_broker(tmp_path, nothing)
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o755

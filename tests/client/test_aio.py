@@ -251,3 +251,17 @@ def test_tls_proxies_and_retries_as_the_blocking_clients(shared_server: ServerPr
                     await untrusted.queues()
 
     run(main())
+
+
+def test_queues_by_the_page(shared_server: ServerProcess, name: str) -> None:
+    mine = [f"{name}-{i}" for i in range(3)]
+
+    async def main() -> None:
+        async with AsyncClient(shared_server.url) as mq:
+            for queue in mine:
+                await mq.declare_queue(queue)
+            assert [q.name for q in await mq.queues(limit=1, after=mine[0])] == mine[1:2]
+            every = [q.name async for q in mq.iter_queues(page_size=1)]
+            assert every == [q.name for q in await mq.queues()] and [n for n in every if n.startswith(name)] == mine
+
+    run(main())

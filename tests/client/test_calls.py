@@ -46,8 +46,12 @@ def test_the_rest_calls_round_trip_through_the_app(tmp_path: Path) -> None:
             await run(app, calls.delete_exchange("e", True))
             await run(app, calls.delete_queue("q", False))
             assert [x.name for x in await run(app, calls.list_queues())] == []
+            for n in ("q1", "q2", "q3"):
+                await run(app, calls.declare_queue(n, {}))
+            assert [x.name for x in await run(app, calls.list_queues(2, None))] == ["q1", "q2"]
+            assert [x.name for x in await run(app, calls.list_queues(None, "q1"))] == ["q2", "q3"]
             overview = await run(app, calls.overview())
-            assert overview["durability"] == "interval" and overview["totals"]["queues"] == 0
+            assert overview["durability"] == "interval" and overview["totals"]["queues"] == 3
 
     asyncio.run(scenario())
 

@@ -340,3 +340,16 @@ def test_the_blocking_producer_sends_unconfirmed_frames_again_after_a_server_res
         assert mq.queue(name).messages == 201  # keyed: a frame sent twice is stored once
         with pytest.raises(ConnectionFailed, match="closed"):
             producer.publish("after close", routing_key=name)
+
+
+def test_queues_by_the_page(shared_server: ServerProcess, name: str) -> None:
+    mine = [f"{name}-{i}" for i in range(5)]
+    with Client(shared_server.url) as mq:
+        for queue in mine:
+            mq.declare_queue(queue)
+        assert [q.name for q in mq.queues(limit=2, after=mine[0])] == mine[1:3]
+        assert [q.name for q in mq.queues(after=mine[3])][:1] == mine[4:]
+        every = [q.name for q in mq.iter_queues(page_size=2)]
+        assert every == [q.name for q in mq.queues()] and [n for n in every if n.startswith(f"{name}-")] == mine
+        with pytest.raises(InvalidRequest):
+            mq.queues(limit=0)

@@ -231,3 +231,26 @@ def test_every_read_path_checks_the_crc(open_store: Opener, tmp_path: Path) -> N
         with pytest.raises(CorruptChunk):
             r.read_matching(1, offset, 100, every)
         assert [data for *_, data in r.read(1, offset + 1, 1)] == [b"old-2" if offset == 1 else b"new-2"]
+
+
+def test_an_empty_queue_opens_its_index_files_on_first_use(open_store: Opener, tmp_path: Path) -> None:
+    s = open_store()
+    fill(s, 4, queues=(1, 2))
+    s.create_queue(3)  # never appended to
+    s.set_first_offset(2, s.next_offset(2), durable=True)  # consumed: empty, its index file stays
+    s.close()
+    stale = tmp_path / "store" / "queues" / f"{2:010d}" / f"{0:020d}.idx"
+    with open(stale, "r+b") as f:  # entries past the end, as a torn append leaves them
+        f.seek(32 + 16 * 6)
+        f.write(((999).to_bytes(8, "little") + bytes(8)) * 3)
+    r = open_store()
+    indexes = r.queue_indexes
+    assert indexes[1].opened and not indexes[2].opened and not indexes[3].opened
+    assert r.recovery.records_replayed == 0 and r.next_offset(2) == 6 and r.first_offset(2) == 6
+    assert r.index_bytes() > 0 and not indexes[2].opened  # measured by a walk of its directory, not opened
+    r.append(msgs(2, 2, prefix="after"))
+    assert indexes[2].opened and [data for *_, data in r.read(2, 6, 10)] == [b"after-0", b"after-1"]
+    assert len(r.index_entries(2, 6, 10)) == 2
+    assert indexes[2].entry(8) == (0, 0, 0)  # the stale entry was cleared when the files opened
+    r.append(msgs(3, 1))
+    assert r.read(3, 0, 5)[0][-1] == b"m-0"

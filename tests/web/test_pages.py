@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import tempfile
 import time
@@ -181,6 +182,29 @@ async def test_queue_list_filters_sorts_and_pages(app: FastAPI, console: Console
     fragment = await console.get("/queues?filter=orders&page=2", headers={"HX-Request": "true"})
     assert fragment.template == "queues_live.html" and fragment.context["page"].number == 2
     assert 'hx-get="/queues?filter=orders&amp;page=2"' in fragment.text  # htmx polls the same page
+
+
+async def test_queue_list_sorts_as_the_queues_views_would(app: FastAPI, console: Console) -> None:
+    """The sorts read numbers off the broker without building views: their order is the views' own."""
+    broker = app.state.broker
+    for name, count in (("a", 2), ("b", 5), ("c", 2), ("d", 0), ("e", 2)):
+        await broker.declare_queue(name, {})
+        if count:
+            await broker.publish("", [{"body": "x" * count, "routing_key": name}] * count)
+        await asyncio.sleep(0.01)  # a later oldest message: lag ties broken by age
+    for name in ("a", "b", "c", "e"):
+        await broker.declare_group(name, "g", {"start": "earliest"})
+    await broker.declare_group("c", "h", {"start": "latest"})
+    views_now = views.queue_views(broker)
+    expected = {
+        "messages": lambda q: q.messages, "bytes": lambda q: q.bytes, "rate": lambda q: q.messages_in,
+        "lag": lambda q: (q.worst_group.lag, q.worst_group.lag_seconds) if q.worst_group else (-1, 0.0),
+    }
+    for sort, key in expected.items():
+        for order in ("asc", "desc"):
+            page = await console.get(f"/queues?sort={sort}&order={order}")
+            want = [q.name for q in sorted(views_now, key=key, reverse=order == "desc")]
+            assert [q.name for q in page.context["queues"]] == want, (sort, order)
 
 
 async def test_groups_page_sorts_by_lag_and_flags_stalled(app: FastAPI, console: Console) -> None:
