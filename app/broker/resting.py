@@ -51,12 +51,17 @@ class RestingViews:
         self._changed: set[int] = set()
         self.built = 0  # views built since start (the rest were given again)
 
-    def start_round(self) -> None:
-        """Take what changed since the previous round; call before the round's `view` calls."""
-        self._changed = self.broker.store.changed_queues(self.reader)
+    def start_round(self) -> set[int] | None:
+        """Take what changed since the previous round; call before the round's `view` calls. Returns
+        the ids of the queues that changed (appended to or trimmed, created or deleted, their groups'
+        delivery state changed, a group added or removed, a consumer seen again), or None on the
+        first round (every queue)."""
+        moved = self.broker.group_changes.take_queues(self.reader)
+        self._changed = self.broker.store.changed_queues(self.reader) | (moved or set())
         alive = self.broker.queues_by_id
         for queue_id in [q for q in self._changed if q not in alive]:
             self._kept.pop(queue_id, None)
+        return None if moved is None else self._changed
 
     def view(self, name: str, now: int) -> QueueView | None:
         """Queue `name`'s view; None if it does not exist (deleted while the round yielded)."""

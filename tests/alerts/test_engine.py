@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from chunkmq.broker.base import now_ms
 from chunkmq.meta.alerts import NewAlertEvent
 from tests.alerts.harness import T0, running, settings
 from tests.mailbox import Mailbox
@@ -208,5 +209,43 @@ def test_a_deleted_queue_resolves_its_alert_and_a_deleted_rule_drops_its_alerts(
             # 2 FIRING in one digest, then the RESOLVED of the deleted queue; no mail for the deleted rule
             assert [m.subject.split(":")[0] for m in mailbox.received] == [
                 "[chunkmq] 2 alerts", "[chunkmq] RESOLVED lag_messages doomed/g"]
+
+    asyncio.run(scenario())
+
+
+def test_an_age_rule_fires_on_a_queue_that_does_not_change_when_due_and_resolves(tmp_path: Path,
+                                                                                mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            engine = run.alerts.engine
+            await run.rule(kind="lag_seconds", queue="*", threshold=60)
+            await run.queue("aged", "g")
+            for i in range(20):
+                await run.queue(f"idle-{i}", "g")
+            await run.publish("aged", 1)
+            t = now_ms()  # the message is younger than this
+            await run.tick(t)  # the first round looks at every queue
+            assert engine.looked == 21 and run.firing() == []
+            for seconds in (5, 30, 59):  # nothing changed and nothing is due: no queue is looked at
+                await run.tick(t + seconds * S)
+                assert engine.looked == 21 and run.firing() == []
+            await run.tick(t + 61 * S)  # the message is 60 s old: "aged" is due, alone
+            assert engine.looked == 22
+            assert run.firing() == [("lag_seconds", "aged", "g")]
+            mails = await mailbox.arrived(1)
+            assert mails[0].subject.startswith("[chunkmq] FIRING lag_seconds aged/g")
+            await run.tick(t + 70 * S)  # a firing alert's queue is looked at every round
+            assert engine.looked == 23
+            assert await run.pull("aged", "g") == [0]
+            await run.ack("aged", "g", 1)
+            await run.tick(t + 75 * S)
+            assert run.firing() == []
+            mails = await mailbox.arrived(2)
+            assert mails[1].subject.startswith("[chunkmq] RESOLVED lag_seconds aged/g")
+            looked = engine.looked
+            await run.tick(t + 3600 * S)  # resolved and empty: nothing grows any more
+            assert engine.looked == looked
+            states = [(e.previous, e.state) for e in run.events() if e.type == "transition"]
+            assert states == [("ok", "pending"), ("pending", "firing"), ("firing", "resolved")]
 
     asyncio.run(scenario())
