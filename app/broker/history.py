@@ -304,12 +304,20 @@ class History:
         """Whether a queue just visited can rest unvisited: its points and its groups' are at rest and
         its newest rows, fine and coarse, hold them (so its series read back the same)."""
         series = self._queues.get(queue.id)
-        if series is None or not series.ring or series.ring[-1][3:] != (0.0, 0.0) or not _written(series):
+        if series is None or not series.ring or series.ring[-1][3:] != (0.0, 0.0):
             return False
-        for name in queue.groups:
-            g = self._groups.get((queue.id, name))
-            if g is None or not g.ring or g.ring[-1][1:5] != (0, 0.0, 0.0, 0) or not _written(g):
+        groups = [self._groups.get((queue.id, name)) for name in queue.groups]
+        for g in groups:
+            if g is None or not g.ring or g.ring[-1][1:5] != (0, 0.0, 0.0, 0):
                 return False
+        if not all(_steady(s) for s in (series, *groups) if s is not None):
+            return False
+        for s, name in [(series, None), *zip(groups, queue.groups, strict=True)]:
+            assert s is not None
+            if s.coarse_row != tuple(_aggregate(type(s.filling[0]), s.filling)[1:]):
+                # The bucket being filled holds these values only: its coarse point now, which the
+                # bucket's end gives again if nothing moves, and writes anew (same time) if something does.
+                self._add_coarse(s, queue.id, name)
         return True
 
     @staticmethod
@@ -518,10 +526,8 @@ class History:
         return Series(resolution, since, out)
 
 
-def _written(series: _Series) -> bool:
-    """Whether a series' newest rows, fine and coarse, hold its newest point's values, and so does
-    every point of the coarse bucket being filled."""
-    last = series.ring[-1]
-    values = tuple(last[1:])
-    return (series.fine_row == values and all(tuple(p[1:]) == values for p in series.filling)
-            and series.coarse_row == tuple(_aggregate(type(last), [last])[1:]))
+def _steady(series: _Series) -> bool:
+    """Whether a series' newest fine row holds its newest point's values, and so does every point of
+    the coarse bucket being filled."""
+    values = tuple(series.ring[-1][1:])
+    return series.fine_row == values and all(tuple(p[1:]) == values for p in series.filling)
