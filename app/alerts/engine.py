@@ -216,6 +216,7 @@ class AlertEngine:
             if i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
         self.looked += len(out)
+        out.sort(key=lambda v: v.name)  # alerts, events and digests in the order of the queues' names
         return out
 
     def _pending_or_firing(self) -> set[int]:

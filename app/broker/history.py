@@ -314,7 +314,7 @@ class History:
             return False
         for s, name in [(series, None), *zip(groups, queue.groups, strict=True)]:
             assert s is not None
-            if s.coarse_row != tuple(_aggregate(type(s.filling[0]), s.filling)[1:]):
+            if s.coarse_row != tuple(s.ring[-1][1:]):  # what a bucket of these values only aggregates to
                 # The bucket being filled holds these values only: its coarse point now, which the
                 # bucket's end gives again if nothing moves, and writes anew (same time) if something does.
                 self._add_coarse(s, queue.id, name)

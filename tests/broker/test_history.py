@@ -330,3 +330,19 @@ def test_a_resting_queue_writes_no_rows_and_its_series_reads_the_same(tmp_path: 
     assert len([r for r in rows if r[1] == busy_id and r[2] == 250]) == 12
     assert [(r[3], r[4]) for r in db_rows(tmp_path, "group_history") if r[1] == idle_id] == [(250, base), (1000, base)]
     with_broker(tmp_path, after)
+
+
+def test_a_settled_queue_is_sampled_again_when_a_consumer_comes_back(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        history = broker.history
+        await broker.declare_queue("q", {})
+        await broker.declare_group("q", "g", {})
+        t0 = now_ms()
+        await history.sample(t0)
+        assert broker.queue("q").id not in history._active  # at rest from the first sample
+        assert await pull(broker, "q", "g", 1) == []  # an empty pull: no delivery state changes
+        await history.sample(t0 + 250)
+        assert [p.consumers for p in history.group_points("q", "g")] == [0, 1]
+        assert broker.queue("q").id in history._active  # a consumer seen lately: sampled every time
+
+    with_broker(tmp_path, work)
