@@ -59,6 +59,13 @@ class AlertView:
     fired_at_ms: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class _QueueRef:
+    """A queue as the history finds its series: by id."""
+
+    id: int
+
+
 def _row(a: Alert) -> AlertStateRow:
     return AlertStateRow(a.rule_id, a.queue, a.group, a.state.value, a.value, a.since_ms, a.breach_since_ms,
                          a.clear_since_ms, a.fired_at_ms, a.notified_at_ms)
@@ -187,14 +194,13 @@ class AlertEngine:
         slices: with thousands of queues the event loop still serves publishes and pulls in between.
         A queue without consumer groups gets the group "" that has read nothing, so the group kinds
         see a queue filling up with nobody reading."""
-        broker = self.broker
-        changed = self.resting.start_round()  # a view is built again only where something changed (resting.py)
-        alive = broker.queues_by_id
-        for queue_id in [q for q in self._names if q not in alive]:  # deleted
-            self.watch.forget(self._names.pop(queue_id))
+        resting = self.resting
+        changed = resting.start_round()  # a view is built again only where something changed (resting.py)
+        for queue_id in [q for q in changed or () if q in self._names and resting.view_of(q, now) is None]:
+            self.watch.forget(self._names.pop(queue_id))  # deleted
             self._due.pop(queue_id, None)
         if every or changed is None:
-            ids = set(alive)
+            ids = set(resting.queue_ids())
             self._due.clear()
             self._heap.clear()
         else:
@@ -206,11 +212,10 @@ class AlertEngine:
                     ids.add(queue_id)
         out: list[views.QueueView] = []
         for i, queue_id in enumerate(ids, 1):
-            queue = alive.get(queue_id)
-            view = self.resting.view(queue.name, now) if queue is not None else None
+            view = resting.view_of(queue_id, now)
             if view is not None:  # not deleted while we yielded
                 if not view.groups:  # watched as the reader nobody is (rules.unread)
-                    view = replace(view, groups=(unread(view, views.oldest_timestamp(broker, view), now),))
+                    view = replace(view, groups=(unread(view, views.oldest_timestamp(self.broker, view), now),))
                 self._names[view.id] = view.name
                 out.append(view)
             if i % YIELD_EVERY == 0:
@@ -221,14 +226,9 @@ class AlertEngine:
 
     def _pending_or_firing(self) -> set[int]:
         """The ids of the queues with an alert pending or firing: looked at every round."""
-        queues = self.broker.queues
-        ids = set()
-        for alert in self.alerts.values():
-            if alert.state in (State.PENDING, State.FIRING):
-                queue = queues.get(alert.queue)
-                if queue is not None:
-                    ids.add(queue.id)
-        return ids
+        ids = (self.resting.queue_id(a.queue) for a in self.alerts.values()
+               if a.state in (State.PENDING, State.FIRING))
+        return {i for i in ids if i is not None}
 
     def _schedule(self, queues: list[views.QueueView], due: dict[str, int]) -> None:
         """Note when each queue looked at is due again (a growing value reaching a threshold), if ever."""
@@ -263,7 +263,8 @@ class AlertEngine:
         """The notice with the group's lag over the last hour, from the broker's history (reminders:
         what the history holds in memory, so a storm of reminders runs no SQL)."""
         trend: tuple[tuple[int, int, float], ...] = ()
-        queue = self.broker.queues.get(obs.queue) if obs.group else None  # its id is all the history needs
+        queue_id = self.resting.queue_id(obs.queue) if obs.group else None
+        queue = _QueueRef(queue_id) if queue_id is not None else None  # its id is all the history needs
         if queue is not None:
             try:
                 if notice is Notice.REMINDER:

@@ -63,6 +63,20 @@ class RestingViews:
             self._kept.pop(queue_id, None)
         return None if moved is None else self._changed
 
+    def queue_ids(self) -> list[int]:
+        """The ids of every queue."""
+        return list(self.broker.queues_by_id)
+
+    def queue_id(self, name: str) -> int | None:
+        """Queue `name`'s id; None if it does not exist."""
+        queue = self.broker.queues.get(name)
+        return queue.id if queue is not None else None
+
+    def view_of(self, queue_id: int, now: int) -> QueueView | None:
+        """The view of the queue with id `queue_id`; None if it does not exist (deleted)."""
+        queue = self.broker.queues_by_id.get(queue_id)
+        return self.view(queue.name, now) if queue is not None else None
+
     def view(self, name: str, now: int) -> QueueView | None:
         """Queue `name`'s view; None if it does not exist (deleted while the round yielded)."""
         queue = self.broker.queues.get(name)

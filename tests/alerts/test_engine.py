@@ -249,3 +249,22 @@ def test_an_age_rule_fires_on_a_queue_that_does_not_change_when_due_and_resolves
             assert states == [("ok", "pending"), ("pending", "firing"), ("firing", "resolved")]
 
     asyncio.run(scenario())
+
+
+def test_a_queue_whose_settings_change_is_measured_again(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            await run.rule(kind="queue_full", queue="*", threshold=50)
+            await run.queue("capped", "g", max_messages=100)
+            await run.publish("capped", 40)
+            await run.tick(T0)
+            assert run.firing() == []
+            looked = run.alerts.engine.looked
+            await run.tick(T0 + 5 * S)
+            assert run.alerts.engine.looked == looked  # nothing changed
+            await run.call("PATCH", "/api/v1/queues/capped", json={"max_messages": 60})  # 40 of 60: 67%
+            await run.tick(T0 + 10 * S)
+            assert run.alerts.engine.looked == looked + 1
+            assert run.firing() == [("queue_full", "capped", "")]
+
+    asyncio.run(scenario())
