@@ -1,12 +1,14 @@
-"""Queue views for a round over every queue (the alert evaluation), built again only where something
-changed.
+"""Queue views for a round over queues (the alert evaluation), built again only where something
+changed, and what changed since the previous round (`start_round`), so the round can leave out the
+queues at rest.
 
 A view depends on the store's counters of its queue, the queue's own counters and settings, its
 groups' delivery state, and the time: through a group's `lag_seconds` (the age of its oldest unacked
 message) and its consumers seen in the last minutes. A queue *at rest* (no group with lag, no consumer
 seen) has a view that time does not change. Such a view is kept and given again as long as the store
-reports the queue unchanged (Store.changed_queues) and nothing the view reads of the queue and its
-groups moved (`_mark`); every other queue gets a new view.
+reports the queue unchanged (Store.changed_queues), its groups report no change (GroupChanges: a
+consumer seen again included) and nothing the view reads of the queue and its groups moved
+(`_mark`); every other queue gets a new view.
 
 Owned by the event loop thread, like the broker.
 """
