@@ -268,3 +268,34 @@ def test_a_queue_whose_settings_change_is_measured_again(tmp_path: Path, mailbox
             assert run.firing() == [("queue_full", "capped", "")]
 
     asyncio.run(scenario())
+
+
+def test_stalled_and_no_consumers_fire_on_a_queue_that_does_not_change_when_due(tmp_path: Path,
+                                                                               mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            engine = run.alerts.engine
+            await run.rule(kind="stalled", queue="st", threshold=60)
+            await run.rule(kind="no_consumers", queue="st", threshold=120)
+            await run.queue("st", "g")
+            for i in range(10):
+                await run.queue(f"idle-{i}", "g")
+            await run.publish("st", 2)  # waiting, never pulled: the floor stands and nobody is seen
+            await run.tick(T0)
+            assert engine.looked == 11
+            await run.tick(T0 + 59 * S)
+            assert engine.looked == 11 and run.firing() == []
+            await run.tick(T0 + 61 * S)  # the floor has stood for 60 s: due, alone
+            assert engine.looked == 12 and run.firing() == [("stalled", "st", "g")]
+            await run.tick(T0 + 119 * S)
+            assert run.firing() == [("stalled", "st", "g")]
+            await run.tick(T0 + 121 * S)
+            assert sorted(run.firing()) == [("no_consumers", "st", "g"), ("stalled", "st", "g")]
+            assert await run.pull("st", "g") == [0, 1]
+            await run.ack("st", "g", 2)
+            await run.tick(T0 + 125 * S)
+            assert run.firing() == []
+            resolved = [e for e in run.events() if e.type == "transition" and e.state == "resolved"]
+            assert sorted(e.kind for e in resolved) == ["no_consumers", "stalled"]
+
+    asyncio.run(scenario())
