@@ -48,7 +48,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
-from chunkmq.broker.group import now_ms
+from chunkmq.broker.group import GroupChanges, now_ms
+from chunkmq.broker.queue import Queue
 from chunkmq.broker.views import QueuesSource, queue_view
 from chunkmq.config import Settings
 
@@ -163,12 +164,14 @@ class Series:
 
 class HistorySource(QueuesSource, Protocol):
     """What the history reads of the broker (a Broker is one): its settings, the queues it samples,
-    their offsets, and the database it writes behind to."""
+    their offsets and groups' changes, and the database it writes behind to."""
 
     @property
     def settings(self) -> Settings: ...
     @property
     def meta(self) -> MetaStore: ...
+    @property
+    def group_changes(self) -> GroupChanges: ...
 
 
 class Keyed(Protocol):
@@ -243,7 +246,7 @@ class History:
                 self._active.add(queue_id)
         self._restored.clear()
 
-    def _view(self, queue: Keyed, now: int) -> None:
+    def _view(self, queue: Queue, now: int) -> None:
         """Points of a queue and its groups from a view of it."""
         qv = queue_view(self.broker, queue, now)
         series = self._series(self._queues, qv.id, qv.id, None, now)
@@ -283,7 +286,7 @@ class History:
         if missed:
             series.sampled_at = missed[0]  # its counters stood until then: the next rates divide by the time since
 
-    def _again(self, queue: Any, now: int) -> bool:
+    def _again(self, queue: Queue, now: int) -> bool:
         """Sample a queue that did not change by repeating its points at rest; False if they were not."""
         series = self._queues.get(queue.id)
         if series is None or not series.ring or series.ring[-1][3:] != (0.0, 0.0):
@@ -300,7 +303,7 @@ class History:
             self._add(s, queue.id, name, s.ring[-1]._replace(t=now))
         return True
 
-    def _settled(self, queue: Any) -> bool:
+    def _settled(self, queue: Queue) -> bool:
         """Whether a queue just visited can rest unvisited: its points and its groups' are at rest and
         its newest rows, fine and coarse, hold them (so its series read back the same)."""
         series = self._queues.get(queue.id)
