@@ -43,6 +43,9 @@ class Kind(StrEnum):
 
 
 GROUP_KINDS = frozenset({Kind.LAG_MESSAGES, Kind.LAG_SECONDS, Kind.STALLED, Kind.NO_CONSUMERS})
+# The kinds whose value grows with time (a second per second) while messages wait on a queue that does
+# not change; the others move only when the queue does.
+GROWING = frozenset({Kind.LAG_SECONDS, Kind.STALLED, Kind.NO_CONSUMERS})
 UNITS = {
     Kind.LAG_MESSAGES: "messages", Kind.LAG_SECONDS: "s", Kind.STALLED: "s", Kind.NO_CONSUMERS: "s",
     Kind.DEAD_LETTERS: "messages", Kind.QUEUE_FULL: "%", Kind.DISK: "%",

@@ -21,39 +21,45 @@ STEP_MS = 10_000  # at least one dead-letter sample per queue every 10 s
 
 
 class Watch:
-    """Not thread-safe: the event loop owns it."""
+    """Not thread-safe: the event loop owns it. Told about the queues the alert engine looks at (those
+    that changed, and those due), and about the queues deleted (`forget`)."""
 
     def __init__(self) -> None:
-        self._consumer_seen: dict[tuple[str, str], int] = {}
+        # per queue, per group: (when a consumer was last seen, whether messages waited then)
+        self._consumer_seen: dict[str, dict[str, tuple[int, bool]]] = {}
         self._dead: dict[str, deque[tuple[int, int]]] = {}
 
     def observe(self, queues: Iterable[QueueView], now_ms: int) -> None:
-        groups: set[tuple[str, str]] = set()
-        names: set[str] = set()
         for q in queues:
-            names.add(q.name)
             dead = self._dead.setdefault(q.name, deque())
             if not dead or now_ms - dead[-1][0] >= STEP_MS or dead[-1][1] != q.dead_lettered:
                 dead.append((now_ms, q.dead_lettered))
             while len(dead) > 1 and now_ms - dead[1][0] > HOUR_MS:
                 dead.popleft()
+            before = self._consumer_seen.get(q.name, {})
+            seen: dict[str, tuple[int, bool]] = {}  # the groups it has now: a deleted one is forgotten
             for g in q.groups:
-                key = (q.name, g.name)
-                groups.add(key)
+                waiting = g.lag > 0
                 newest = max((c.last_seen for c in g.consumers), default=None)
+                previous = before.get(g.name)
                 if newest is not None:
-                    self._consumer_seen[key] = newest
-                elif g.name == UNREAD and g.lag <= 0:  # nobody reads it, but nothing waits yet
-                    self._consumer_seen[key] = now_ms
+                    seen[g.name] = (newest, waiting)
+                elif g.name == UNREAD and (not waiting or previous is None or not previous[1]):
+                    # nobody reads it: counted from when messages began to wait (a queue that was empty
+                    # changed when they came, and is looked at then)
+                    seen[g.name] = (now_ms, waiting)
                 else:  # never seen, or forgotten: count from the first time it had none
-                    self._consumer_seen.setdefault(key, now_ms)
-        for key in self._consumer_seen.keys() - groups:
-            del self._consumer_seen[key]
-        for name in self._dead.keys() - names:
-            del self._dead[name]
+                    seen[g.name] = (previous[0] if previous is not None else now_ms, waiting)
+            self._consumer_seen[q.name] = seen
+
+    def forget(self, queue: str) -> None:
+        """A queue was deleted."""
+        self._consumer_seen.pop(queue, None)
+        self._dead.pop(queue, None)
 
     def consumer_seen_at(self, queue: str, group: str) -> int | None:
-        return self._consumer_seen.get((queue, group))
+        seen = self._consumer_seen.get(queue, {}).get(group)
+        return seen[0] if seen is not None else None
 
     def dead_lettered_since(self, queue: str, since_ms: int) -> int:
         """Messages the queue dead-lettered since `since_ms` (as far back as the samples go)."""

@@ -397,6 +397,7 @@ class Broker(Publishing, Consuming):
         queue.producer_visible = producer_visible
         queue.consumer_visible = consumer_visible
         self.retention_due.add(queue.id)  # its age limit may have changed
+        self.group_changes.touch_queue(queue.id)  # its views changed: the rounds on changed queues look again
         self.enforce_limits(queue)
         return queue
 

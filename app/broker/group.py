@@ -112,6 +112,15 @@ class Group:
             tracker.groups.add(self)
             tracker.touch_queue(self.queue_id)
 
+    def _seen(self, consumer: str) -> None:
+        """Note a consumer's pull. One the views did not list (new, or unseen for CONSUMER_FORGET_MS)
+        is a change of its queue for the rounds that visit only what changed (history, alerts)."""
+        now = time.time_ns() // 1_000_000
+        before = self.consumers.get(consumer)
+        self.consumers[consumer] = now
+        if (before is None or now - before > CONSUMER_FORGET_MS) and self.tracker is not None:
+            self.tracker.touch_queue(self.queue_id)
+
     def _timed(self) -> None:
         if self.tracker is not None:
             self.tracker.timed.add(self)
@@ -204,7 +213,7 @@ class Group:
     ) -> list[tuple[StoredMessage, int]]:
         """Take up to max_messages: redeliveries first, then new messages in offset order.
         Returns (message, delivery count) pairs, now in flight for `consumer`."""
-        self.consumers[consumer] = time.time_ns() // 1_000_000
+        self._seen(consumer)
         self.catch_up(store)
         scanned_from = self.next_offset
         out: list[tuple[StoredMessage, int]] = []
@@ -255,7 +264,7 @@ class Group:
         page = store.read_columns(self.queue_id, self.next_offset, max_messages)
         if not len(page):
             return None
-        self.consumers[consumer] = time.time_ns() // 1_000_000
+        self._seen(consumer)
         offsets = page.offsets.tolist()
         self.next_offset = max(self.next_offset, offsets[-1] + 1)
         self._track_fresh(offsets, consumer, now + ack_timeout_ms)

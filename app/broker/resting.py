@@ -1,12 +1,14 @@
-"""Queue views for a round over every queue (the alert evaluation), built again only where something
-changed.
+"""Queue views for a round over queues (the alert evaluation), built again only where something
+changed, and what changed since the previous round (`start_round`), so the round can leave out the
+queues at rest.
 
 A view depends on the store's counters of its queue, the queue's own counters and settings, its
 groups' delivery state, and the time: through a group's `lag_seconds` (the age of its oldest unacked
 message) and its consumers seen in the last minutes. A queue *at rest* (no group with lag, no consumer
 seen) has a view that time does not change. Such a view is kept and given again as long as the store
-reports the queue unchanged (Store.changed_queues) and nothing the view reads of the queue and its
-groups moved (`_mark`); every other queue gets a new view.
+reports the queue unchanged (Store.changed_queues), its groups report no change (GroupChanges: a
+consumer seen again included) and nothing the view reads of the queue and its groups moved
+(`_mark`); every other queue gets a new view.
 
 Owned by the event loop thread, like the broker.
 """
@@ -51,12 +53,31 @@ class RestingViews:
         self._changed: set[int] = set()
         self.built = 0  # views built since start (the rest were given again)
 
-    def start_round(self) -> None:
-        """Take what changed since the previous round; call before the round's `view` calls."""
-        self._changed = self.broker.store.changed_queues(self.reader)
+    def start_round(self) -> set[int] | None:
+        """Take what changed since the previous round; call before the round's `view` calls. Returns
+        the ids of the queues that changed (appended to or trimmed, created or deleted, their groups'
+        delivery state changed, a group added or removed, a consumer seen again), or None on the
+        first round (every queue)."""
+        moved = self.broker.group_changes.take_queues(self.reader)
+        self._changed = self.broker.store.changed_queues(self.reader) | (moved or set())
         alive = self.broker.queues_by_id
         for queue_id in [q for q in self._changed if q not in alive]:
             self._kept.pop(queue_id, None)
+        return None if moved is None else self._changed
+
+    def queue_ids(self) -> list[int]:
+        """The ids of every queue."""
+        return list(self.broker.queues_by_id)
+
+    def queue_id(self, name: str) -> int | None:
+        """Queue `name`'s id; None if it does not exist."""
+        queue = self.broker.queues.get(name)
+        return queue.id if queue is not None else None
+
+    def view_of(self, queue_id: int, now: int) -> QueueView | None:
+        """The view of the queue with id `queue_id`; None if it does not exist (deleted)."""
+        queue = self.broker.queues_by_id.get(queue_id)
+        return self.view(queue.name, now) if queue is not None else None
 
     def view(self, name: str, now: int) -> QueueView | None:
         """Queue `name`'s view; None if it does not exist (deleted while the round yielded)."""

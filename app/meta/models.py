@@ -217,6 +217,19 @@ class GroupHistory(Base):
     floor_moved_at: Mapped[int] = mapped_column(BigInteger)  # epoch ms the ack floor last moved
 
 
+class HistorySample(Base):
+    """The instants the history was sampled at, per resolution. A queue or group gets a history row
+    only when its figures changed since its previous row: its series holds its newest row's values at
+    every instant after it (app/broker/history.py)."""
+
+    __tablename__ = "history_samples"
+    __table_args__ = (Index(None, "step_ms", "t"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    step_ms: Mapped[int]
+    t: Mapped[int] = mapped_column(BigInteger)
+
+
 # --- alerts (app/alerts, docs/alerts.md) ---------------------------------------------------------
 
 ALERT_STATES = ("ok", "pending", "firing", "resolved")

@@ -30,7 +30,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import DataError, IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from chunkmq.auth.passwords import burn_verify, hash_password, password_problem, verify_password
 from chunkmq.auth.permissions import ACTIONS, InvalidPattern, compile_pattern
@@ -310,10 +310,12 @@ class MetaStore:
 
     # --- history (app/broker/history.py) -------------------------------------------------------
 
-    def save_history(self, queue_points: Sequence[dict[str, Any]], group_points: Sequence[dict[str, Any]]) -> None:
-        """Append sampled points (dicts with the columns of QueueHistory / GroupHistory) in one
-        transaction. Points of a queue or group deleted meanwhile are skipped."""
-        if not queue_points and not group_points:
+    def save_history(self, queue_points: Sequence[dict[str, Any]], group_points: Sequence[dict[str, Any]],
+                     samples: Sequence[dict[str, int]] = ()) -> None:
+        """Append sampled points (dicts with the columns of QueueHistory / GroupHistory) and the
+        instants sampled (dicts of step_ms and t) in one transaction. Points of a queue or group
+        deleted meanwhile are skipped."""
+        if not queue_points and not group_points and not samples:
             return
         with self._transaction("history", "points") as s:
             connection = s.connection()
@@ -321,48 +323,79 @@ class MetaStore:
                 connection.execute(_save_queue_point, list(queue_points))
             if group_points:
                 connection.execute(_save_group_point, list(group_points))
+            if samples:
+                connection.execute(insert(m.HistorySample), list(samples))
 
-    def prune_history(self, fine_before: int, coarse_before: int, coarse_step_ms: int) -> int:
+    def prune_history(self, fine_before: int, coarse_before: int, coarse_step_ms: int, fine_after: int = 0,
+                      coarse_after: int = 0) -> int:
         """Delete points older than their resolution keeps: finer than `coarse_step_ms` before
-        `fine_before`, every point before `coarse_before` (epoch ms). Returns how many went."""
+        `fine_before`, every point before `coarse_before` (epoch ms), except each series' newest point
+        before the cut, whose values the series holds until its next point. Only the series with a
+        point from `*_after` on (the previous cuts) are looked at: a queue at rest costs nothing.
+        Returns how many points went."""
         deleted = 0
+        hs = m.HistorySample
         with self._transaction("history", "prune") as s:
-            for model in (m.QueueHistory, m.GroupHistory):
-                old = or_(and_(model.step_ms < coarse_step_ms, model.t < fine_before), model.t < coarse_before)
-                deleted += s.execute(delete(model).where(old)).rowcount
+            for model, keys in ((m.QueueHistory, ("queue_id",)), (m.GroupHistory, ("queue_id", "group_name"))):
+                for fine, before, after in ((True, fine_before, fine_after), (False, coarse_before, coarse_after)):
+                    if before <= after:
+                        continue
+                    columns = [getattr(model, k) for k in (*keys, "step_ms")]
+                    aged = select(*columns).where(model.t >= after, model.t < before).distinct()
+                    if fine:
+                        aged = aged.where(model.step_ms < coarse_step_ms)
+                    for row in s.execute(aged).all():
+                        newer = aliased(model)
+                        same = [getattr(model, k) == v for k, v in zip((*keys, "step_ms"), row, strict=True)]
+                        same_newer = [getattr(newer, k) == v for k, v in zip((*keys, "step_ms"), row, strict=True)]
+                        newest = select(func.max(newer.t)).where(*same_newer, newer.t < before).scalar_subquery()
+                        deleted += s.execute(delete(model).where(*same, model.t < newest)).rowcount
+            s.execute(delete(hs).where(or_(and_(hs.step_ms < coarse_step_ms, hs.t < fine_before),
+                                           hs.t < coarse_before)))
         return deleted
 
-    def queue_history(self, queue_id: int, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
-        """Points (t, *QUEUE_POINT_FIELDS[1:]) of one resolution with since <= t < until, oldest first."""
-        h = m.QueueHistory
-        columns = [getattr(h, name) for name in QUEUE_POINT_FIELDS]
-        query = (select(*columns)
-                 .where(h.queue_id == queue_id, h.step_ms == step_ms, h.t >= since, h.t < until)
-                 .order_by(h.t, h.id))
+    def _series_rows(self, model: Any, where: list[Any], fields: Sequence[str], since: int,
+                     until: int) -> list[tuple[Any, ...]]:
+        """Points of one series with since <= t < until, oldest first, after its newest point before
+        `since` (if any): the values the series holds at `since`."""
+        columns = [getattr(model, name) for name in fields]
+        before = select(*columns).where(*where, model.t < since).order_by(model.t.desc(), model.id.desc()).limit(1)
+        window = select(*columns).where(*where, model.t >= since, model.t < until).order_by(model.t, model.id)
         with self._sessions() as s:
-            return [tuple(row) for row in s.execute(query)]
+            return [tuple(row) for row in s.execute(before)] + [tuple(row) for row in s.execute(window)]
 
-    def queue_history_totals(self, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
-        """Points (t, *QUEUE_POINT_FIELDS[1:]) summed over every queue: the broker-wide series of the
-        console's overview (every queue is sampled at the same instants)."""
+    def queue_history(self, queue_id: int, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
+        """Points (t, *QUEUE_POINT_FIELDS[1:]) of one resolution with since <= t < until, oldest first,
+        after the newest one before `since`."""
         h = m.QueueHistory
-        columns = [func.sum(getattr(h, name)) for name in QUEUE_POINT_FIELDS[1:]]
-        query = (select(h.t, *columns)
-                 .where(h.step_ms == step_ms, h.t >= since, h.t < until)
-                 .group_by(h.t).order_by(h.t))
+        return self._series_rows(h, [h.queue_id == queue_id, h.step_ms == step_ms], QUEUE_POINT_FIELDS, since, until)
+
+    def queue_history_all(self, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
+        """Points (queue_id, t, *QUEUE_POINT_FIELDS[1:]) of every queue, as queue_history, ordered by t:
+        the broker-wide series of the console's overview sums them."""
+        h = m.QueueHistory
+        columns = [h.queue_id, *(getattr(h, name) for name in QUEUE_POINT_FIELDS)]
+        newest = (select(h.queue_id, func.max(h.t).label("t")).where(h.step_ms == step_ms, h.t < since)
+                  .group_by(h.queue_id).subquery())
+        before = (select(*columns)
+                  .join(newest, and_(h.queue_id == newest.c.queue_id, h.t == newest.c.t))
+                  .where(h.step_ms == step_ms).order_by(h.t, h.id))
+        window = select(*columns).where(h.step_ms == step_ms, h.t >= since, h.t < until).order_by(h.t, h.id)
         with self._sessions() as s:
-            return [tuple(row) for row in s.execute(query)]
+            return [tuple(row) for row in s.execute(before)] + [tuple(row) for row in s.execute(window)]
 
     def group_history(self, queue_id: int, group: str, step_ms: int, since: int, until: int) -> list[tuple[Any, ...]]:
         """Points (t, *GROUP_POINT_FIELDS[1:]) of one group, as queue_history."""
         h = m.GroupHistory
-        columns = [getattr(h, name) for name in GROUP_POINT_FIELDS]
-        query = (select(*columns)
-                 .where(h.queue_id == queue_id, h.group_name == group, h.step_ms == step_ms, h.t >= since,
-                        h.t < until)
-                 .order_by(h.t, h.id))
+        where = [h.queue_id == queue_id, h.group_name == group, h.step_ms == step_ms]
+        return self._series_rows(h, where, GROUP_POINT_FIELDS, since, until)
+
+    def history_samples(self, step_ms: int, since: int, until: int) -> list[int]:
+        """The instants sampled at one resolution with since <= t < until, oldest first."""
+        hs = m.HistorySample
+        query = select(hs.t).where(hs.step_ms == step_ms, hs.t >= since, hs.t < until).distinct().order_by(hs.t)
         with self._sessions() as s:
-            return [tuple(row) for row in s.execute(query)]
+            return list(s.scalars(query))
 
     def last_group_floors(self) -> list[tuple[int, str, int, int]]:
         """Per group with history: (queue_id, group, ack_floor, floor_moved_at) of its newest point,

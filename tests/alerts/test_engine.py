@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from chunkmq.broker.base import now_ms
 from chunkmq.meta.alerts import NewAlertEvent
 from tests.alerts.harness import T0, running, settings
 from tests.mailbox import Mailbox
@@ -208,5 +209,93 @@ def test_a_deleted_queue_resolves_its_alert_and_a_deleted_rule_drops_its_alerts(
             # 2 FIRING in one digest, then the RESOLVED of the deleted queue; no mail for the deleted rule
             assert [m.subject.split(":")[0] for m in mailbox.received] == [
                 "[chunkmq] 2 alerts", "[chunkmq] RESOLVED lag_messages doomed/g"]
+
+    asyncio.run(scenario())
+
+
+def test_an_age_rule_fires_on_a_queue_that_does_not_change_when_due_and_resolves(tmp_path: Path,
+                                                                                mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            engine = run.alerts.engine
+            await run.rule(kind="lag_seconds", queue="*", threshold=60)
+            await run.queue("aged", "g")
+            for i in range(20):
+                await run.queue(f"idle-{i}", "g")
+            await run.publish("aged", 1)
+            t = now_ms()  # the message is younger than this
+            await run.tick(t)  # the first round looks at every queue
+            assert engine.looked == 21 and run.firing() == []
+            for seconds in (5, 30, 59):  # nothing changed and nothing is due: no queue is looked at
+                await run.tick(t + seconds * S)
+                assert engine.looked == 21 and run.firing() == []
+            await run.tick(t + 61 * S)  # the message is 60 s old: "aged" is due, alone
+            assert engine.looked == 22
+            assert run.firing() == [("lag_seconds", "aged", "g")]
+            mails = await mailbox.arrived(1)
+            assert mails[0].subject.startswith("[chunkmq] FIRING lag_seconds aged/g")
+            await run.tick(t + 70 * S)  # a firing alert's queue is looked at every round
+            assert engine.looked == 23
+            assert await run.pull("aged", "g") == [0]
+            await run.ack("aged", "g", 1)
+            await run.tick(t + 75 * S)
+            assert run.firing() == []
+            mails = await mailbox.arrived(2)
+            assert mails[1].subject.startswith("[chunkmq] RESOLVED lag_seconds aged/g")
+            looked = engine.looked
+            await run.tick(t + 3600 * S)  # resolved and empty: nothing grows any more
+            assert engine.looked == looked
+            states = [(e.previous, e.state) for e in run.events() if e.type == "transition"]
+            assert states == [("ok", "pending"), ("pending", "firing"), ("firing", "resolved")]
+
+    asyncio.run(scenario())
+
+
+def test_a_queue_whose_settings_change_is_measured_again(tmp_path: Path, mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            await run.rule(kind="queue_full", queue="*", threshold=50)
+            await run.queue("capped", "g", max_messages=100)
+            await run.publish("capped", 40)
+            await run.tick(T0)
+            assert run.firing() == []
+            looked = run.alerts.engine.looked
+            await run.tick(T0 + 5 * S)
+            assert run.alerts.engine.looked == looked  # nothing changed
+            await run.call("PATCH", "/api/v1/queues/capped", json={"max_messages": 60})  # 40 of 60: 67%
+            await run.tick(T0 + 10 * S)
+            assert run.alerts.engine.looked == looked + 1
+            assert run.firing() == [("queue_full", "capped", "")]
+
+    asyncio.run(scenario())
+
+
+def test_stalled_and_no_consumers_fire_on_a_queue_that_does_not_change_when_due(tmp_path: Path,
+                                                                               mailbox: Mailbox) -> None:
+    async def scenario() -> None:
+        async with running(settings(tmp_path / "data", mailbox.port)) as run:
+            engine = run.alerts.engine
+            await run.rule(kind="stalled", queue="st", threshold=60)
+            await run.rule(kind="no_consumers", queue="st", threshold=120)
+            await run.queue("st", "g")
+            for i in range(10):
+                await run.queue(f"idle-{i}", "g")
+            await run.publish("st", 2)  # waiting, never pulled: the floor stands and nobody is seen
+            await run.tick(T0)
+            assert engine.looked == 11
+            await run.tick(T0 + 59 * S)
+            assert engine.looked == 11 and run.firing() == []
+            await run.tick(T0 + 61 * S)  # the floor has stood for 60 s: due, alone
+            assert engine.looked == 12 and run.firing() == [("stalled", "st", "g")]
+            await run.tick(T0 + 119 * S)
+            assert run.firing() == [("stalled", "st", "g")]
+            await run.tick(T0 + 121 * S)
+            assert sorted(run.firing()) == [("no_consumers", "st", "g"), ("stalled", "st", "g")]
+            assert await run.pull("st", "g") == [0, 1]
+            await run.ack("st", "g", 2)
+            await run.tick(T0 + 125 * S)
+            assert run.firing() == []
+            resolved = [e for e in run.events() if e.type == "transition" and e.state == "resolved"]
+            assert sorted(e.kind for e in resolved) == ["no_consumers", "stalled"]
 
     asyncio.run(scenario())

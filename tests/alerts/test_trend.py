@@ -34,7 +34,10 @@ def test_an_unread_queue_counts_only_while_messages_wait() -> None:
     assert watch.consumer_seen_at("q", UNREAD) == 2000  # nothing waits: as if just seen
     watch.observe([_queue(0, _group(UNREAD, lag=5))], now_ms=3000)
     watch.observe([_queue(0, _group(UNREAD, lag=5))], now_ms=9000)
-    assert watch.consumer_seen_at("q", UNREAD) == 2000  # waiting since the last time it was empty
+    assert watch.consumer_seen_at("q", UNREAD) == 3000  # waiting since first seen waiting
+    watch.observe([_queue(0, _group(UNREAD, lag=0))], now_ms=10_000)
+    watch.observe([_queue(0, _group(UNREAD, lag=2))], now_ms=60_000)  # looked at again when messages came
+    assert watch.consumer_seen_at("q", UNREAD) == 60_000
 
 
 def test_dead_letters_over_a_window() -> None:
@@ -46,5 +49,5 @@ def test_dead_letters_over_a_window() -> None:
     assert watch.dead_lettered_since("nope", 0) == 0
     watch.observe([_queue(13)], now_ms=3 * STEP_MS + HOUR_MS + 1)
     assert watch.dead_lettered_since("q", 0) == 3  # the samples before the last hour are gone
-    watch.observe([], now_ms=3 * STEP_MS + HOUR_MS + 2)
+    watch.forget("q")
     assert watch.dead_lettered_since("q", 0) == 0  # a deleted queue is forgotten

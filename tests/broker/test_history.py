@@ -107,7 +107,9 @@ def test_coarse_points_are_written_per_bucket_and_served_from_the_database(tmp_p
                 await publish(broker, "q", i)
             await history.sample(t)
         await history.sample(base + 2000)  # the first sample of the third bucket closes the second
-        assert await history.flush() == 9 + 2
+        # 9 fine points; the two buckets' coarse points; and the coarse points of the first and the
+        # last bucket written at once, as q was at rest then (the first bucket's end wrote it anew)
+        assert await history.flush() == 9 + 2 + 2
         series = await history.queue_series(broker.queue("q"), base, 1.0)
         assert series.step_ms == 1000
         assert [p.t for p in series.points] == [base, base + 1000, base + 2000]  # the last one is partial
@@ -185,21 +187,36 @@ def test_deleting_a_queue_or_group_deletes_its_history(tmp_path: Path) -> None:
     assert {g for _, g in groups} == {"g1"}
 
 
-def test_old_points_are_pruned(tmp_path: Path) -> None:
-    async def work(broker: Broker) -> None:
+def test_old_points_are_pruned_but_a_series_keeps_the_point_it_holds(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> dict[str, list[Any]]:
         history = broker.history
-        await broker.declare_queue("q", {})
+        await broker.declare_queue("q", {})  # changes before every sample
+        await broker.declare_queue("rest", {})  # never changes: one point of each resolution
         now = now_ms()
-        await history.sample(now - history.coarse_keep_ms - 5000)  # older than everything is kept
-        await history.sample(now - history.fine_keep_ms - 5000)  # fine: too old; its coarse bucket stays
-        await history.sample(now - 1000)
-        await history.flush()
+        times = [now - history.coarse_keep_ms - 5000,  # older than everything is kept
+                 now - history.fine_keep_ms - 5000,  # fine: too old; its coarse bucket stays
+                 now - 1000]
+        for t in times:
+            await publish(broker, "q", 1)
+            await history.sample(t)
+        await history.close()
+        fine = {name: await history.queue_series(broker.queue(name), None, None) for name in ("q", "rest")}
+        coarse = {name: await history.queue_series(broker.queue(name), 0, 1.0) for name in ("q", "rest")}
+        assert [(p.t, p.messages) for p in fine["q"].points] == [(times[2], 3)]  # the last hour
+        assert [(p.t, p.messages) for p in fine["rest"].points] == [(times[2], 0)]
+        assert [(p.t, p.messages) for p in coarse["q"].points] == [(times[1], 2), (times[2], 3)]
+        assert [(p.t, p.messages) for p in coarse["rest"].points] == [(times[1], 0), (times[2], 0)]
+        return [broker.queue("q").id, broker.queue("rest").id, *times]
 
-    with_broker(tmp_path, work)
+    q, rest, *times = with_broker(tmp_path, work)
     rows = db_rows(tmp_path, "queue_history")
-    fine = [r for r in rows if r[2] == 250]
-    coarse = [r for r in rows if r[2] == 1000]
-    assert len(fine) == 1 and len(coarse) == 2  # the middle bucket, and the newest (written on close)
+    # q: the fine point of the middle sample is the newest before the fine cut and stays, the first
+    # goes; its first coarse point is the newest before the coarse cut and stays too
+    # (q's rates round to 0 over these long gaps: at rest at each sample, so each bucket's coarse
+    # point is written at once)
+    assert [(r[2], r[3]) for r in rows if r[1] == q] == [(1000, times[0]), (250, times[1]), (1000, times[1]),
+                                                          (250, times[2]), (1000, times[2])]
+    assert [(r[2], r[3]) for r in rows if r[1] == rest] == [(250, times[0]), (1000, times[0])]
 
 
 def test_a_sample_of_many_queues_yields_and_drops_a_queue_deleted_meanwhile(tmp_path: Path) -> None:
@@ -257,12 +274,76 @@ def test_a_sample_takes_views_only_of_queues_that_changed_and_gives_what_views_g
         full = history_module.History(broker)
         monkeypatch.setattr(broker.store, "changed_queues", lambda reader: set(broker.store.queue_ids()))
         for step in range(4):
-            full._marks.clear()
             await full.sample(t0 + step * 1000)
         for name in ("idle", "busy"):
             assert [p[1:] for p in history.queue_points(name)][-1] == [p[1:] for p in full.queue_points(name)][-1]
             assert [p.t for p in history.queue_points(name)] == [t0 + i * 1000 for i in range(4)]
         assert history.queue_points("idle") == full.queue_points("idle")
         assert history.group_points("idle", "g") == full.group_points("idle", "g")
+
+    with_broker(tmp_path, work)
+
+
+def test_a_resting_queue_writes_no_rows_and_its_series_reads_the_same(tmp_path: Path) -> None:
+    base = now_ms() // 1000 * 1000 - 60_000  # a whole second a minute ago
+    times = [base + i * 250 for i in range(12)]  # three coarse buckets of four samples
+
+    async def before(broker: Broker) -> list[int]:
+        history = broker.history
+        for name in ("idle", "busy"):
+            await broker.declare_queue(name, {})
+            await broker.declare_group(name, "g", {})
+        await publish(broker, "idle", 2)
+        assert await pull(broker, "idle", "g", 2) == [0, 1]
+        broker.ack("idle", "g", {"up_to": 2})
+        broker.queue("idle").groups["g"].consumers.clear()  # consumed long ago: nothing left to show
+        for t in times:
+            await publish(broker, "busy", 1)
+            await history.sample(t)
+        idle = broker.queue("idle")
+        assert idle.id not in history._active  # settled: the samples pass it by
+        # in memory, its points are there at every sample all the same
+        assert [p.t for p in history.queue_points("idle")] == times
+        assert {p[1:] for p in history.queue_points("idle")} == {(2, history.queue_points("idle")[0].bytes, 0.0, 0.0)}
+        assert [p.t for p in history.group_points("idle", "g")] == times
+        assert [p.messages for p in history.queue_points("busy")] == list(range(1, 13))
+        return [idle.id, broker.queue("busy").id]
+
+    async def after(broker: Broker) -> None:  # restarted: everything is read from the database
+        history = broker.history
+        idle, busy = broker.queue("idle"), broker.queue("busy")
+        points = (await history.queue_series(idle, base - 1, None)).points
+        assert [p.t for p in points] == times and {p[1:] for p in points} == {points[0][1:]}
+        assert points[0].messages == 2 and points[0].publish_rate == 0.0
+        groups = (await history.group_series(idle, "g", base - 1, None)).points
+        assert [(p.t, p.lag, p.ack_floor, p.consumers) for p in groups] == [(t, 0, 2, 0) for t in times]
+        assert [p.messages for p in (await history.queue_series(busy, base - 1, None)).points] == list(range(1, 13))
+        coarse = (await history.queue_series(idle, base - 1, 1.0)).points
+        assert [(p.t, p.messages) for p in coarse] == [(base, 2), (base + 1000, 2), (base + 2000, 2)]
+        busy_coarse = (await history.queue_series(busy, base - 1, 1.0)).points
+        assert [(p.t, p.messages) for p in busy_coarse] == [(base, 2.5), (base + 1000, 6.5), (base + 2000, 10.5)]
+        totals = await history.stored_totals(base - 1, base + 3000)
+        assert [(p.t, p.messages) for p in totals] == [(t, 2 + i + 1) for i, t in enumerate(times)]
+
+    idle_id, busy_id = with_broker(tmp_path, before)
+    rows = db_rows(tmp_path, "queue_history")
+    assert [(r[2], r[3]) for r in rows if r[1] == idle_id] == [(250, base), (1000, base)]  # one of each
+    assert len([r for r in rows if r[1] == busy_id and r[2] == 250]) == 12
+    assert [(r[3], r[4]) for r in db_rows(tmp_path, "group_history") if r[1] == idle_id] == [(250, base), (1000, base)]
+    with_broker(tmp_path, after)
+
+
+def test_a_settled_queue_is_sampled_again_when_a_consumer_comes_back(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        history = broker.history
+        await broker.declare_queue("q", {})
+        await broker.declare_group("q", "g", {})
+        t0 = now_ms()
+        await history.sample(t0)
+        assert broker.queue("q").id not in history._active  # at rest from the first sample
+        assert await pull(broker, "q", "g", 1) == []  # an empty pull: no delivery state changes
+        await history.sample(t0 + 250)
+        assert [p.consumers for p in history.group_points("q", "g")] == [0, 1]
+        assert broker.queue("q").id in history._active  # a consumer seen lately: sampled every time
 
     with_broker(tmp_path, work)

@@ -88,7 +88,8 @@ def _group_point(queue_id: int, group: str, t: int, floor: int, step: int = 1000
             "ack_rate": 4.0, "consumers": 1.0, "ack_floor": floor, "floor_moved_at": t - 100}
 
 
-def test_history_points_read_back_by_resolution_and_are_pruned_by_age(meta: MetaStore) -> None:
+def test_history_points_read_back_by_resolution_and_are_pruned_by_age(store: MetaStore) -> None:
+    meta = store  # SQLite and PostgreSQL
     a, b = meta.create_queue("a"), meta.create_queue("b")
     meta.upsert_group(a.id, "g")
     meta.save_history([], [])  # nothing to do
@@ -99,12 +100,39 @@ def test_history_points_read_back_by_resolution_and_are_pruned_by_age(meta: Meta
     )
     assert meta.queue_history(a.id, 1000, 0, 10_000) == [(1000, 1.0, 10.0, 2.0, 3.0), (2000, 4.0, 10.0, 2.0, 3.0)]
     assert meta.queue_history(a.id, 1000, 0, 2000) == [(1000, 1.0, 10.0, 2.0, 3.0)]  # until is exclusive
+    # from `since` on, after the newest point before it: the values the series holds at `since`
+    assert meta.queue_history(a.id, 1000, 1500, 10_000) == [(1000, 1.0, 10.0, 2.0, 3.0), (2000, 4.0, 10.0, 2.0, 3.0)]
+    assert meta.queue_history(a.id, 1000, 2500, 10_000) == [(2000, 4.0, 10.0, 2.0, 3.0)]
     assert meta.queue_history(a.id, 60_000, 0, 100_000) == [(60_000, 1.0, 10.0, 2.0, 3.0)]
-    assert meta.queue_history_totals(1000, 2000, 3000) == [(2000, 10.0, 20.0, 4.0, 6.0)]
+    assert meta.queue_history_all(1000, 2000, 3000) == [(a.id, 1000, 1.0, 10.0, 2.0, 3.0),  # what a holds at 2000
+                                                         (a.id, 2000, 4.0, 10.0, 2.0, 3.0),
+                                                         (b.id, 2000, 6.0, 10.0, 2.0, 3.0)]
+    assert meta.queue_history_all(1000, 2500, 3000) == [(a.id, 2000, 4.0, 10.0, 2.0, 3.0),
+                                                         (b.id, 2000, 6.0, 10.0, 2.0, 3.0)]
     assert [p[0] for p in meta.group_history(a.id, "g", 1000, 0, 10_000)] == [1000, 2000]
     assert meta.last_group_floors() == [(a.id, "g", 9, 1900)]
-    # Fine points before 1500 go; every point before 0 would: one queue point and one group point.
-    assert meta.prune_history(fine_before=1500, coarse_before=0, coarse_step_ms=60_000) == 2
+    # Fine points before 2500 go, but the newest of each series before the cut stays (its series holds
+    # its values since): a's and g's at 1000 go, those at 2000 stay, and b's only one.
+    assert meta.prune_history(fine_before=2500, coarse_before=0, coarse_step_ms=60_000) == 2
     assert [p[0] for p in meta.queue_history(a.id, 1000, 0, 10_000)] == [2000]
-    assert meta.prune_history(fine_before=0, coarse_before=100_000, coarse_step_ms=60_000) == 4
-    assert meta.queue_history(a.id, 60_000, 0, 100_000) == []
+    assert [p[0] for p in meta.queue_history(b.id, 1000, 0, 10_000)] == [2000]
+    assert [p[0] for p in meta.group_history(a.id, "g", 1000, 0, 10_000)] == [2000]
+    # a series at rest keeps its newest point however old; only newer points let older ones go
+    assert meta.prune_history(fine_before=0, coarse_before=100_000, coarse_step_ms=60_000) == 0
+    meta.save_history([_queue_point(a.id, 120_000, step=60_000)], [])
+    assert meta.prune_history(fine_before=0, coarse_before=200_000, coarse_step_ms=60_000,
+                              coarse_after=100_000) == 1
+    assert meta.queue_history(a.id, 60_000, 0, 200_000) == [(120_000, 1.0, 10.0, 2.0, 3.0)]
+
+
+def test_history_samples_are_kept_as_their_resolution_keeps_them(store: MetaStore) -> None:
+    meta = store  # SQLite and PostgreSQL
+    meta.save_history([], [], [{"step_ms": 1000, "t": t} for t in (1000, 2000, 3000)]
+                      + [{"step_ms": 60_000, "t": 1000}, {"step_ms": 1000, "t": 3000}])
+    assert meta.history_samples(1000, 0, 10_000) == [1000, 2000, 3000]  # each instant once
+    assert meta.history_samples(1000, 1500, 3000) == [2000]
+    assert meta.history_samples(60_000, 0, 10_000) == [1000]
+    meta.prune_history(fine_before=2500, coarse_before=0, coarse_step_ms=60_000)
+    assert meta.history_samples(1000, 0, 10_000) == [3000] and meta.history_samples(60_000, 0, 10_000) == [1000]
+    meta.prune_history(fine_before=0, coarse_before=5000, coarse_step_ms=60_000)
+    assert meta.history_samples(60_000, 0, 10_000) == []
