@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -151,7 +151,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
     from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-    from chunkmq.api import eager
+    from chunkmq.api import wake
     from chunkmq.api.errors import overloaded
 
     class HttpProtocol(HttpToolsProtocol):
@@ -275,13 +275,15 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             elif not cycle.response_complete:
                 cycle.more_body = False
                 answering = self._answer(cycle)
-                if cycle.route.eager:  # run at once; a task only if it has to wait (app/api/eager.py)
-                    finished, answering = eager.start(answering)
-                    if finished:
-                        return
-                task = self.loop.create_task(answering)
-                task.add_done_callback(self.tasks.discard)
-                self.tasks.add(task)
+                if cycle.route.eager:  # run at once; a task only if it has to wait (app/api/eager.py),
+                    wake.run(answering, self._spawn)  # none for a pull a publish answers (app/api/wake.py)
+                    return
+                self._spawn(answering)
+
+        def _spawn(self, answering: Coroutine[Any, Any, None]) -> None:
+            task = self.loop.create_task(answering)
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
 
         async def _answer(self, cycle: HotCycle) -> None:
             try:

@@ -123,19 +123,23 @@ class Queue:
         return stop
 
 
-_pushing = False  # a pusher is running: a notify inside it (a dead-letter while delivering) only sets the event
+_pending: list[tuple[Callable[[], None], ...]] | None = None  # pushers to run, while some run
 
 
 def _push(pushers: tuple[Callable[[], None], ...]) -> None:
-    global _pushing
-    if _pushing:  # no delivery inside a delivery: the waiters' own tasks take it, woken by the event
+    """Run the pushers; those of a notify inside one (a dead-letter while delivering) run after it:
+    no delivery inside another."""
+    global _pending
+    if _pending is not None:
+        _pending.append(pushers)
         return
-    _pushing = True
+    _pending = [pushers]
     try:
-        for pusher in pushers:
-            try:
-                pusher()
-            except Exception:  # never the notifier's failure: a publish is stored by now
-                log.exception("delivering to a waiting consumer failed")
+        for batch in _pending:  # grows while it runs
+            for pusher in batch:
+                try:
+                    pusher()
+                except Exception:  # never the notifier's failure: a publish is stored by now
+                    log.exception("delivering to a waiting consumer failed")
     finally:
-        _pushing = False
+        _pending = None

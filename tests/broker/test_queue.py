@@ -72,14 +72,15 @@ def test_pushers_run_inside_notify_until_stopped_and_never_inside_each_other() -
 
         def first() -> None:
             calls.append("first")
-            other.notify()  # a notify inside a push (a dead-letter): sets the event, runs no pusher
+            other.notify()  # a notify inside a push (a dead-letter): its pushers run after this one's
+            assert calls == ["first"]
 
         stop_first = queue.push_to(first)
         queue.push_to(lambda: calls.append("second"))
         other.push_to(lambda: calls.append("other"))
         arrived = other.arrival()
         queue.notify()
-        assert calls == ["first", "second"] and arrived.is_set()  # in the notifier's call, in order
+        assert calls == ["first", "second", "other"] and arrived.is_set()  # in the notifier's call, in order
         stop_first()
         calls.clear()
         queue.notify()
