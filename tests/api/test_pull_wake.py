@@ -68,3 +68,25 @@ def test_a_long_poll_nothing_wakes_ends_empty_at_its_wait(srv: ServerProcess) ->
         post(puller, "/api/v1/queues/idle/groups/g/pull", {"wait_ms": 300})
         assert orjson.loads(answer(puller)) == {"messages": []}
         assert 0.3 <= time.monotonic() - started < 2
+
+
+def test_in_fsync_always_a_woken_pull_that_carries_an_ack_waits_for_its_fsync(tmp_path: Path) -> None:
+    """The ack's fsync is a wait of another kind: the pull goes on in a task, and still answers."""
+    proc = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_FSYNC="always").start()
+    try:
+        with httpx.Client(base_url=proc.url) as api:
+            api.put("/api/v1/queues/q", json={}).raise_for_status()
+            api.post("/api/v1/queues/q/publish", json={"messages": [{"body": "first"}]}).raise_for_status()
+            pulled = api.post("/api/v1/queues/q/groups/g/pull", json={"max_messages": 1}).json()["messages"]
+            assert [m["body"] for m in pulled] == ["first"]
+        with (socket.create_connection(("127.0.0.1", proc.port)) as puller,
+              socket.create_connection(("127.0.0.1", proc.port)) as publisher):
+            post(puller, "/api/v1/queues/q/groups/g/pull", {"wait_ms": 5000, "ack": {"up_to": 1}})
+            time.sleep(0.05)
+            post(publisher, "/api/v1/queues/q/publish", {"messages": [{"body": "second"}]})
+            answer(publisher)
+            assert [m["body"] for m in orjson.loads(answer(puller))["messages"]] == ["second"]
+        with httpx.Client(base_url=proc.url) as api:
+            assert api.get("/api/v1/queues/q/groups/g").json()["ack_floor"] == 1
+    finally:
+        proc.stop()
