@@ -164,6 +164,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
         _timer_at = 0.0
         _header_deadline: float | None = None
         _idle_deadline: float | None = None
+        _driven: wake.Run | None = None  # the last hot request run at once (a long poll may wait in it)
 
         def _watch(self, deadline: float) -> None:
             if self._timer is not None and self._timer_at <= deadline:
@@ -276,9 +277,16 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
                 cycle.more_body = False
                 answering = self._answer(cycle)
                 if cycle.route.eager:  # run at once; a task only if it has to wait (app/api/eager.py),
-                    wake.run(answering, self._spawn)  # none for a pull a publish answers (app/api/wake.py)
+                    self._driven = wake.run(answering, self._spawn)  # none for a pull a publish answers
                     return
                 self._spawn(answering)
+
+        def shutdown(self) -> None:
+            """uvicorn's, with a long poll parked outside any task (app/api/wake.py) moved into one:
+            the shutdown waits for it, and cancels it at its timeout, as for any request."""
+            if self._driven is not None:
+                self._driven.to_task()
+            super().shutdown()
 
         def _spawn(self, answering: Coroutine[Any, Any, None]) -> None:
             task = self.loop.create_task(answering)

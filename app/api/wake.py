@@ -16,19 +16,42 @@ from typing import Any
 from chunkmq.api import eager
 from chunkmq.broker.wake import Wake
 
+Spawn = Callable[[Coroutine[Any, Any, None]], object]
 
-def run(coroutine: Coroutine[Any, Any, None], spawn: Callable[[Coroutine[Any, Any, None]], object]) -> None:
-    """Run `coroutine` now; while it waits on a Wake it is resumed by the wake's `fire`; at any other
-    wait `spawn` gets a coroutine that goes on with it (make it a task)."""
 
-    def step() -> None:
+class Run:
+    """A coroutine driven by `run`; `waiting` is the Wake it is parked on, if it is."""
+
+    __slots__ = ("coroutine", "spawn", "waiting")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, None], spawn: Spawn) -> None:
+        self.coroutine = coroutine
+        self.spawn = spawn
+        self.waiting: Wake | None = None
+
+    def step(self) -> None:
+        self.waiting = None
         try:
-            waits_for = coroutine.send(None)
+            waits_for = self.coroutine.send(None)
         except StopIteration:
             return
         if type(waits_for) is Wake:
-            waits_for.resume = step
+            waits_for.resume = self.step
+            self.waiting = waits_for
         else:
-            spawn(eager._rest(coroutine, waits_for))
+            self.spawn(eager._rest(self.coroutine, waits_for))
 
-    step()
+    def to_task(self) -> None:
+        """Go on in a task from the wait it is parked on (a server shutting down cancels its tasks)."""
+        wake, self.waiting = self.waiting, None
+        if wake is not None:
+            wake.resume = None
+            self.spawn(eager._rest(self.coroutine, wake))
+
+
+def run(coroutine: Coroutine[Any, Any, None], spawn: Spawn) -> Run:
+    """Run `coroutine` now; while it waits on a Wake it is resumed by the wake's `fire`; at any other
+    wait `spawn` gets a coroutine that goes on with it (make it a task)."""
+    driven = Run(coroutine, spawn)
+    driven.step()
+    return driven
