@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -153,7 +153,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
     from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-    from chunkmq.api import eager
+    from chunkmq.api import wake
     from chunkmq.api.errors import overloaded
 
     class HttpProtocol(HttpToolsProtocol):
@@ -166,6 +166,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
         _timer_at = 0.0
         _header_deadline: float | None = None
         _idle_deadline: float | None = None
+        _driven: wake.Run | None = None  # the last hot request run at once (a long poll may wait in it)
 
         def _watch(self, deadline: float) -> None:
             if self._timer is not None and self._timer_at <= deadline:
@@ -277,13 +278,22 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             elif not cycle.response_complete:
                 cycle.more_body = False
                 answering = self._answer(cycle)
-                if cycle.route.eager:  # run at once; a task only if it has to wait (app/api/eager.py)
-                    finished, answering = eager.start(answering)
-                    if finished:
-                        return
-                task = self.loop.create_task(answering)
-                task.add_done_callback(self.tasks.discard)
-                self.tasks.add(task)
+                if cycle.route.eager:  # run at once; a task only if it has to wait (app/api/eager.py),
+                    self._driven = wake.run(answering, self._spawn)  # none for a pull a publish answers
+                    return
+                self._spawn(answering)
+
+        def shutdown(self) -> None:
+            """uvicorn's, with a long poll parked outside any task (app/api/wake.py) moved into one:
+            the shutdown waits for it, and cancels it at its timeout, as for any request."""
+            if self._driven is not None:
+                self._driven.to_task()
+            super().shutdown()
+
+        def _spawn(self, answering: Coroutine[Any, Any, None]) -> None:
+            task = self.loop.create_task(answering)
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
 
         async def _answer(self, cycle: HotCycle) -> None:
             try:

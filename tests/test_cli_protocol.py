@@ -157,6 +157,27 @@ def test_a_long_poll_is_woken_and_answered_by_the_protocol(tmp_path: Path) -> No
     asyncio.run(main())
 
 
+def test_a_shutdown_ends_a_waiting_long_poll_as_it_ends_any_request(tmp_path: Path) -> None:
+    """A long poll parked outside any task (app/api/wake.py) becomes one at a shutdown: the server
+    waits for it, then cancels it at its graceful timeout (uvicorn's 500) and stops."""
+    async def main() -> None:
+        settings = Settings(auth="off", data_dir=tmp_path / "data")
+        async with servers(settings, timeout_graceful_shutdown=0.5) as (_, hot, _):
+            for path in ("/api/v1/queues/q", "/api/v1/queues/q/groups/g"):  # the pull then waits at once
+                await exchange(hot, raw(hot, ("PUT", path, b"{}", {"content-type": "application/json"})))
+            reader, writer = await asyncio.open_connection("127.0.0.1", hot)
+            writer.write(raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull", b'{"wait_ms": 20000}', {})))
+            await asyncio.sleep(0.2)
+            started = asyncio.get_running_loop().time()
+        # the servers are stopped now: the poll was answered and closed well before its 20 s
+        assert asyncio.get_running_loop().time() - started < 5
+        answered = await asyncio.wait_for(reader.read(), 5)
+        assert answered.startswith(b"HTTP/1.1 500 ") and b"connection: close" in answered
+        writer.close()
+
+    asyncio.run(main())
+
+
 def test_publishes_that_wait_are_answered_as_through_asgi(tmp_path: Path) -> None:
     """A publish starts at once in the parser's callback (app/cli.py started_eagerly); one that
     waits, for its token's first lookup or for its fsync, goes on in a task."""
@@ -195,7 +216,8 @@ def test_the_connection_s_clocks(tmp_path: Path) -> None:
     async def main() -> None:
         settings = Settings(auth="off", data_dir=tmp_path / "data", request_header_timeout_seconds=0.5)
         async with servers(settings, timeout_keep_alive=1) as (_, hot, _):
-            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            for path in ("/api/v1/queues/q", "/api/v1/queues/q/groups/g"):  # the pull then waits at once
+                await exchange(hot, raw(hot, ("PUT", path, b"{}", {"content-type": "application/json"})))
             reader, writer = await asyncio.open_connection("127.0.0.1", hot)
             started = asyncio.get_running_loop().time()
             while asyncio.get_running_loop().time() - started < 1.5:  # busy past both clocks

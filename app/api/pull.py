@@ -75,7 +75,7 @@ def _limit(settings: Settings) -> tuple[int, str]:
     return MAX_OBJECT_BYTES, codes.BODY_TOO_LARGE
 
 
-route = HotRoute(PATH, pull, _limit)
+route = HotRoute(PATH, pull, _limit, eager=True)  # waits on a Wake, not asyncio.timeout (app/api/wake.py)
 
 
 def openapi_paths() -> dict[str, Any]:

@@ -184,13 +184,16 @@ class _ConsumeStream:
         self.granted = asyncio.Event()
         self.sending = asyncio.Lock()  # error and pong frames from the reader vs. the sender's frames
         self.requeue = False
-        self.confirming: set[asyncio.Task[None]] = set()  # acks with a seq awaiting durability
+        self.parked = False  # the sender waits for a publish: `_push` may deliver in its stead
+        self.confirming: set[asyncio.Task[None]] = set()  # ack confirms, and pushes that wait to write
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
+        stop_pushing = self.queue.push_to(self._push)
         try:
             asked_to_close = await self._read_loop()
         finally:
+            stop_pushing()
             sender.cancel()
             with contextlib.suppress(BaseException):
                 await sender
@@ -243,14 +246,50 @@ class _ConsumeStream:
             arrived = queue.arrival()
             parts = deliver(queue, group, consumer, min(self.credit, MAX_FRAME_MESSAGES), binary=binary)
             if not parts:
-                await arrived.wait()
+                self.parked = True
+                try:
+                    await arrived.wait()
+                finally:
+                    self.parked = False
                 continue
-            if binary:  # one batch: its first u32 is the count
-                self.credit -= int.from_bytes(parts[0][:4], "little")
-                await self._send(parts[0], batch=True)
-            else:
-                self.credit -= len(parts)
-                await self._send(b'{"type":"messages","messages":[' + b",".join(parts) + b"]}")
+            await self._send(*self._messages(parts))
+
+    def _messages(self, parts: list[bytes]) -> tuple[bytes, bool]:
+        """The frame of what `deliver` returned, and whether it is a batch; its credit is spent."""
+        if self.binary:  # one batch: its first u32 is the count
+            self.credit -= int.from_bytes(parts[0][:4], "little")
+            return parts[0], True
+        self.credit -= len(parts)
+        return b'{"type":"messages","messages":[' + b",".join(parts) + b"]}", False
+
+    def _push(self) -> None:
+        """Called by the queue's notify (a publish, in its own call): while the sender waits for
+        messages, deliver and write them now, ahead of the publisher's confirm. Whatever is not
+        plain (no credit, a frame being written, a deleted queue or group, an error) is left to the
+        sender, which the same notify wakes."""
+        if (not self.parked or self.credit <= 0 or self.sending.locked() or self.group.closed
+                or not self.broker.is_current(self.queue)):
+            return
+        try:
+            parts = self.broker.deliver(self.queue, self.group, self.consumer, min(self.credit, MAX_FRAME_MESSAGES),
+                                        binary=self.binary)
+        except Exception:
+            return  # the sender meets it too, and ends the stream with it
+        if not parts:
+            return
+        try:  # written at once unless the socket is paused (app/api/eager.py)
+            finished, rest = eager.start(self._send(*self._messages(parts)))
+        except _Gone:
+            return  # the reader sees the disconnect
+        if not finished:
+            task = asyncio.ensure_future(rest)
+            self.confirming.add(task)
+            task.add_done_callback(self._pushed)
+
+    def _pushed(self, task: asyncio.Task[None]) -> None:
+        self.confirming.discard(task)
+        if not task.cancelled():
+            task.exception()  # _Gone: the reader sees the disconnect
 
     def _confirm_ack(self, seq: Any) -> None:
         """Answer an ack frame that carries a `seq` once the ack survives a crash (fsync=always; at
@@ -381,20 +420,23 @@ class _PublishStream:
     def _start(self, frame: Any) -> tuple[Any, _Answer]:
         if isinstance(frame, bytes):  # a binary batch (format=binary), parsed by the broker
             self.batches += 1
-            return self.batches, asyncio.ensure_future(self.broker.publish(self.exchange, frame, self.mandatory))
-        seq = frame.get("seq") if type(frame) is dict else None  # echoed in the error frame, even a bad one
-        try:
-            kind, fields = _frame(frame, PUBLISH_FRAMES)
-            if kind == "ping":
-                return seq, _PONG
-            if "seq" not in fields:
-                raise InvalidInput("seq must be a non-negative integer")
-            messages, mandatory = publish_args({k: v for k, v in fields.items() if k != "seq"})
-        except Exception as exc:
-            return seq, api_error(exc)
+            seq: Any = self.batches
+            messages: Any = frame
+            mandatory = self.mandatory
+        else:
+            seq = frame.get("seq") if type(frame) is dict else None  # echoed in the error frame, even a bad one
+            try:
+                kind, fields = _frame(frame, PUBLISH_FRAMES)
+                if kind == "ping":
+                    return seq, _PONG
+                if "seq" not in fields:
+                    raise InvalidInput("seq must be a non-negative integer")
+                messages, mandatory = publish_args({k: v for k, v in fields.items() if k != "seq"})
+            except Exception as exc:
+                return seq, api_error(exc)
         # Run at once (app/api/eager.py): the synchronous part of the publish (validate, route,
-        # append) runs here, so frames are stored in the order they arrived, and one that does not
-        # wait for an fsync needs no task.
+        # append, and the delivery to consumers waiting for it) runs here, so frames are stored in
+        # the order they arrived, and one that does not wait for an fsync needs no task.
         try:
             finished, outcome = eager.start(self.broker.publish(self.exchange, messages, mandatory))
         except Exception as exc:

@@ -16,6 +16,7 @@ from chunkmq.broker.group import Group, monotonic_ms
 from chunkmq.broker.message import render_all, render_binary
 from chunkmq.broker.names import check_name
 from chunkmq.broker.queue import Queue
+from chunkmq.broker.wake import Wake
 from chunkmq.meta import GroupState
 from chunkmq.wire import codes
 
@@ -107,8 +108,6 @@ class Consuming(BrokerBase):
         queue, group = await self.consumer_group(queue_name, group_name)
         deadline = time.monotonic() + wait_ms / 1000
         while True:
-            # Take the event before looking, so a publish between the look and the wait is not missed.
-            arrived = queue.arrival()
             delivered = self.deliver(queue, group, consumer, max_messages, binary=binary)
             remaining = deadline - time.monotonic()
             if delivered or remaining <= 0:
@@ -117,14 +116,41 @@ class Consuming(BrokerBase):
                 raise NotFound(f"queue {queue_name!r} was deleted", code=codes.QUEUE_NOT_FOUND)
             if group.closed:
                 raise NotFound(f"group {group_name!r} was deleted", code=codes.GROUP_NOT_FOUND)
-            try:  # asyncio.timeout, not wait_for: no task per wait, one loop turn less per wake
-                async with asyncio.timeout(remaining):
-                    await arrived.wait()
-            except TimeoutError:
-                pass
+            delivered = await self._woken(queue, group, consumer, max_messages, binary, remaining)
+            if delivered:
+                break
         if binary:
             return delivered[0] if delivered else render_binary([])
         return b'{"messages":[%b]}' % b",".join(delivered)
+
+    def _woken(self, queue: Queue, group: Group, consumer: str, max_messages: int, binary: bool,
+               seconds: float) -> Wake:
+        """A wait of up to `seconds` for the queue's next notify (a publish, a nack, a seek, due
+        redeliveries): the pull's messages are taken inside that notify, before the publish answers,
+        and the wait ends with them ([] at the timeout, or when the notify had nothing for it: the
+        pull looks again). No task and no asyncio.timeout: an eager pull waits on it outside any task
+        (app/api/wake.py), and is resumed by the publish itself."""
+        wake = Wake()
+
+        def push() -> None:
+            stop()
+            timer.cancel()
+            if wake.done():  # cancelled
+                return
+            try:
+                delivered = self.deliver(queue, group, consumer, max_messages, binary=binary)
+            except Exception as exc:  # the pull's error, not the publish's
+                wake.fail(exc)
+                return
+            wake.fire(delivered)
+
+        def timeout() -> None:
+            stop()
+            wake.fire([])
+
+        stop = queue.push_to(push)
+        timer = asyncio.get_running_loop().call_later(seconds, timeout)
+        return wake
 
     def deliver(
         self, queue: Queue, group: Group, consumer: str, max_messages: int, *, binary: bool = False

@@ -4,6 +4,8 @@ sharing a group with HTTP consumers, bad frames, auth, and the pipelined publish
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
 import statistics
 import time
 from collections.abc import Coroutine, Iterator
@@ -145,6 +147,66 @@ def test_a_publish_reaches_a_waiting_consumer_in_under_10_ms(srv: ServerProcess)
         # grows with the machine's other load (the other test worker): the push itself must add less
         # than 10 ms to it (about 1 ms on an idle machine; a polling consumer would add its interval).
         assert statistics.median(latencies) < statistics.median(publishes) + 0.010, (latencies, publishes)
+
+    run(main())
+
+
+def test_a_publish_is_written_to_a_waiting_consumer_before_its_confirm(srv: ServerProcess) -> None:
+    """The waiting consumer gets the message inside the publish, ahead of the publisher's confirm
+    (loopback hands a write over before it returns): the moment the confirm can be read, so can the
+    message. Neither socket is read by the client library meanwhile; the test watches both."""
+    fill(srv, "ahead", 0)
+
+    async def main() -> None:
+        async with (open_ws(consume_url(srv, "ahead")) as consumer,
+                    open_ws(publish_url(srv) + "?format=binary") as producer):  # as the client's Producer
+            await send(consumer, type="credit", n=1000)
+            await synced(consumer)
+            csock = consumer.transport.get_extra_info("socket")
+            psock = producer.transport.get_extra_info("socket")
+            for i in range(20):
+                consumer.transport.pause_reading()
+                producer.transport.pause_reading()
+                await asyncio.sleep(0.005)  # the server's sender is parked, waiting
+                await producer.send(encode([str(i)], "ahead"))
+                readable: list[Any] = []
+                while psock not in readable:  # blocks the loop, on purpose: nothing else may read
+                    readable = select.select([psock, csock], [], [], 5)[0]
+                    assert readable, "no confirm within 5 s"
+                assert csock in readable, f"publish {i}: confirmed before it was delivered"
+                consumer.transport.resume_reading()
+                producer.transport.resume_reading()
+                assert (await recv(producer))["seq"] == i + 1
+                assert [m["body"] for m in (await recv(consumer))["messages"]] == [str(i)]
+
+    run(main())
+
+
+def test_an_http_publish_is_written_to_a_waiting_consumer_before_its_answer(srv: ServerProcess) -> None:
+    """A waiting consumer stream is handed the message inside the publish (Queue.push_to), not a
+    loop turn later: an HTTP publish, answered in the same call, finds the message written first."""
+    fill(srv, "ahead-http", 0)
+
+    async def main() -> None:
+        async with open_ws(consume_url(srv, "ahead-http")) as consumer:
+            await send(consumer, type="credit", n=1000)
+            await synced(consumer)
+            csock = consumer.transport.get_extra_info("socket")
+            with socket.create_connection(("127.0.0.1", srv.port)) as http:
+                for i in range(20):
+                    consumer.transport.pause_reading()
+                    await asyncio.sleep(0.005)  # the server's sender is parked, waiting
+                    body = orjson.dumps({"messages": [{"body": str(i)}]})
+                    http.sendall(b"POST /api/v1/queues/ahead-http/publish HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+                                 b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body))
+                    readable: list[Any] = []
+                    while http not in readable:  # blocks the loop, on purpose: nothing else may read
+                        readable = select.select([http, csock], [], [], 5)[0]
+                        assert readable, "no answer within 5 s"
+                    assert http.recv(65536).startswith(b"HTTP/1.1 200")
+                    assert csock in readable, f"publish {i}: answered before it was delivered"
+                    consumer.transport.resume_reading()
+                    assert [m["body"] for m in (await recv(consumer))["messages"]] == [str(i)]
 
     run(main())
 

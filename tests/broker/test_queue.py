@@ -62,3 +62,43 @@ def test_notify_wakes_every_waiter_and_the_next_arrival_is_rearmed() -> None:
         assert again is not first and not again.is_set()
 
     asyncio.run(main())
+
+
+def test_pushers_run_inside_notify_until_stopped_and_never_inside_each_other() -> None:
+    async def main() -> None:
+        queue = Queue(1, "orders", QueueSettings())
+        other = Queue(2, "dead", QueueSettings())
+        calls: list[str] = []
+
+        def first() -> None:
+            calls.append("first")
+            other.notify()  # a notify inside a push (a dead-letter): its pushers run after this one's
+            assert calls == ["first"]
+
+        stop_first = queue.push_to(first)
+        queue.push_to(lambda: calls.append("second"))
+        other.push_to(lambda: calls.append("other"))
+        arrived = other.arrival()
+        queue.notify()
+        assert calls == ["first", "second", "other"] and arrived.is_set()  # in the notifier's call, in order
+        stop_first()
+        calls.clear()
+        queue.notify()
+        assert calls == ["second"]
+
+    asyncio.run(main())
+
+
+def test_a_failing_pusher_is_logged_and_neither_stops_the_others_nor_the_notifier(
+        caplog: pytest.LogCaptureFixture) -> None:
+    queue = Queue(1, "orders", QueueSettings())
+    calls: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    queue.push_to(broken)
+    queue.push_to(lambda: calls.append("after"))
+    queue.notify()  # does not raise: the publish that notified is stored already
+    assert calls == ["after"]
+    assert "delivering to a waiting consumer failed" in caplog.text

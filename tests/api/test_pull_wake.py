@@ -1,0 +1,92 @@
+"""A long poll woken by a publish, on a real server: answered inside the publish, ahead of the
+publish's own answer (app/api/wake.py), and at its wait_ms when nothing comes."""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.server import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(Path(tmp_path_factory.mktemp("wake")) / "data", CHUNKMQ_AUTH="off").start()
+    with httpx.Client(base_url=proc.url) as api:
+        api.put("/api/v1/queues/q", json={}).raise_for_status()
+        api.put("/api/v1/queues/q/groups/g", json={}).raise_for_status()
+        api.put("/api/v1/queues/idle", json={}).raise_for_status()
+    yield proc
+    proc.stop()
+
+
+def post(sock: socket.socket, path: str, body: dict[str, object]) -> None:
+    raw = orjson.dumps(body)
+    sock.sendall(b"POST %b HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                 b"content-length: %d\r\n\r\n%b" % (path.encode(), len(raw), raw))
+
+
+def answer(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += sock.recv(65536)
+    assert head.startswith(b"HTTP/1.1 200"), data
+    return body
+
+
+def test_a_publish_answers_the_waiting_long_poll_before_itself(srv: ServerProcess) -> None:
+    with (socket.create_connection(("127.0.0.1", srv.port)) as puller,
+          socket.create_connection(("127.0.0.1", srv.port)) as publisher):
+        for i in range(20):
+            post(puller, "/api/v1/queues/q/groups/g/pull", {"wait_ms": 5000, "ack": {"up_to": i}} if i else
+                 {"wait_ms": 5000})
+            time.sleep(0.01)  # the pull is waiting
+            post(publisher, "/api/v1/queues/q/publish", {"messages": [{"body": str(i)}]})
+            readable: list[socket.socket] = []
+            while publisher not in readable:
+                readable = select.select([publisher, puller], [], [], 5)[0]
+                assert readable, "no answer within 5 s"
+            assert puller in readable, f"publish {i} answered before the pull it woke"
+            answer(publisher)
+            assert [m["body"] for m in orjson.loads(answer(puller))["messages"]] == [str(i)]
+
+
+def test_a_long_poll_nothing_wakes_ends_empty_at_its_wait(srv: ServerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", srv.port)) as puller:
+        started = time.monotonic()
+        post(puller, "/api/v1/queues/idle/groups/g/pull", {"wait_ms": 300})
+        assert orjson.loads(answer(puller)) == {"messages": []}
+        assert 0.3 <= time.monotonic() - started < 2
+
+
+def test_in_fsync_always_a_woken_pull_that_carries_an_ack_waits_for_its_fsync(tmp_path: Path) -> None:
+    """The ack's fsync is a wait of another kind: the pull goes on in a task, and still answers."""
+    proc = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_FSYNC="always").start()
+    try:
+        with httpx.Client(base_url=proc.url) as api:
+            api.put("/api/v1/queues/q", json={}).raise_for_status()
+            api.post("/api/v1/queues/q/publish", json={"messages": [{"body": "first"}]}).raise_for_status()
+            pulled = api.post("/api/v1/queues/q/groups/g/pull", json={"max_messages": 1}).json()["messages"]
+            assert [m["body"] for m in pulled] == ["first"]
+        with (socket.create_connection(("127.0.0.1", proc.port)) as puller,
+              socket.create_connection(("127.0.0.1", proc.port)) as publisher):
+            post(puller, "/api/v1/queues/q/groups/g/pull", {"wait_ms": 5000, "ack": {"up_to": 1}})
+            time.sleep(0.05)
+            post(publisher, "/api/v1/queues/q/publish", {"messages": [{"body": "second"}]})
+            answer(publisher)
+            assert [m["body"] for m in orjson.loads(answer(puller))["messages"]] == ["second"]
+        with httpx.Client(base_url=proc.url) as api:
+            assert api.get("/api/v1/queues/q/groups/g").json()["ack_floor"] == 1
+    finally:
+        proc.stop()
