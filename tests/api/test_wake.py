@@ -1,18 +1,23 @@
-"""A long poll woken by a publish, on a real server: answered inside the publish, ahead of the
-publish's own answer (app/api/wake.py), and at its wait_ms when nothing comes."""
+"""app/api/wake.py: a long poll woken by a publish, on a real server, is answered inside the publish,
+ahead of the publish's own answer, and at its wait_ms when nothing comes; in process, `run` resumes a
+coroutine parked on a Wake inside the fire and hands any other wait to `spawn`."""
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 import pytest
 
+from chunkmq.api import wake as api_wake
+from chunkmq.broker.wake import Wake
 from tests.server import ServerProcess
 
 
@@ -90,3 +95,56 @@ def test_in_fsync_always_a_woken_pull_that_carries_an_ack_waits_for_its_fsync(tm
             assert api.get("/api/v1/queues/q/groups/g").json()["ack_floor"] == 1
     finally:
         proc.stop()
+
+
+# run (app/api/wake.py) in process: a coroutine parked on a Wake goes on inside the fire; at any
+# other wait it is handed to `spawn`
+
+
+def test_run_resumes_inside_the_fire_and_hands_other_waits_to_spawn() -> None:
+    async def main() -> None:
+        first, other = Wake(), asyncio.get_running_loop().create_future()
+        order: list[str] = []
+        spawned: list[asyncio.Future[None]] = []
+
+        async def pull() -> None:
+            order.append(f"got {await first}")
+            await other  # not a Wake: the rest goes on in a task
+            order.append("done")
+
+        def spawn(coroutine: Coroutine[Any, Any, None]) -> object:
+            spawned.append(asyncio.ensure_future(coroutine))
+            return spawned[-1]
+
+        driven = api_wake.run(pull(), spawn)
+        assert driven.waiting is first and order == [] and spawned == []
+        first.fire("m1")
+        assert order == ["got m1"] and len(spawned) == 1  # resumed in the fire, then spawned at `other`
+        other.set_result(None)
+        await spawned[0]
+        assert order == ["got m1", "done"]
+
+    asyncio.run(main())
+
+
+def test_to_task_moves_a_parked_run_into_a_task() -> None:
+    async def main() -> None:
+        parked = Wake()
+        tasks: list[asyncio.Future[None]] = []
+        got: list[str] = []
+
+        async def pull() -> None:
+            got.append(await parked)
+
+        def spawn(coroutine: Coroutine[Any, Any, None]) -> object:
+            tasks.append(asyncio.ensure_future(coroutine))
+            return tasks[-1]
+
+        driven = api_wake.run(pull(), spawn)
+        driven.to_task()
+        assert driven.waiting is None and parked.resume is None and len(tasks) == 1
+        parked.fire("late")  # the task, not the fire, goes on with it
+        await asyncio.wait_for(tasks[0], 5)
+        assert got == ["late"]
+
+    asyncio.run(main())
