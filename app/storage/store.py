@@ -126,6 +126,7 @@ class Store:
         self._size = options.chunk_size
         self._lock = threading.RLock()  # the writer lock
         self._flush_lock = threading.Lock()
+        self._always = options.fsync is FsyncMode.ALWAYS  # a publish waits for an fsync
         self._closed = False
         self._chunks: dict[int, Chunk] = {}
         self._active: Chunk | None = None  # the chunk appends go to; None or sealed: roll first
@@ -378,13 +379,13 @@ class Store:
             self._end = end = pos + size
             self._dirty.add(active)
             self._cache(pos, buf)
-        return pos, offset, self._flusher.durable(end) if self.options.fsync is FsyncMode.ALWAYS else None
+        return pos, offset, self._flusher.durable(end) if self._always else None
 
     def _publish_one_by_append(self, data: bytes, queue_id: int, cap: QueueCap | None,
                                admit: Callable[[BatchSpace], None] | None) -> tuple[int, int, Future[None] | None]:
         appended, durable = self.publish(MessageColumns([data], [(queue_id,)]), {queue_id: cap} if cap else None,
                                          admit)
-        return appended.positions[0], appended.offsets[0], durable if self.options.fsync is FsyncMode.ALWAYS else None
+        return appended.positions[0], appended.offsets[0], durable if self._always else None
 
     def append(self, batch: MessageColumns | Sequence[NewMessage], caps: Mapping[int, QueueCap] | None = None,
                admit: Callable[[BatchSpace], None] | None = None) -> AppendedBatch:
