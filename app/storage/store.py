@@ -57,6 +57,7 @@ from .record import (
     VERSION,
     decode,
     encode_batch,
+    encode_one,
     fields_at,
     iter_records,
     read_run,
@@ -345,16 +346,14 @@ class Store:
             if ts < self._last_ts:
                 ts = self._last_ts
             pos = self._end
-            offsets = {queue_id: qi.next}
-            buf, _, entries = encode_batch(MessageColumns([data], [(queue_id,)]), ts, pos, offsets,
-                                                  self.options.max_message_bytes, self._tags)
+            buf, packed, added = encode_one(data, queue_id, ts, pos, qi.next, self.options.max_message_bytes,
+                                            self._tags)
             size = len(buf)
             local = pos - active.base
             if size > self.options.max_batch_bytes or local + size > self._size:
                 return self._publish_one_by_append(data, queue_id, cap, admit)
             if cap is not None:
-                self._check_caps({queue_id: cap}, entries)
-            packed, added = entries[queue_id]
+                self._check_caps({queue_id: cap}, {queue_id: (packed, added)})
             if admit is not None:
                 admit(BatchSpace(size, False, len(packed) // ENTRY_SIZE, 1))
             active.write(local, buf)  # raises StorageFull after undoing its partial write
@@ -366,7 +365,7 @@ class Store:
             for ids in self._changed_sets:
                 ids.add(queue_id)
             offset = qi.next
-            qi.next = offsets[queue_id]
+            qi.next = offset + 1
             qi.bytes += added
             counts = qi.chunk_bytes
             counts[active.number] = counts.get(active.number, 0) + added
