@@ -309,9 +309,8 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             if self.access_log:
                 self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(cycle.scope), "POST",
                                         get_path_with_query_string(cycle.scope), cycle.scope["http_version"], status)
-            out = [STATUS_LINE[status]]
-            for name, value in (*self.server_state.default_headers, (b"content-type", content_type),
-                                (b"content-length", b"%d" % len(body)), *headers):
+            out = [self._head(status, content_type), b"%d\r\n" % len(body)]
+            for name, value in headers:
                 out += (name, b": ", value, b"\r\n")
             if not cycle.keep_alive:
                 out.append(b"connection: close\r\n")
@@ -321,6 +320,26 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             if not cycle.keep_alive:
                 self.transport.close()
             self.on_response_complete()
+
+        # An answer's head up to its content-length value, per (status, content type): the server's
+        # default headers (its date) change once a second, not per answer. Kept for the list they
+        # were made with (uvicorn sets a new one each second).
+        _heads: dict[tuple[int, bytes], bytes] = {}
+        _heads_for: list[tuple[bytes, bytes]] | None = None
+
+        def _head(self, status: int, content_type: bytes) -> bytes:
+            cls = type(self)
+            defaults = self.server_state.default_headers
+            if cls._heads_for is not defaults:
+                cls._heads, cls._heads_for = {}, defaults
+            head = cls._heads.get((status, content_type))
+            if head is None:
+                out = [STATUS_LINE[status]]
+                for name, value in (*defaults, (b"content-type", content_type)):
+                    out += (name, b": ", value, b"\r\n")
+                out.append(b"content-length: ")
+                head = cls._heads[(status, content_type)] = b"".join(out)
+            return head
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._header_deadline = self._idle_deadline = None

@@ -13,6 +13,8 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import orjson
@@ -234,5 +236,31 @@ def test_the_connection_s_clocks(tmp_path: Path) -> None:
             assert not await closed_within(reader, 0.7)
             assert await closed_within(reader, 1)  # idle past timeout_keep_alive
             writer.close()
+
+    asyncio.run(main())
+
+
+def test_a_hot_answer_carries_the_server_s_current_date(tmp_path: Path) -> None:
+    """The head of a hot answer is made once a second (HttpProtocol._head), not per answer: it still
+    carries the date uvicorn's clock gives, as an answer through ASGI does."""
+    async def date_of(port: int) -> datetime:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(raw(port, OK[0]))
+        head = await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        return parsedate_to_datetime(re.search(rb"date: ([^\r]*)\r\n", head).group(1).decode())  # type: ignore[union-attr]
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, asgi):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            dates = []
+            for _ in range(2):
+                now = datetime.now(UTC)
+                got = [await date_of(port) for port in (hot, asgi)]
+                assert all(abs((date - now).total_seconds()) <= 2 for date in got), (now, got)
+                dates.append(got[0])
+                await asyncio.sleep(2.1)
+            assert dates[1] > dates[0]
 
     asyncio.run(main())

@@ -24,13 +24,15 @@ from chunkmq.config import Settings
 from chunkmq.wire import codes
 from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
 
+_FIELDS = frozenset({"messages", "mandatory"})
+
 
 def publish_args(body: Any) -> tuple[Any, bool]:
     """The messages and mandatory flag of a publish body (messages are checked by the broker)."""
     if type(body) is not dict:
         raise InvalidInput("the body must be a JSON object with a messages array")
-    if not body.keys() <= {"messages", "mandatory"}:
-        raise InvalidInput(f"unknown fields: {', '.join(sorted(body.keys() - {'messages', 'mandatory'}))}")
+    if not body.keys() <= _FIELDS:
+        raise InvalidInput(f"unknown fields: {', '.join(sorted(body.keys() - _FIELDS))}")
     mandatory = body.get("mandatory", False)
     if type(mandatory) is not bool:
         raise InvalidInput("mandatory must be true or false")
@@ -58,7 +60,8 @@ class PublishEndpoint:
         broker: Broker = scope["app"].state.broker
         name: str = scope["path_params"]["name"]  # checked with the permission (app/api/access.py)
         exchange = "" if self.to_queue else exchange_from_path(name)
-        binary = media_type(header(scope, b"content-type")) == BATCH_MEDIA_TYPE
+        content_type = header(scope, b"content-type")
+        binary = content_type != "application/json" and media_type(content_type) == BATCH_MEDIA_TYPE
         if binary:
             messages, mandatory = raw, binary_mandatory(scope)  # parsed by the broker, column by column
         else:

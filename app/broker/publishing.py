@@ -103,15 +103,19 @@ class Publishing(BrokerBase):
         else:
             exchange = self.exchange(exchange_name)
             target = None
-        max_bytes = self.settings.max_message_bytes
-        now = now_ms()
-        # Keys are scoped to the target: the same key on another exchange or queue is another message.
-        scope = key_scope("q", queue_name) if queue_name is not None else key_scope("x", exchange.name)
         if binary:
             batch = parse_binary_batch(raw, exchange.name, self.settings.max_batch_messages)
         else:
             batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
+        if not full and not binary_answer and len(batch.blobs) == 1:
+            one = self._publish_one(exchange, target, batch.routing_keys[0], batch.blobs[0])
+            if one is not None:
+                return one
+        max_bytes = self.settings.max_message_bytes
+        now = now_ms()
+        # Keys are scoped to the target: the same key on another exchange or queue is another message.
+        scope = key_scope("q", queue_name) if queue_name is not None else key_scope("x", exchange.name)
         # The messages to store, field by field (MessageColumns): no object per message.
         data_column: list[bytes] = []
         queue_column: list[tuple[int, ...]] = []
@@ -200,14 +204,8 @@ class Publishing(BrokerBase):
         try:
             # the disk budget (reject policy) is checked by disk.admit: 507 before anything is written
             appended, durable = self.store.publish(messages, self._caps(incoming), disk.admit if disk.limit else None)
-        except QueueCapReached as exc:
-            q = self.queues_by_id[exc.queue_id]
-            if exc.unit == "messages":
-                raise QueueFull(f"queue {q.name!r} holds {exc.held} of at most {exc.limit} messages") from exc
-            raise QueueFull(f"queue {q.name!r} would exceed its {exc.limit} bytes") from exc
-        except StoreFull as exc:
-            disk.failed(str(exc))
-            raise StorageFull(f"the disk is full; nothing of this batch was stored ({exc})") from exc
+        except (QueueCapReached, StoreFull) as exc:
+            raise self._refusal(exc) from exc
         disk.failure = None
 
         if binary_answer:  # a binary batch: no keys, no duplicates, nothing to remember
@@ -234,6 +232,48 @@ class Publishing(BrokerBase):
             else:
                 out_results.append(results[s])
         return b"[%b]" % b",".join(out_results), durable
+
+    def _publish_one(
+        self, exchange: Exchange, target: Queue | None, routing_key: str, data: bytes
+    ) -> tuple[bytes, Future[None] | None] | None:
+        """A publish of one plain message (no tag, headers or key) that goes to exactly one queue, the
+        single-message publish of nearly every producer: what the batch path does for it, without its
+        per-batch columns, maps and loops (Store.publish_one). None for any other message, which the
+        batch path publishes."""
+        max_bytes = self.settings.max_message_bytes
+        if len(data) > max_bytes:
+            raise TooLarge(f"messages[0] is larger than {max_bytes} bytes", code=codes.MESSAGE_TOO_LARGE)
+        ids = self._targets(exchange, target, routing_key, NO_HEADERS)
+        if len(ids) != 1:
+            return None
+        q = self.queues_by_id[ids[0]]
+        s = q.settings
+        limited = s.max_messages is not None or s.max_bytes is not None
+        cap = QueueCap(s.max_messages, s.max_bytes) if limited and s.overflow is Overflow.REJECT_PUBLISH else None
+        exchange.messages_in += 1
+        disk = self.disk
+        try:
+            position, offset, durable = self.store.publish_one(data, q.id, cap, disk.admit if disk.limit else None)
+        except (QueueCapReached, StoreFull) as exc:
+            raise self._refusal(exc) from exc
+        disk.failure = None
+        q.messages_in += 1
+        if limited:
+            self.enforce_limits(q, by_age=False)
+        q.notify()
+        self.stats.published.add(1)
+        return b'[{"id":"%016x","routed":[{"queue":%b,"offset":%d}],"duplicate":false}]' % (
+            position, q.name_json, offset), durable
+
+    def _refusal(self, exc: QueueCapReached | StoreFull) -> QueueFull | StorageFull:
+        """The broker's error for a store's refusal of a publish."""
+        if isinstance(exc, StoreFull):
+            self.disk.failed(str(exc))
+            return StorageFull(f"the disk is full; nothing of this batch was stored ({exc})")
+        q = self.queues_by_id[exc.queue_id]
+        if exc.unit == "messages":
+            return QueueFull(f"queue {q.name!r} holds {exc.held} of at most {exc.limit} messages")
+        return QueueFull(f"queue {q.name!r} would exceed its {exc.limit} bytes")
 
     def _after_append(self, incoming: dict[int, int], count: int) -> None:
         """After an append: queue counters, limits (drop_head), waiting consumers, stats."""

@@ -368,6 +368,7 @@ class Chunk:
         off = HEADER_SIZE + local
         done = 0
         try:
+            done = os.pwrite(self.fd, buf, off)  # the whole of it, but on a disk that is filling up
             while done < len(buf):
                 done += os.pwrite(self.fd, memoryview(buf)[done:], off + done)
         except OSError as exc:

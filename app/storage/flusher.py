@@ -4,7 +4,10 @@ periodic checkpoint (index fsync + recovery point) for every mode.
 Group commit: ``durable(pos)`` registers a future; the thread wakes, takes one fdatasync of every
 chunk written since the last sync (covering everything appended so far, by any thread), then
 resolves every waiter at or below the synced position. Writers that arrive during an fsync share
-the next one.
+the next one. Before an fsync the thread waits for as many writers as the last one served, for at
+most half an fsync's time (`_gather`): N connections publishing one message each answer together,
+so their next publishes arrive within a fraction of an fsync of each other, and the fsync that
+started with the first of them left the others to one more fsync of their own.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class Flusher:
         self._stopping = False
         self.synced = 0
         self.syncs = 0
+        self._group = 1  # how many waiters the last fsync served or left for the next
+        self._sync_seconds = 0.0  # how long it took
         self._thread = threading.Thread(target=self._run, name="chunkmq-flusher", daemon=True)
 
     def start(self, synced: int) -> None:
@@ -56,7 +61,8 @@ class Flusher:
                 fut.set_exception(StoreClosed("the store is closing"))
                 return fut
             self._waiters.append((position, fut))
-            self._cond.notify()
+            if len(self._waiters) == 1 or len(self._waiters) >= self._group:  # what the thread waits for
+                self._cond.notify()
         return fut
 
     def stop(self) -> None:
@@ -66,13 +72,27 @@ class Flusher:
         if self._thread.is_alive():
             self._thread.join()
 
+    def _gather(self) -> None:
+        """Wait (condition held) until as many writers wait as the last fsync served, the store
+        stops, or half the last fsync's time has passed."""
+        if len(self._waiters) >= self._group:
+            return
+        deadline = time.monotonic() + self._sync_seconds / 2
+        while len(self._waiters) < self._group and not self._stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.wait(left)
+
     def _sync(self) -> None:
+        started = time.monotonic()
         try:
             synced = self._sync_log()
             error: BaseException | None = None
         except Exception as exc:  # an fsync failure must reach the waiters, not kill the thread
             log.exception("fsync of the message log failed")
             synced, error = self.synced, exc
+        self._sync_seconds = time.monotonic() - started
         self.syncs += 1
         with self._cond:
             self.synced = max(self.synced, synced)
@@ -84,6 +104,8 @@ class Flusher:
                 else:
                     keep.append((pos, fut))
             self._waiters = keep
+            if done:  # the writers it served and those that came during it: who will wait next
+                self._group = len(done) + len(keep)
         for fut in done:
             if error is not None:
                 fut.set_exception(error)
@@ -104,6 +126,8 @@ class Flusher:
                     if timeout <= 0:
                         break
                     self._cond.wait(timeout)
+                if self._waiters and self._mode is FsyncMode.ALWAYS:
+                    self._gather()
                 stopping = self._stopping
                 waiting = bool(self._waiters)
             if stopping:

@@ -139,7 +139,7 @@ class IndexFile:
             if self.fd < 0:
                 self.fd = os.open(self.path, os.O_RDWR)
             start = HEADER_SIZE + (offset - self.base) * ENTRY_SIZE
-            done = 0
+            done = os.pwrite(self.fd, data, start)
             while done < len(data):  # a full file system writes short first, then fails with ENOSPC
                 done += os.pwrite(self.fd, memoryview(data)[done:], start + done)
         except OSError as exc:

@@ -179,6 +179,21 @@ def encode_batch(batch: MessageColumns | Sequence[NewMessage], timestamp: int, p
     return encode(batch, timestamp, position, next_offsets, max_message_bytes, tag_hash_of)
 
 
+def encode_one(data: bytes, queue_id: int, timestamp: int, position: int, offset: int, max_message_bytes: int,
+               tag_hash_of: dict[bytes, int]) -> tuple[bytes, bytes, int]:
+    """encode_batch of one plain record (no tag, key or flags) placed at `offset` of one queue: its
+    bytes, its packed index entry and the bytes it adds to the queue; the compiled twin's call
+    without the batch's columns and answer."""
+    if _recordc is not None:
+        got = _recordc.encode([data], [(queue_id,)], None, None, None, timestamp, position, {queue_id: offset},
+                              max_message_bytes)
+        if got is not None and not isinstance(got, int):
+            return got[0], *got[5][queue_id]
+    buf, _, entries = encode_batch(MessageColumns([data], [(queue_id,)]), timestamp, position, {queue_id: offset},
+                                   max_message_bytes, tag_hash_of)  # raises what the record breaks
+    return buf, *entries[queue_id]
+
+
 def encode_compiled(batch: MessageColumns, timestamp: int, position: int, next_offsets: dict[int, int],
                     max_message_bytes: int) -> Encoded | None:
     """encode_batch by the compiled twin: what encode_records returns and raises, or None (nothing

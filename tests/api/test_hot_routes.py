@@ -233,3 +233,21 @@ def test_every_token_gets_the_stack_s_answer(tmp_path: Path) -> None:
                 assert orjson.loads(hot.content).keys() == orjson.loads(stack.content).keys()
             else:
                 _same([(hot, stack)])
+
+
+def test_a_path_s_match_is_kept_and_its_parameters_are_the_caller_s(tmp_path: Path) -> None:
+    """HotRoutes keeps each path's match (a bounded memo): the same route and parameters as the
+    regexes give, a fresh parameters dict per request, and past the memo's size still every match."""
+    hot = create_app(Settings(auth="off", data_dir=tmp_path / "data")).hot_routes
+    first = hot.route("POST", "/api/v1/queues/q/publish")
+    assert first is not None and first[1] == {"name": "q"}
+    first[1]["name"] = "changed by a request"
+    again = hot.route("POST", "/api/v1/queues/q/publish")
+    assert again is not None and again[0] is first[0] and again[1] == {"name": "q"}
+    assert hot.route("GET", "/api/v1/queues/q/publish") is None and hot.route("POST", "/api/v1/queues") is None
+    for i in range(2500):  # the memo is emptied when full
+        found = hot.route("POST", f"/api/v1/exchanges/x{i}/publish")
+        assert found is not None and found[1] == {"name": f"x{i}"}
+        assert hot.route("POST", f"/api/v1/queues/q{i}/groups/g/pull") is not None
+        assert hot.route("POST", f"/api/v1/queues/q{i}/other") is None
+    assert len(hot._seen) <= 1000

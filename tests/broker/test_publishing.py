@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from chunkmq.broker.broker import Broker
+from chunkmq.broker.errors import QueueFull, TooLarge, Unroutable
 from chunkmq.broker.message import decode_data
 from chunkmq.client import _batch
 from chunkmq.storage.record import COLUMNS_MIN
@@ -62,3 +64,47 @@ def test_large_batches_are_stored_as_sent_routed_and_deduplicated(tmp_path: Path
         check(broker)
 
     with_broker(tmp_path, reopen)
+
+
+def test_a_single_message_is_answered_counted_and_limited_as_in_a_batch(tmp_path: Path) -> None:
+    """A publish of one plain message into one queue takes its own path (Publishing._publish_one):
+    the same answer as the first message of a batch, the same counters, limits and errors; one
+    that does not go to exactly one queue takes the batch path."""
+
+    async def publish(broker: Broker) -> None:
+        await broker.declare_queue("q", {})
+        await broker.declare_queue("dropping", {"max_messages": 2})
+        await broker.declare_queue("refusing", {"max_messages": 1, "overflow": "reject_publish"})
+        await broker.declare_queue("other", {})
+        await broker.declare_exchange("fan", {"type": "fanout"})
+        for name in ("q", "other"):
+            await broker.bind({"exchange": "fan", "queue": name, "routing_key": ""})
+        one = orjson.loads((await broker.publish("", [{"body": "a"}], queue_name="q")).results)
+        two = orjson.loads((await broker.publish("", [{"body": "b"}, {"body": "c"}], queue_name="q")).results)
+        assert [r["routed"] for r in one + two] == [[{"queue": "q", "offset": o}] for o in range(3)]
+        assert [sorted(r) for r in one] == [sorted(two[0])] and int(one[0]["id"], 16) < int(two[0]["id"], 16)
+        # through the default exchange by routing key: one queue, the same path and answer
+        routed = orjson.loads((await broker.publish("", [{"body": "d", "routing_key": "q"}])).results)
+        assert routed[0]["routed"] == [{"queue": "q", "offset": 3}]
+        # through a fanout to two queues, and to none: the batch path
+        fanned = orjson.loads((await broker.publish("fan", [{"body": "e"}])).results)
+        assert fanned[0]["routed"] == [{"queue": "q", "offset": 4}, {"queue": "other", "offset": 0}]
+        assert orjson.loads((await broker.publish("", [{"body": "f", "routing_key": "none"}])).results)[0][
+            "routed"] == []
+        with pytest.raises(Unroutable):
+            await broker.publish("", [{"body": "g", "routing_key": "none"}], mandatory=True)
+        with pytest.raises(TooLarge, match=r"messages\[0\] is larger than"):
+            await broker.publish("", [{"body": "x" * (broker.settings.max_message_bytes + 1)}], queue_name="q")
+        assert (broker.queue("q").messages_in, broker.exchange("").messages_in) == (5, 6)
+        # limits: drop_head moves the first offset, reject_publish refuses and stores nothing
+        for body in "hij":
+            await broker.publish("", [{"body": body}], queue_name="dropping")
+        assert (broker.store.first_offset(broker.queue("dropping").id), broker.queue("dropping").messages_in) == (1, 3)
+        await broker.publish("", [{"body": "k"}], queue_name="refusing")
+        end = broker.store.end_position
+        with pytest.raises(QueueFull, match="queue 'refusing' holds 1 of at most 1 messages"):
+            await broker.publish("", [{"body": "l"}], queue_name="refusing")
+        assert broker.store.end_position == end and broker.queue("refusing").messages_in == 1
+        assert [m["body"] for _, m in _read(broker, "q")] == ["a", "b", "c", "d", "e"]
+
+    with_broker(tmp_path, publish)

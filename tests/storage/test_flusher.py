@@ -150,3 +150,46 @@ def test_stop_syncs_the_waiters_left_and_refuses_new_ones(log: Log) -> None:
     assert flusher.durable(1).done()  # at or below synced: nothing to wait for
     with pytest.raises(StoreClosed):
         flusher.durable(log.append(b"u")).result(timeout=1)
+
+
+class SlowLog(Log):
+    """A disk whose fsync takes 20 ms: long enough for every writer of a round to arrive within half
+    of it on a loaded machine."""
+
+    def sync(self) -> int:
+        end = super().sync()
+        time.sleep(0.02)
+        return end
+
+
+def test_writers_that_wait_for_their_fsync_share_one_per_round(tmp_path: Path) -> None:
+    """Eight writers, each writing again once its write is durable (a connection publishing one
+    message per request): each fsync waits for all eight (at most half an fsync's time), rather than
+    starting with the first and leaving the others to the next. Then seven stop: the last one's
+    writes still go through, the wait for the missing seven bounded."""
+    log = SlowLog(tmp_path / "log")
+    flusher = _flusher(log)
+    rounds = 20
+    done = [threading.Event() for _ in range(8)]
+
+    def writer(k: int) -> None:
+        for _ in range(rounds if k else 3 * rounds):
+            flusher.durable(log.append(b"z" * 100)).result(timeout=10)
+            if _ == rounds - 1:
+                done[k].set()
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for event in done:
+            assert event.wait(timeout=30)
+        syncs = flusher.syncs
+        assert syncs <= 1.5 * rounds, syncs  # about one per round; without waiting, two
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads) and flusher.synced == log.written
+        assert flusher.syncs - syncs >= 2 * rounds - 2  # the last writer alone: one fsync each
+    finally:
+        flusher.stop()
+        os.close(log.fd)

@@ -24,6 +24,7 @@ from chunkmq.storage.record import (
     decode,
     encode_batch,
     encode_columns,
+    encode_one,
     encode_records,
     fields_at,
     iter_records,
@@ -286,3 +287,13 @@ def test_columns_read_tags_keys_placements_and_long_records_as_fields_at_does(co
             fields = (int(ts[i]), int(flags[i]), buf[tag_start[i] : tag_start[i] + tag_len[i]],
                       buf[data_start[i] : data_start[i] + data_len[i]])
             assert fields == fields_at(buf, start, length, True)
+
+
+def test_encode_one_is_encode_batch_of_one_record(codec: str) -> None:
+    for data in (b"", b"short", b"x" * 300, b"y" * 70_000):
+        buf, packed, added = encode_one(data, 5, 1_700_000_000_000, 4096, 17, 1 << 20, {})
+        expected, _, entries = encode_batch(MessageColumns([data], [(5,)]), 1_700_000_000_000, 4096, {5: 17},
+                                            1 << 20, {})
+        assert (buf, packed, added) == (expected, *entries[5])
+    with pytest.raises(MessageTooLarge):
+        encode_one(b"z" * 101, 5, 0, 0, 0, 100, {})

@@ -433,3 +433,51 @@ def test_held_sums_every_queue_and_counts_again_only_those_that_changed(open_sto
     s.set_first_offset(3, 2)
     s.delete_queue(1)
     assert s.held() == every() and s.held()[0] == 2 + 4 + 1
+
+
+def test_publish_one_writes_what_publish_writes(tmp_path: Path) -> None:
+    """One record into one queue by publish_one and by publish: the same records, answers, counters,
+    refusals and admitted space, across chunk roll-overs (SMALL's chunks hold a few dozen records)."""
+    twins = [Store.open(tmp_path / name, SMALL) for name in ("one", "batch")]
+    one, batch = twins
+    for s in twins:
+        s.create_queue(1)
+        s.create_queue(2)
+    spaces: list[list[storage.BatchSpace]] = [[], []]
+    for i in range(300):
+        data, queue = f"message {i}".encode() * (1 + i % 7), 1 + i % 2
+        position, offset, durable = one.publish_one(data, queue, None, spaces[0].append)
+        appended, _ = batch.publish(storage.MessageColumns([data], [(queue,)]), None, spaces[1].append)
+        assert (position, offset) == (appended.positions[0], appended.offsets[0]) and durable is None
+    assert spaces[0] == spaces[1]
+    cap = storage.QueueCap(one.next_offset(1), None)  # full: both refuse, nothing written
+    for s, publish in ((one, lambda: one.publish_one(b"x", 1, cap)),
+                       (batch, lambda: batch.publish(storage.MessageColumns([b"x"], [(1,)]), {1: cap}))):
+        end = s.end_position
+        with pytest.raises(storage.QueueCapReached):
+            publish()
+        assert s.end_position == end
+    with pytest.raises(UnknownQueue):
+        one.publish_one(b"x", 3)
+    with pytest.raises(MessageTooLarge):
+        one.publish_one(b"x" * 4096, 1)
+    for q in (1, 2):  # the same, but for the clock's timestamps
+        assert [m[:2] + m[3:] for m in one.read(q, 0, 1000)] == [m[:2] + m[3:] for m in batch.read(q, 0, 1000)]
+        assert [(e.length, e.tag_hash) for e in one.index_entries(q, 0, 1000)] == \
+            [(e.length, e.tag_hash) for e in batch.index_entries(q, 0, 1000)]
+        assert (one.queue_bytes(q), one.next_offset(q)) == (batch.queue_bytes(q), batch.next_offset(q))
+    assert one.end_position == batch.end_position and len(one.chunks()) == len(batch.chunks()) >= 3
+    assert [(r.position, r.data, r.placements) for r in one.scan()] == \
+        [(r.position, r.data, r.placements) for r in batch.scan()]
+    for s in twins:
+        s.close()
+
+
+def test_publish_one_waits_for_the_fsync_in_fsync_always(tmp_path: Path) -> None:
+    s = Store.open(tmp_path / "s", StoreOptions(fsync=FsyncMode.ALWAYS))
+    s.create_queue(1)
+    _, _, durable = s.publish_one(b"x", 1)
+    assert durable is not None
+    durable.result(timeout=10)
+    assert s._flusher.synced >= s.end_position
+    s.close()
