@@ -4,8 +4,9 @@ the full app is being built gets the answer the full app gives, auth included: n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -92,6 +93,20 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@contextlib.asynccontextmanager
+async def lifespan_of(app: start.Staged) -> AsyncIterator[None]:
+    """`app` started as uvicorn starts it (the ASGI lifespan protocol), and shut down after."""
+    inbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    lifespan = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))  # type: ignore[arg-type]
+    assert (await outbox.get())["type"] == "lifespan.startup.complete"
+    yield
+    await inbox.put({"type": "lifespan.shutdown"})
+    assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
+    await lifespan
+
+
 @pytest.mark.anyio
 async def test_a_second_stage_that_fails_leaves_the_first_stages_answers(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,21 +125,14 @@ async def test_a_second_stage_that_fails_leaves_the_first_stages_answers(tmp_pat
     plain = PlainMeta.open(settings.meta_url, tokens=False)
     assert plain is not None
     app = start.Staged(settings, plain)
-    inbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    outbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    await inbox.put({"type": "lifespan.startup"})
-    lifespan = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))  # type: ignore[arg-type]
-    assert (await outbox.get())["type"] == "lifespan.startup.complete"
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as api:
-        assert (await api.get("/readyz")).json() == {"status": "ready"}
-        missing = await api.post("/api/v1/queues/none/publish", json={"messages": [{"body": "x"}]})
-        assert missing.json()["error"]["code"] == "queue_not_found"
-        waiting = await api.get("/api/v1/queues")  # waits for the second stage, which fails
-        assert waiting.status_code == 503 and waiting.json()["error"]["code"] == "unavailable"
-    assert app.full is None
-    await inbox.put({"type": "lifespan.shutdown"})
-    assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
-    await lifespan
+    async with lifespan_of(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as api:
+            assert (await api.get("/readyz")).json() == {"status": "ready"}
+            missing = await api.post("/api/v1/queues/none/publish", json={"messages": [{"body": "x"}]})
+            assert missing.json()["error"]["code"] == "queue_not_found"
+            waiting = await api.get("/api/v1/queues")  # waits for the second stage, which fails
+            assert waiting.status_code == 503 and waiting.json()["error"]["code"] == "unavailable"
+        assert app.full is None
     assert app.state.broker.store.closed
 
 
@@ -151,23 +159,16 @@ async def test_the_second_stage_begins_after_the_first_answer(tmp_path: Path, mo
     plain = PlainMeta.open(settings.meta_url, tokens=False)
     assert plain is not None
     app = start.Staged(settings, plain)
-    inbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    outbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    await inbox.put({"type": "lifespan.startup"})
-    lifespan = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))  # type: ignore[arg-type]
-    assert (await outbox.get())["type"] == "lifespan.startup.complete"
-    await asyncio.sleep(0.1)
-    assert begun == [] and not app.built.is_set()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as api:
-        if first == "readyz":
-            assert (await api.get("/readyz")).status_code == 200
-        elif first == "publish":
-            missing = await api.post("/api/v1/queues/none/publish", json={"messages": [{"body": "x"}]})
-            assert missing.status_code == 404
-        elif first == "queues":
-            assert (await api.get("/api/v1/queues")).status_code == 503  # waited for the (failed) second stage
-    await asyncio.wait_for(app.built.wait(), 10)
-    assert begun == [first]
-    await inbox.put({"type": "lifespan.shutdown"})
-    assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
-    await lifespan
+    async with lifespan_of(app):
+        await asyncio.sleep(0.1)
+        assert begun == [] and not app.built.is_set()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as api:
+            if first == "readyz":
+                assert (await api.get("/readyz")).status_code == 200
+            elif first == "publish":
+                missing = await api.post("/api/v1/queues/none/publish", json={"messages": [{"body": "x"}]})
+                assert missing.status_code == 404
+            elif first == "queues":
+                assert (await api.get("/api/v1/queues")).status_code == 503  # waited for the (failed) second stage
+        await asyncio.wait_for(app.built.wait(), 10)
+        assert begun == [first]
