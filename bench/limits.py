@@ -213,7 +213,7 @@ def queues_figure(sizes: list[int], samples: int, idle: float, env: dict[str, st
                 declared = size
                 row.update(publish_pull_latency(client, size, samples))
                 row["rss_mb"] = mb(srv.rss_bytes())
-                row["idle_cpu_percent"] = _cpu_percent(srv, idle)  # the rounds over every queue and group
+                row["idle_cpu_percent"] = _cpu_percent(srv, idle)  # the periodic rounds (docs/scaling.md)
                 with console(srv) as browser:
                     row["console_queues_ms"] = page_ms(browser, "/queues")
                     row["console_dashboard_ms"] = page_ms(browser, "/")
