@@ -22,10 +22,11 @@ def start(coroutine: Coroutine[Any, Any, T]) -> tuple[bool, Any]:
         waits_for = coroutine.send(None)
     except StopIteration as finished:
         return True, finished.value
-    return False, _rest(coroutine, waits_for)
+    return False, rest(coroutine, waits_for)
 
 
-async def _rest(coroutine: Coroutine[Any, Any, T], waits_for: Any) -> T:
+async def rest(coroutine: Coroutine[Any, Any, T], waits_for: Any) -> T:
+    """The rest of a coroutine that yielded `waits_for` (its first wait): what a task runs to go on with it."""
     return await _Resumed(coroutine, waits_for)  # type: ignore[no-any-return]
 
 

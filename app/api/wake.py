@@ -39,14 +39,14 @@ class Run:
             waits_for.resume = self.step
             self.waiting = waits_for
         else:
-            self.spawn(eager._rest(self.coroutine, waits_for))
+            self.spawn(eager.rest(self.coroutine, waits_for))
 
     def to_task(self) -> None:
         """Go on in a task from the wait it is parked on (a server shutting down cancels its tasks)."""
         wake, self.waiting = self.waiting, None
         if wake is not None:
             wake.resume = None
-            self.spawn(eager._rest(self.coroutine, wake))
+            self.spawn(eager.rest(self.coroutine, wake))
 
 
 def run(coroutine: Coroutine[Any, Any, None], spawn: Spawn) -> Run:

@@ -247,23 +247,16 @@ class Publishing(BrokerBase):
         if len(ids) != 1:
             return None
         q = self.queues_by_id[ids[0]]
-        s = q.settings
-        limited = s.max_messages is not None or s.max_bytes is not None
-        cap = QueueCap(s.max_messages, s.max_bytes) if limited and s.overflow is Overflow.REJECT_PUBLISH else None
         exchange.messages_in += 1
         disk = self.disk
         try:
-            position, offset, durable = self.store.publish_one(data, q.id, cap, disk.admit if disk.limit else None)
+            position, offset, durable = self.store.publish_one(data, q.id, self._cap(q),
+                                                               disk.admit if disk.limit else None)
         except (QueueCapReached, StoreFull) as exc:
             raise self._refusal(exc) from exc
         disk.failure = None
-        q.messages_in += 1
-        if limited:
-            self.enforce_limits(q, by_age=False)
-        q.notify()
-        self.stats.published.add(1)
-        return b'[{"id":"%016x","routed":[{"queue":%b,"offset":%d}],"duplicate":false}]' % (
-            position, q.name_json, offset), durable
+        self._after_append({q.id: 1}, 1)
+        return wire.results_json(q.name_json, [position], [offset]), durable
 
     def _refusal(self, exc: QueueCapReached | StoreFull) -> QueueFull | StorageFull:
         """The broker's error for a store's refusal of a publish."""
@@ -337,11 +330,19 @@ class Publishing(BrokerBase):
         size on disk."""
         caps = None
         for queue_id in incoming:
-            s = self.queues_by_id[queue_id].settings
-            if s.overflow is Overflow.REJECT_PUBLISH and (s.max_messages is not None or s.max_bytes is not None):
+            cap = self._cap(self.queues_by_id[queue_id])
+            if cap is not None:
                 caps = caps or {}
-                caps[queue_id] = QueueCap(s.max_messages, s.max_bytes)
+                caps[queue_id] = cap
         return caps
+
+    @staticmethod
+    def _cap(queue: Queue) -> QueueCap | None:
+        """What `queue` may hold when it refuses publishes past its limits (reject_publish)."""
+        s = queue.settings
+        if s.overflow is Overflow.REJECT_PUBLISH and (s.max_messages is not None or s.max_bytes is not None):
+            return QueueCap(s.max_messages, s.max_bytes)
+        return None
 
     # ------------------------------------------------------------------ limits
 

@@ -99,6 +99,13 @@ class _Offsets(dict[int, int]):
         return qi.next
 
 
+
+def _count(qi: QueueIndex, number: int, added: int) -> None:
+    """A queue's bytes, and its live bytes in chunk `number` (the collector's), grow by `added`."""
+    qi.bytes += added
+    counts = qi.chunk_bytes
+    counts[number] = counts.get(number, 0) + added
+
 class Store:
     """A message log with per-queue offset indexes. Open with Store.open(directory, options).
 
@@ -366,18 +373,9 @@ class Store:
                 ids.add(queue_id)
             offset = qi.next
             qi.next = offset + 1
-            qi.bytes += added
-            counts = qi.chunk_bytes
-            counts[active.number] = counts.get(active.number, 0) + added
-            if not active.records:
-                active.first_ts = ts
-            active.records += 1
-            active.data_bytes = local + size
-            active.last_ts = ts
-            self._last_ts = ts
-            self._end = end = pos + size
-            self._dirty.add(active)
-            self._cache(pos, buf)
+            _count(qi, active.number, added)
+            self._written(active, pos, local, buf, ts, 1)
+            end = self._end
         return pos, offset, self._flusher.durable(end) if self._always else None
 
     def _publish_one_by_append(self, data: bytes, queue_id: int, cap: QueueCap | None,
@@ -445,19 +443,23 @@ class Store:
             for q, (_, added) in entries.items():
                 qi = self._queues[q]
                 qi.next = offsets[q]
-                qi.bytes += added
-                counts = qi.chunk_bytes
-                counts[number] = counts.get(number, 0) + added
-            if not active.records:
-                active.first_ts = ts
-            active.records += len(batch)
-            active.data_bytes = local + size
-            active.last_ts = ts
-            self._last_ts = ts
-            self._end = pos + size
-            self._dirty.add(active)
-            self._cache(pos, buf)
+                _count(qi, number, added)
+            self._written(active, pos, local, buf, ts, len(batch))
         return appended
+
+    def _written(self, active: Chunk, pos: int, local: int, buf: bytes, ts: int, records: int) -> None:
+        """After `records` records (`buf`, at `pos`) and their index entries are written (writer lock
+        held): the active chunk's statistics and the log's end move past them, and the tail cache
+        keeps them for the readers that follow the end."""
+        if not active.records:
+            active.first_ts = ts
+        active.records += records
+        active.data_bytes = local + len(buf)
+        active.last_ts = ts
+        self._last_ts = ts
+        self._end = pos + len(buf)
+        self._dirty.add(active)
+        self._cache(pos, buf)
 
     def _check_caps(self, caps: Mapping[int, QueueCap], entries: dict[int, tuple[bytes, int]]) -> None:
         for q, (packed, added) in entries.items():
@@ -509,9 +511,7 @@ class Store:
 
         ALWAYS: group commit by the flusher thread. INTERVAL / NEVER: already completed.
         """
-        if self.options.fsync is not FsyncMode.ALWAYS:
-            return _DONE
-        return self._flusher.durable(position)
+        return self._flusher.durable(position) if self._always else _DONE
 
     def sync(self, position: int) -> Future[None]:
         """A future resolved once everything below ``position`` is fsynced, in every mode: an fsync
