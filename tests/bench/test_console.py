@@ -12,7 +12,8 @@ from tests.bench.harness import ROOT
 
 def test_console_bench_smoke() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.console", "--count", "2000", "--repeats", "1", "--mode", "http",
+        # 20,000 messages: the server's CPU is read from /proc in 10 ms ticks, which 2,000 could fall under
+        [sys.executable, "-m", "bench.console", "--count", "20000", "--repeats", "1", "--mode", "http",
          "--tabs", "2", "--refresh", "0.2", "--idle-seconds", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
     )
