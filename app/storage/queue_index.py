@@ -2,7 +2,8 @@
 
 A queue's entries live in files ``queues/<queue id>/<base offset>.idx``, each holding ``capacity``
 entries (the store's index_chunk_entries) for offsets base .. base+capacity-1. Files are created
-at full size (sparse). All integers little-endian.
+at full size (sparse); their blocks are reserved just ahead of the writes (IndexFile.write). All
+integers little-endian.
 
 Header, 32 bytes::
 
@@ -29,6 +30,7 @@ concurrently; a reader that races with retention may get ValueError from a close
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -52,6 +54,7 @@ ENTRY_SIZE = ENTRY.size
 ENTRY_DTYPE = [("p1", "<u8"), ("len", "<u4"), ("th", "<u4")]  # ENTRY for numpy (Store.read_columns)
 _POSITION = struct.Struct("<Q8x")  # an entry's position + 1 alone
 _BLOCK = 4096  # file system block: punch_below frees whole ones
+_RESERVE_MAX = 1 << 20  # the most an index file reserves ahead of its writes (IndexFile.reserved)
 _LITTLE = sys.byteorder == "little"
 _OPENING = threading.Lock()  # taken once per deferred queue, on its first use (QueueIndex.files)
 
@@ -89,14 +92,20 @@ def unpack_entries(data: bytes) -> list[int]:
 
 
 class IndexFile:
-    """One index chunk file, mmapped for reads and written with pwrite."""
+    """One index chunk file, mmapped for reads, and for writes into the blocks it has reserved."""
 
     def __init__(self, path: Path, base: int, capacity: int, fd: int) -> None:
         self.path = path
         self.base = base
         self.capacity = capacity
         self.fd = fd
-        self.mm = mmap.mmap(fd, HEADER_SIZE + capacity * ENTRY_SIZE, access=mmap.ACCESS_READ)
+        self.mm = mmap.mmap(fd, HEADER_SIZE + capacity * ENTRY_SIZE)
+        # The bytes [start, end) whose blocks are reserved (posix_fallocate) for writes through the
+        # mapping, and how much the next reservation takes: one block first (what a pwrite into the
+        # sparse file would allocate), twice as much each time after, up to _RESERVE_MAX; 0 where
+        # the file system cannot reserve blocks (writes are pwrites then).
+        self.reserved = (0, 0)
+        self.reserve_step = _BLOCK
         self.dirty = False
         self.punched = _BLOCK  # entries below this byte are holes (punch_below); the header's block stays
 
@@ -135,16 +144,43 @@ class IndexFile:
             raise
 
     def write(self, offset: int, data: bytes) -> None:
+        """Entries from `offset`: copied through the mapping into reserved blocks (a pwrite was a system
+        call and an inode update per publish), else written with pwrite. Never through the mapping
+        into a hole: if the disk could not fill it, the process would die of SIGBUS where pwrite
+        fails with ENOSPC. fsync writes the mapping's dirty pages as any others."""
+        start = HEADER_SIZE + (offset - self.base) * ENTRY_SIZE
+        end = start + len(data)
         try:
             if self.fd < 0:
                 self.fd = os.open(self.path, os.O_RDWR)
-            start = HEADER_SIZE + (offset - self.base) * ENTRY_SIZE
-            done = os.pwrite(self.fd, data, start)
-            while done < len(data):  # a full file system writes short first, then fails with ENOSPC
-                done += os.pwrite(self.fd, memoryview(data)[done:], start + done)
+            lo, hi = self.reserved
+            if (lo <= start and end <= hi) or self._reserve(start, end):
+                self.mm[start:end] = data
+            else:
+                done = os.pwrite(self.fd, data, start)
+                while done < len(data):  # a full file system writes short first, then fails with ENOSPC
+                    done += os.pwrite(self.fd, memoryview(data)[done:], start + done)
         except OSError as exc:
             raise _fail(exc, f"writing index file {self.path}") from exc
         self.dirty = True
+
+    def _reserve(self, start: int, end: int) -> bool:
+        """Reserve the blocks of [start, end) and of the next reserve_step bytes after `start`'s block;
+        False where the file system cannot. A full disk raises here (ENOSPC), before anything is written."""
+        if not self.reserve_step:
+            return False
+        lo = start - start % _BLOCK
+        hi = min(max(end, lo + self.reserve_step), HEADER_SIZE + self.capacity * ENTRY_SIZE)
+        try:
+            os.posix_fallocate(self.fd, lo, hi - lo)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise
+            self.reserve_step = 0
+            return False
+        self.reserved = (lo, hi)
+        self.reserve_step = min(self.reserve_step * 2, _RESERVE_MAX)
+        return True
 
     def raw(self, offset: int, count: int) -> bytes:
         start = HEADER_SIZE + (offset - self.base) * ENTRY_SIZE
@@ -176,6 +212,8 @@ class IndexFile:
             before = os.fstat(fd).st_blocks
             if files.punch_hole(fd, self.punched, end - self.punched):
                 self.punched = end
+                lo, hi = self.reserved
+                self.reserved = (max(lo, end), max(hi, end))  # punched blocks are holes again
             return (before - os.fstat(fd).st_blocks) * 512
         except OSError as exc:
             raise _fail(exc, f"freeing consumed entries of index file {self.path}") from exc

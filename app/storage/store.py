@@ -995,6 +995,8 @@ class Store:
                 self._chunks[alias] = c
         self._next_number = next_number
         a = self._active
+        if a is not None:
+            a.map_writes()
         self._end = a.base + a.data_bytes if a is not None else next_number * self._size
         self._last_ts = max((c.last_ts for c in self._chunks.values()), default=0)
 

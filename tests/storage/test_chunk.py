@@ -1,10 +1,15 @@
 """Log chunk files (app/storage/chunk.py) on real files: created whole with a checked header, written,
 rolled back and sealed with a footer that a reopen reads; damaged or mismatched files are refused,
-a truncated one is extended with zeros, and a scan of a store's chunk finds its records."""
+a truncated one is extended with zeros, and a scan of a store's chunk finds its records. The active
+chunk is written through a mapping of its reserved blocks, and a killed writer loses none of it."""
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -111,3 +116,66 @@ def test_scan_finds_the_records_a_store_wrote(tmp_path: Path, open_store: Callab
         assert not chunk.valid_record_after(scan_end, chunk_size)
     finally:
         chunk.close()
+
+
+def test_a_new_chunk_is_written_through_its_mapping_until_sealed(tmp_path: Path) -> None:
+    """Its blocks are reserved, so appends are copies into the mapping: another descriptor reads them
+    at once, and sealing ends the writable mapping."""
+    chunk = Chunk.create(tmp_path, 0, SIZE, created_ms=1)
+    try:
+        assert chunk.wm is not None
+        chunk.write(0, b"mapped")
+        with open(chunk.path, "rb") as f:
+            assert f.read()[HEADER_SIZE : HEADER_SIZE + 6] == b"mapped"
+        chunk.data_bytes = 6
+        chunk.seal(now_ms=2)
+        assert chunk.wm is None
+    finally:
+        chunk.close()
+
+
+def test_a_chunk_whose_blocks_cannot_be_reserved_is_written_with_pwrite(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system without fallocate: no writable mapping (a store into a hole could die of SIGBUS)."""
+    def unsupported(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    chunk = Chunk.create(tmp_path, 0, SIZE, created_ms=1)
+    try:
+        chunk.map_writes()
+        assert chunk.wm is None
+        chunk.write(0, b"written")
+        assert chunk.read(0, 7) == b"written"
+    finally:
+        chunk.close()
+
+
+_KILLED_WRITER = """
+import sys, time
+from pathlib import Path
+from chunkmq.storage.chunk import Chunk
+chunk = Chunk.open(Path(sys.argv[1]), 0, int(sys.argv[2]))
+chunk.map_writes()
+assert chunk.wm is not None
+chunk.write(0, b"kept after kill -9")
+print("written", flush=True)
+time.sleep(60)
+"""
+
+
+def test_what_a_killed_process_wrote_through_the_mapping_is_in_the_file(tmp_path: Path) -> None:
+    """kill -9 right after the copy: the pages are the file's own, nothing waits in the process."""
+    Chunk.create(tmp_path, 0, SIZE, created_ms=1).close()
+    path = files.chunk_path(tmp_path, 0)
+    writer = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(path), str(SIZE)], stdout=subprocess.PIPE)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == b"written\n"
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(10)
+    again = Chunk.open(path, 0, SIZE)
+    try:
+        assert again.read(0, 18) == b"kept after kill -9"
+    finally:
+        again.close()
