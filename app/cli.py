@@ -110,7 +110,7 @@ class HotCycle:
         self.route = route
         self.scope = scope
         self.keep_alive = keep_alive
-        self.body = bytearray()
+        self.body = b""  # nearly always one piece (on_body), so bytes rather than a bytearray to copy out
         self.more_body = True
         self.disconnected = False
         self.response_complete = False
@@ -148,7 +148,6 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     the connection limit, a chunked or large body, an escaped path, a path prefix, an app wrapped in
     uvicorn's middlewares), takes uvicorn's own path to the app.
     """
-    import httptools
     from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, service_unavailable
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
     from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
@@ -218,13 +217,32 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             self._arm()
 
         def on_message_begin(self) -> None:
-            super().on_message_begin()
+            """uvicorn's, but the scope is made once the request's path is known: a hot request's own
+            (_hot_cycle), or uvicorn's (_asgi_scope)."""
+            self.url = b""
+            self.expect_100_continue = False
+            self.headers = []
             self._arm()
+
+        def _asgi_scope(self) -> None:
+            """The scope uvicorn's on_message_begin makes."""
+            self.scope = {  # type: ignore[typeddict-item]
+                "type": "http",
+                "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+                "http_version": "1.1",
+                "server": self.server,
+                "client": self.client,
+                "scheme": self.scheme,  # type: ignore[typeddict-item]
+                "root_path": self.root_path,
+                "headers": self.headers,
+                "state": self.app_state.copy(),
+            }
 
         def on_headers_complete(self) -> None:
             self._disarm()
             if self._hot_cycle():
                 return
+            self._asgi_scope()
             super().on_headers_complete()
             cycle = self.cycle  # this request's, just made (its task has not run yet)
             if cycle is not None and not isinstance(cycle.transport, OneWrite):
@@ -249,27 +267,39 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             limit = self.limit_concurrency
             if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
                 return False
+            connection = False  # a Connection header: only then can a kept-alive request be HTTP/1.0
             for name, value in self.headers:
                 if name == b"transfer-encoding" or (
                         name == b"content-length" and not (value.isdigit() and int(value) <= HIGH_WATER_LIMIT)):
                     return False
-            url = httptools.parse_url(self.url)
-            path = url.path.decode("ascii")
-            found = None if "%" in path else hot.route("POST", path)
+                connection = connection or name == b"connection"
+            # An origin-form target ("/path?query"), as httptools.parse_url splits it; a fragment, an
+            # absolute form or an escaped path matches no hot route and takes uvicorn's path.
+            raw_path, _, query = self.url.partition(b"?")
+            found = None if b"#" in query else hot.route_raw(raw_path)
             if found is None:
                 return False
-            http_version = parser.get_http_version()
-            scope = self.scope
-            scope["method"] = "POST"
-            if http_version != "1.1":
-                scope["http_version"] = http_version
-            scope["path"] = path
-            scope["raw_path"] = url.path
-            scope["query_string"] = url.query or b""
-            scope["path_params"] = found[1]
-            scope["app"] = self.app
-            self.cycle = HotCycle(found[0], scope, http_version != "1.0" and parser.should_keep_alive())  # type: ignore[assignment]
+            route, params, path = found
+            # kept alive without a Connection header is HTTP/1.1 (1.0 needs `Connection: keep-alive`);
+            # get_http_version formats a string, about a microsecond
+            keep_alive = parser.should_keep_alive()
+            http_version = "1.1" if keep_alive and not connection else parser.get_http_version()
+            scope = self.scope = {  # type: ignore[typeddict-item]
+                "type": "http", "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+                "http_version": http_version, "server": self.server, "client": self.client,
+                "scheme": self.scheme, "root_path": self.root_path, "headers": self.headers,
+                "state": self.app_state.copy(), "method": "POST", "path": path, "raw_path": raw_path,
+                "query_string": query, "path_params": params, "app": self.app,
+            }
+            self.cycle = HotCycle(route, scope, keep_alive and http_version != "1.0")  # type: ignore[assignment]
             return True
+
+        def on_body(self, body: bytes) -> None:
+            cycle = self.cycle
+            if type(cycle) is not HotCycle:
+                super().on_body(body)
+            elif not cycle.response_complete:
+                cycle.body = cycle.body + body if cycle.body else body
 
         def on_message_complete(self) -> None:
             cycle = self.cycle
@@ -297,7 +327,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
 
         async def _answer(self, cycle: HotCycle) -> None:
             try:
-                answer = await self.app.hot_routes.respond(cycle.route, cycle.scope, bytes(cycle.body))
+                answer = await self.app.hot_routes.respond(cycle.route, cycle.scope, cycle.body)
             except BaseException as exc:  # cancelled at a forced shutdown (respond maps every Exception)
                 self.logger.error("Exception in ASGI application\n", exc_info=exc)
                 answer, cycle.keep_alive = _FAILED, False

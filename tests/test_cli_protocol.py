@@ -119,6 +119,15 @@ def test_hot_requests_are_answered_as_through_asgi(tmp_path: Path) -> None:
             # HTTP/1.0: answered, then the connection closes
             got = [await exchange(port, raw(port, OK[0], "1.0")) for port in (hot, asgi)]
             assert got[0] == got[1] and b"connection: close" in got[0][0]
+            # HTTP/1.0 asking for keep-alive (closed all the same), HTTP/1.1 asking to close: as through ASGI,
+            # with the version in the log line
+            method, path, body, headers = OK[0]
+            for connection, version in (("keep-alive", "1.0"), ("close", "1.1")):
+                lines.clear()
+                request = (method, path, body, {**headers, "connection": connection})
+                got = [await exchange(port, raw(port, request, version)) for port in (hot, asgi)]
+                assert got[0] == got[1] and b"connection: close" in got[0][0]
+                assert len(lines) == 2 and lines[0] == lines[1] and f"HTTP/{version}" in lines[0], lines
             # three pipelined requests (the second waits for the first), answered in order
             pipelined = [await exchange(port, raw(port, OK[0]) + raw(port, REFUSALS[1]) + raw(port, OK[2]), 3)
                          for port in (hot, asgi)]

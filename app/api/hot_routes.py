@@ -71,7 +71,8 @@ class HotRoute(Route):
         mapped as the stack's handlers map it."""
         try:
             state = scope["app"].state
-            await self.need.authorize(state.auth, bearer(header(scope, b"authorization")), scope["path_params"])
+            token = bearer(header(scope, b"authorization"))
+            self.need.check(state.auth.known(token) or await state.auth.principal(token), scope["path_params"])
             max_bytes, code = self.limit(state.settings)
             if type(body) is bytes:
                 if len(body) > max_bytes:
@@ -95,6 +96,10 @@ class _ThroughTheStack:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send_answer(send, await self.route.respond(scope, receive))
+
+
+async def _answered(answer: Answer) -> Answer:
+    return answer
 
 
 async def send_answer(send: Send, answer: Answer) -> None:
@@ -128,6 +133,18 @@ class HotRoutes:
             self._seen[path] = found
         return None if found is None else (found[0], found[1].copy())
 
+    def route_raw(self, raw_path: bytes) -> tuple[HotRoute, dict[str, Any], str] | None:
+        """`route` of a POST to `raw_path` as it came in, with the path decoded; None for an escaped
+        or non-ASCII path (uvicorn's own path decodes those)."""
+        if b"%" in raw_path:
+            return None
+        try:
+            path = raw_path.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+        found = self.route("POST", path)
+        return None if found is None else (found[0], found[1], path)
+
     def _match(self, path: str) -> tuple[HotRoute, dict[str, Any]] | None:
         for regex, route in self.routes:
             found = regex.match(path)
@@ -147,11 +164,13 @@ class HotRoutes:
         scope["path_params"] = found[1]
         return found[0]
 
-    async def respond(self, route: HotRoute, scope: Scope, body: bytes | Receive) -> Answer:
+    def respond(self, route: HotRoute, scope: Scope, body: bytes | Receive) -> Awaitable[Answer]:
+        """The answer: the route's, once the request has passed `checks` (a plain function returning
+        the route's coroutine, a layer less on the hot path)."""
         problem = first_problem(self.checks, "http", scope)
         if problem is not None:
-            return refusal(*problem)
-        return await route.respond(scope, body)
+            return _answered(refusal(*problem))
+        return route.respond(scope, body)
 
     async def serve(self, route: HotRoute, scope: Scope, receive: Receive, send: Send) -> None:
         await send_answer(send, await self.respond(route, scope, receive))

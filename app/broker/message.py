@@ -87,7 +87,7 @@ def parse_batch(raw: list[Any], exchange: str, limits: MessageLimits, first_inde
     full: dict[int, Outgoing] = {}
     add_key, add_blob, dumps = routing_keys.append, blobs.append, orjson.dumps
     heads = _heads_of(exchange)
-    for i, item in enumerate(raw, first_index):
+    for i, item in enumerate(raw, first_index):  # plain_message, inlined: a call per message was a third more
         if type(item) is dict and type(body := item.get("body")) is str:
             size = len(item)
             if size == 2:
@@ -109,6 +109,26 @@ def parse_batch(raw: list[Any], exchange: str, limits: MessageLimits, first_inde
         add_key(out.routing_key)
         add_blob(out.data)
     return ParsedBatch(routing_keys, blobs, full)
+
+
+def plain_message(item: Any, exchange: str) -> tuple[str, bytes] | None:
+    """The routing key and stored blob of a plain message (a text body and at most a routing key),
+    or None for any other, which `_parse_any` validates: what parse_batch does for one message, without
+    its lists (a single-message publish)."""
+    if type(item) is not dict or type(body := item.get("body")) is not str:
+        return None
+    size = len(item)
+    if size == 1:
+        routing_key = ""
+    elif size != 2 or type(routing_key := item.get("routing_key")) is not str:
+        return None
+    heads = _heads_of(exchange)
+    head = heads.get(routing_key)
+    if head is None:
+        if len(routing_key) > MAX_ROUTING_KEY or NUL in routing_key:
+            return None
+        head = _head(heads, exchange, routing_key)
+    return routing_key, head + orjson.dumps(body)[1:-1]
 
 
 def parse_message(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Outgoing:

@@ -24,6 +24,7 @@ from chunkmq.broker.message import (
     NO_HEADERS,
     parse_batch,
     parse_binary_batch,
+    plain_message,
     render_results,
 )
 from chunkmq.broker.names import DEFAULT_EXCHANGE
@@ -103,12 +104,16 @@ class Publishing(BrokerBase):
         else:
             exchange = self.exchange(exchange_name)
             target = None
+        if not binary and len(raw) == 1 and (plain := plain_message(raw[0], exchange.name)) is not None:
+            one = self._publish_one(exchange, target, *plain)
+            if one is not None:
+                return one
         if binary:
             batch = parse_binary_batch(raw, exchange.name, self.settings.max_batch_messages)
         else:
             batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
-        if not full and not binary_answer and len(batch.blobs) == 1:
+        if not full and not binary_answer and len(batch.blobs) == 1 and binary:
             one = self._publish_one(exchange, target, batch.routing_keys[0], batch.blobs[0])
             if one is not None:
                 return one
@@ -243,10 +248,12 @@ class Publishing(BrokerBase):
         max_bytes = self.settings.max_message_bytes
         if len(data) > max_bytes:
             raise TooLarge(f"messages[0] is larger than {max_bytes} bytes", code=codes.MESSAGE_TOO_LARGE)
-        ids = self._targets(exchange, target, routing_key, NO_HEADERS)
-        if len(ids) != 1:
-            return None
-        q = self.queues_by_id[ids[0]]
+        if target is None:
+            ids = self._targets(exchange, None, routing_key, NO_HEADERS)
+            if len(ids) != 1:
+                return None
+            target = self.queues_by_id[ids[0]]
+        q = target
         exchange.messages_in += 1
         disk = self.disk
         try:
@@ -255,7 +262,8 @@ class Publishing(BrokerBase):
         except (QueueCapReached, StoreFull) as exc:
             raise self._refusal(exc) from exc
         disk.failure = None
-        self._after_append({q.id: 1}, 1)
+        self._arrived(q, 1)
+        self.stats.published.add(1)
         return wire.results_json(q.name_json, [position], [offset]), durable
 
     def _refusal(self, exc: QueueCapReached | StoreFull) -> QueueFull | StorageFull:
@@ -271,12 +279,15 @@ class Publishing(BrokerBase):
     def _after_append(self, incoming: dict[int, int], count: int) -> None:
         """After an append: queue counters, limits (drop_head), waiting consumers, stats."""
         for queue_id, added in incoming.items():
-            q = self.queues_by_id[queue_id]
-            q.messages_in += added
-            if q.settings.max_messages is not None or q.settings.max_bytes is not None:
-                self.enforce_limits(q, by_age=False)
-            q.notify()
+            self._arrived(self.queues_by_id[queue_id], added)
         self.stats.published.add(count)
+
+    def _arrived(self, q: Queue, added: int) -> None:
+        """`added` messages were appended to `q`: its counter, its limits (drop_head), its waiting consumers."""
+        q.messages_in += added
+        if q.settings.max_messages is not None or q.settings.max_bytes is not None:
+            self.enforce_limits(q, by_age=False)
+        q.notify()
 
     def _targets(
         self, exchange: Exchange, target: Queue | None, routing_key: str, headers: Mapping[str, str]

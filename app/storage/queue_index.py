@@ -346,6 +346,10 @@ class QueueIndex:
 
     def write_packed(self, offset: int, data: bytes) -> None:
         """Write entries for offsets ``offset ..``, packed as pack_entries packs them."""
+        f = self._files.get(offset - offset % self.capacity) if self._files is not None else None
+        if f is not None and len(data) == ENTRY_SIZE:  # one entry, into an open file: a one-message publish
+            f.write(offset, data)
+            return
         count = len(data) // ENTRY_SIZE
         while count:
             f = self._file_for(offset)

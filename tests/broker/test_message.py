@@ -22,6 +22,7 @@ from chunkmq.broker.message import (
     parse_batch,
     parse_binary_batch,
     parse_message,
+    plain_message,
     render,
     render_binary,
     render_results,
@@ -61,6 +62,23 @@ def test_fast_and_general_paths_store_the_same_members(raw: dict[str, Any], exch
     assert rendered.startswith(b'{"queue":"q","offset":7,"id":"000000000000002a"')
     assert orjson.loads(rendered) == {"queue": "q", "offset": 7, "id": "000000000000002a", "timestamp": 1,
                                       **expected, "delivery_count": 1}
+
+
+@pytest.mark.parametrize("exchange", ["ex", ""])
+@pytest.mark.parametrize("raw", [*SHAPES, {"body": "x", "routing_key": "k" * 256}, {"body": "x", "routing_key": "a\0"},
+                                 {"body": 5}, {"body": "x", "routing_key": 5}, {"routing_key": "k"}, "body", [],
+                                 {"body": "x", "extra": 1}])
+def test_a_lone_plain_message_is_what_parse_batch_stores(raw: Any, exchange: str) -> None:
+    """plain_message (a single-message publish) answers the routing key and blob parse_batch stores for a
+    plain message, and None for any other, which parse_batch then validates."""
+    plain = plain_message(raw, exchange)
+    if plain is None:
+        assert not (type(raw) is dict and type(raw.get("body")) is str and set(raw) <= {"body", "routing_key"}
+                    and type(raw.get("routing_key", "")) is str and len(raw.get("routing_key", "")) <= 255
+                    and "\0" not in raw.get("routing_key", ""))
+        return
+    batch = parse_batch([raw], exchange, LIMITS)
+    assert not batch.full and plain == (batch.routing_keys[0], batch.blobs[0])
 
 
 def test_the_blob_leaves_out_what_is_empty() -> None:
