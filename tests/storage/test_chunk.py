@@ -113,6 +113,7 @@ def test_scan_finds_the_records_a_store_wrote(tmp_path: Path, open_store: Callab
         batch_end, records, first_ts, last_ts, scan_end = chunk.scan(0, chunk_size)
         assert records == 12 and batch_end == scan_end > 0 and 0 < first_ts <= last_ts
         assert chunk.data_extent(0) == scan_end
+        assert chunk.data_extent(scan_end) == scan_end  # a clean tail: nothing after the last record
         assert not chunk.valid_record_after(scan_end, chunk_size)
     finally:
         chunk.close()
@@ -179,3 +180,19 @@ def test_what_a_killed_process_wrote_through_the_mapping_is_in_the_file(tmp_path
         assert again.read(0, 18) == b"kept after kill -9"
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("garbage_at", [0, 5, (1 << 20) - 1, 1 << 20, (1 << 20) + 7, 3 << 20])
+def test_data_extent_finds_the_last_non_zero_byte_up_to_a_zero_mib(tmp_path: Path, garbage_at: int) -> None:
+    """The tail recovery cuts: everything up to the last non-zero byte before the first MiB that is all
+    zeros; a clean tail is its start."""
+    chunk = Chunk.create(tmp_path, 0, 4 << 20, 0)
+    try:
+        assert chunk.data_extent(100) == 100
+        with open(chunk.path, "r+b") as f:  # a torn write past the data (the map is read-only)
+            f.seek(HEADER_SIZE + 100 + garbage_at)
+            f.write(b"\x07")
+        expected = 100 + garbage_at + 1 if garbage_at < 1 << 20 else 100  # a zero MiB first ends the search
+        assert chunk.data_extent(100) == expected
+    finally:
+        chunk.close()
