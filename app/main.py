@@ -200,7 +200,7 @@ def create_app(settings: Settings | None = None) -> App:
     app.add_middleware(allow.HeadAsGet)
     hot_routes = [*publish.routes, pull.route]
     app.hot_routes = HotRoutes(checks, hot_routes)
-    app.router.routes.extend(hot_routes)  # the router has them too: OPTIONS, HEAD and 405 name them
+    app.router.routes.extend(route.in_router() for route in hot_routes)  # OPTIONS, HEAD and 405 name them
     router.install(app)  # every route behind its rule (app/api/access.py)
     web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first
     app.router.routes.append(allow.route)  # OPTIONS on any path, after every route that has the path

@@ -15,7 +15,9 @@ LATER = ("jinja2", "aiosmtplib", "numpy", "pyarrow", "pyspark", "pandas", "httpx
 # What a restart's first stage (app/start.py) leaves to the second: the full app and the ORM.
 SECOND_STAGE = ("fastapi", "sqlalchemy", "chunkmq.api.schemas", "chunkmq.api.router", "chunkmq.web",
                 "chunkmq.broker.views", "chunkmq.alerts.jobs", "chunkmq.meta.repository", "chunkmq.main",
-                "prometheus_client", "websockets", "uvicorn.main", "click", "multiprocessing", "watchfiles")
+                "prometheus_client", "websockets", "uvicorn.main", "click", "multiprocessing", "watchfiles",
+                "starlette.routing", "starlette.requests",
+                "starlette.responses", "starlette.datastructures", "anyio")
 # What warm_up() loads a second after start: then the first console page or large publish need not;
 # and uvicorn's package whole (its command line: uvicorn.main, click), which `serve` starts without.
 WARMED = ("numpy", "jinja2", "websockets", "uvicorn.main", "click")

@@ -16,16 +16,16 @@ see answers as an id that does not exist (404), for the same reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from starlette.requests import HTTPConnection
-from starlette.websockets import WebSocket
+from typing import TYPE_CHECKING, Any, Literal
 
 from chunkmq.api.auth import NOBODY, Principal, TokenAuth, bearer
 from chunkmq.api.errors import Refused, refuse
 from chunkmq.auth.permissions import Action
 from chunkmq.broker.errors import BrokerError, Forbidden
 from chunkmq.broker.names import check_name, exchange_from_path
+
+if TYPE_CHECKING:  # loaded with the first FastAPI route (__getattr__ below): the hot routes need neither
+    from starlette.requests import HTTPConnection
 
 Who = Literal["anyone", "metrics", "token", "admin", "resource"]
 
@@ -159,6 +159,8 @@ async def authorize(conn: HTTPConnection) -> Principal:
     except BrokerError as exc:
         if conn.scope["type"] != "websocket":
             raise
+        from starlette.websockets import WebSocket
+
         assert isinstance(conn, WebSocket)
         await conn.accept()
         await refuse(conn, exc, text=conn.query_params.get("format") == "binary")
@@ -167,11 +169,14 @@ async def authorize(conn: HTTPConnection) -> Principal:
 
 def __getattr__(name: str) -> Any:
     """AUTHORIZE, `Depends(authorize)`: what a FastAPI route takes its caller from. Made when the
-    first route asks, so that the hot routes, which use `Authorized`, need no FastAPI (app/start.py)."""
+    first route asks, so that the hot routes, which use `Authorized`, need no FastAPI nor Starlette's
+    requests (app/start.py)."""
     if name != "AUTHORIZE":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from fastapi import Depends
+    from starlette.requests import HTTPConnection
 
+    globals()["HTTPConnection"] = HTTPConnection  # authorize's annotation, which FastAPI reads from this module
     globals()["AUTHORIZE"] = value = Depends(authorize)
     return value
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.requests import Request
 from starlette.types import Receive, Scope
 
 from chunkmq.broker.errors import InvalidInput, TooLarge
 from chunkmq.wire import codes
+
+if TYPE_CHECKING:  # the hot routes read bodies without Starlette's requests (app/api/hot_routes.py)
+    from starlette.requests import Request
 
 
 async def read_body(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import Send
 
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.view_json import dumps
+
+if TYPE_CHECKING:  # loaded with the full app: a restart's first stage answers through send_json alone
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 
 def broker_of(request: Request) -> Broker:
@@ -19,10 +21,14 @@ def broker_of(request: Request) -> Broker:
 
 def json(value: Any, status: int = 200) -> Response:
     """A JSON answer: views (app/broker/views.py) render as their JSON, other values as orjson does."""
+    from starlette.responses import Response
+
     return Response(dumps(value), status_code=status, media_type="application/json")
 
 
 def raw_json(body: bytes, status: int = 200) -> Response:
+    from starlette.responses import Response
+
     return Response(body, status_code=status, media_type="application/json")
 
 

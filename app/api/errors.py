@@ -13,17 +13,12 @@ import contextlib
 import logging
 import sqlite3
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import orjson
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
 
 from chunkmq.alerts.errors import MailError
-from chunkmq.api.allow import allow_header, bad_name
 from chunkmq.api.deps import send_body
 from chunkmq.auth.permissions import InvalidPattern
 from chunkmq.broker.errors import BrokerError, DirectoryLocked, storage
@@ -31,9 +26,13 @@ from chunkmq.meta import errors as meta
 from chunkmq.spark import errors as spark
 from chunkmq.wire import codes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Starlette's requests and responses come with the full app: the hot routes need none
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.websockets import WebSocket
 
 log = logging.getLogger("chunkmq.api")
 
@@ -96,7 +95,7 @@ def code_of(exc: BaseException) -> str:
     if _validation_error(exc):  # a JSON body's field (as a form's), else a parameter
         body = all(err.get("loc", ("",))[0] == "body" for err in exc.errors())  # type: ignore[attr-defined]
         return codes.INVALID_BODY if body else codes.INVALID_REQUEST
-    if isinstance(exc, StarletteHTTPException):
+    if _http_exception(exc):
         return _HTTP_CODES.get(exc.status_code, codes.INTERNAL_ERROR if exc.status_code >= 500 else codes.INVALID_BODY)
     code = next((c for cls in type(exc).__mro__ if (c := _mapped(cls)) is not None), codes.INTERNAL_ERROR)
     if isinstance(exc, meta.NotFound):
@@ -116,17 +115,23 @@ def _validation_error(exc: BaseException) -> bool:
     return fastapi_exceptions is not None and isinstance(exc, fastapi_exceptions.RequestValidationError)
 
 
+def _http_exception(exc: BaseException) -> TypeGuard[StarletteHTTPException]:
+    """Whether `exc` is Starlette's HTTPException (none can exist before Starlette's exceptions are loaded)."""
+    exceptions = sys.modules.get("starlette.exceptions")
+    return exceptions is not None and isinstance(exc, exceptions.HTTPException)
+
+
 def status_of(exc: BaseException) -> int:
     """The HTTP status the API answers `exc` with, without logging."""
     if isinstance(exc, BrokerError):
         return exc.status
-    return exc.status_code if isinstance(exc, StarletteHTTPException) else codes.STATUS[code_of(exc)]
+    return exc.status_code if _http_exception(exc) else codes.STATUS[code_of(exc)]
 
 
 def server_fault(exc: BaseException) -> bool:
     """Whether `exc` is the server's own failure, whose message the API does not send (it may name
     files, database or driver details): a 5xx but 507 that is not a BrokerError."""
-    if isinstance(exc, BrokerError | StarletteHTTPException):
+    if isinstance(exc, BrokerError) or _http_exception(exc):
         return False
     status = status_of(exc)
     return status >= 500 and status != 507
@@ -140,7 +145,7 @@ def api_error(exc: BaseException) -> BrokerError:
     if isinstance(exc, BrokerError):
         return exc
     code, status = code_of(exc), status_of(exc)
-    if isinstance(exc, StarletteHTTPException):  # raised by this server's own code: its words
+    if _http_exception(exc):  # raised by this server's own code: its words
         message = str(exc.detail)
     elif server_fault(exc):
         log.error("request failed: %r", exc, exc_info=exc)
@@ -159,6 +164,8 @@ def error_body(code: str, message: str) -> bytes:
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    from starlette.responses import Response
+
     return Response(error_body(code, message), status_code=status, media_type="application/json", headers=headers)
 
 
@@ -219,6 +226,9 @@ def _describe(exc: RequestValidationError) -> str:
 def install(app: FastAPI) -> None:
     from fastapi.exceptions import RequestValidationError
     from sqlalchemy.exc import SQLAlchemyError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    from chunkmq.api.allow import allow_header, bad_name
 
     async def mapped(_: Request, exc: Exception) -> Response:
         return render(exc)

@@ -15,17 +15,19 @@ sends it through ASGI (`HotRoutes.serve`), and `chunkmq serve`'s HTTP protocol (
 straight to the socket, without ASGI's receive/send messages, for a request whose body it already
 holds (`HotRoutes.respond`).
 
-The routes stay in the app's router too, so OPTIONS, HEAD and 405 `Allow` name them as any route.
+The routes stay in the app's router too (`HotRoute.in_router`), so OPTIONS, HEAD and 405 `Allow`
+name them as any route. A HotRoute is not a Starlette route itself: a restart's first stage
+(app/start.py) serves them without loading Starlette's routing and requests (and anyio under them).
 Each is authorised by its rule (app/api/access.py, `rule`), the same table as every other route,
 whichever way it comes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from chunkmq.api.access import rule
@@ -34,6 +36,9 @@ from chunkmq.api.body import header, read_body
 from chunkmq.api.errors import api_error, error_body
 from chunkmq.api.guard import Check, first_problem
 from chunkmq.broker.errors import TooLarge
+
+if TYPE_CHECKING:
+    from starlette.routing import Route
 
 #: An answer: (status, content type, body, the other headers)
 Answer = tuple[int, bytes, bytes, tuple[tuple[bytes, bytes], ...]]
@@ -51,7 +56,14 @@ def refusal(status: int, code: str, message: str) -> Answer:
     return status, JSON, error_body(code, message), _UNAUTHORIZED if status == 401 else ()
 
 
-class HotRoute(Route):
+def path_regex(path: str) -> re.Pattern[str]:
+    """The regex Starlette's router matches `path` with: each {name} one path segment, the rest literal."""
+    parts = re.split(r"\{(\w+)\}", path)  # literal, name, literal, ...
+    pattern = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)" for i, part in enumerate(parts))
+    return re.compile(f"^{pattern}$")
+
+
+class HotRoute:
     """A POST route whose endpoint takes (scope, body) and returns an Answer. `limit(settings)`: the
     body's largest size and the code of its refusal. `eager`: the endpoint may start outside a task
     (app/cli.py runs it at once, in the parser's callback): it uses nothing that needs one, such as
@@ -59,11 +71,18 @@ class HotRoute(Route):
 
     def __init__(self, path: str, endpoint: Callable[[Scope, bytes], Awaitable[Answer]],
                  limit: Callable[[Any], tuple[int, str]], *, eager: bool = False) -> None:
+        self.path = path
+        self.path_regex = path_regex(path)
         self.need = rule("POST", path)
         self.answer = endpoint
         self.limit = limit
         self.eager = eager
-        super().__init__(path, _ThroughTheStack(self), methods=["POST"])
+
+    def in_router(self) -> Route:
+        """This route as the app's router holds it (a server behind a path prefix is served through it)."""
+        from starlette.routing import Route
+
+        return Route(self.path, _ThroughTheStack(self), methods=["POST"])
 
     async def respond(self, scope: Scope, body: bytes | Receive) -> Answer:
         """The answer to a request (its path parameters in the scope): authorised by its rule, then

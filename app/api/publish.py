@@ -11,8 +11,8 @@ with the same guard and error map, and OpenAPI describes them through `openapi_p
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl
 
-from starlette.datastructures import QueryParams
 from starlette.types import Scope
 
 from chunkmq.api.body import header, media_type, parse_json
@@ -41,7 +41,8 @@ def publish_args(body: Any) -> tuple[Any, bool]:
 
 def binary_mandatory(scope: Scope) -> bool:
     """A binary body has no room for the mandatory flag: it is the query parameter ?mandatory=true."""
-    values = QueryParams(scope["query_string"]).getlist("mandatory")
+    query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)  # as Starlette's QueryParams
+    values = [value for name, value in query if name == "mandatory"]
     if not values:
         return False
     if values != ["true"] and values != ["false"]:

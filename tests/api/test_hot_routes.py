@@ -11,8 +11,10 @@ from typing import Any
 import httpx
 import orjson
 from fastapi import FastAPI
+from starlette.routing import Route, compile_path
 from starlette.types import Receive, Scope, Send
 
+from chunkmq.api import publish, pull
 from chunkmq.api.guard import Guard, every_request
 from chunkmq.config import Settings
 from chunkmq.main import App, create_app
@@ -251,3 +253,15 @@ def test_a_path_s_match_is_kept_and_its_parameters_are_the_caller_s(tmp_path: Pa
         assert hot.route("POST", f"/api/v1/queues/q{i}/groups/g/pull") is not None
         assert hot.route("POST", f"/api/v1/queues/q{i}/other") is None
     assert len(hot._seen) <= 1000
+
+
+def test_a_hot_route_matches_as_starlette_s_router_and_is_in_the_app_s_router(tmp_path: Path) -> None:
+    """A HotRoute compiles its path itself (a restart's first stage loads no Starlette routing): the
+    regex Starlette's router compiles for it; the full app's router holds it as a Starlette route."""
+    app = create_app(Settings(auth="off", data_dir=tmp_path / "data"))
+    for route in [*publish.routes, pull.route]:
+        assert route.path_regex.pattern == compile_path(route.path)[0].pattern
+        routed = [r for r in app.router.routes if isinstance(r, Route) and r.path == route.path]
+        assert len(routed) == 1 and routed[0].methods == {"POST"}, route.path
+    assert pull.route.path_regex.match("/api/v1/queues/a.b/groups/g-1/pull") is not None
+    assert pull.route.path_regex.match("/api/v1/queues/a/b/groups/g/pull") is None
