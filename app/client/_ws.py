@@ -127,7 +127,7 @@ class DirectConnection:
             self._flush()
         wake = self._heard + (PING_INTERVAL if not self._pinged else PING_INTERVAL + PING_TIMEOUT)
         wait = wake - now if deadline is None else min(wake, deadline) - now
-        self.sock.settimeout(max(wait, 0.0))
+        self.sock.settimeout(max(wait, 0.001))  # never 0: that would make the socket non-blocking
         try:
             data = self.sock.recv(65536)
         except TimeoutError:

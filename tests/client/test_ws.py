@@ -133,6 +133,8 @@ def test_a_direct_connection_times_out_and_stays_usable() -> None:
         with pytest.raises(TimeoutError):
             ws.recv(timeout=0.2)
         assert 0.2 <= time.monotonic() - start < 2
+        with pytest.raises(TimeoutError):
+            ws.recv(timeout=0)  # nothing buffered: at once, not a lost connection
         ws.send("still open")
         assert ws.recv(timeout=5) == "still open"
         ws.close()
