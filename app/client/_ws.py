@@ -33,6 +33,7 @@ RETRYABLE_CLOSE = frozenset({1001, 1006, 1011, 1012, 1013, 1014})
 MAX_FRAME = 1 << 28
 PING_INTERVAL = 20.0  # seconds without a frame from the server before a direct connection pings it
 PING_TIMEOUT = 20.0  # then seconds without any frame before it counts the server as gone
+SEND_TIMEOUT = 40.0  # seconds a direct connection's frame may wait for room in the socket's buffer
 
 
 class Lost(Exception):
@@ -82,6 +83,7 @@ class DirectConnection:
         self._opcode = Opcode.BINARY  # and its kind
         self._heard = time.monotonic()  # when the server last sent anything
         self._pinged = False
+        self._seconds: float | None = None  # the socket's timeout
         self._take(events)
 
     def recv(self, timeout: float | None = None) -> str | bytes:
@@ -127,7 +129,7 @@ class DirectConnection:
             self._flush()
         wake = self._heard + (PING_INTERVAL if not self._pinged else PING_INTERVAL + PING_TIMEOUT)
         wait = wake - now if deadline is None else min(wake, deadline) - now
-        self.sock.settimeout(max(wait, 0.001))  # never 0: that would make the socket non-blocking
+        self._timeout(max(wait, 0.001))  # never 0: that would make the socket non-blocking
         try:
             data = self.sock.recv(65536)
         except TimeoutError:
@@ -158,9 +160,15 @@ class DirectConnection:
                 self._parts = []
                 self._messages.append(data.decode() if self._opcode is Opcode.TEXT else data)
 
+    def _timeout(self, seconds: float) -> None:
+        if seconds != self._seconds:
+            self.sock.settimeout(seconds)
+            self._seconds = seconds
+
     def _flush(self) -> None:
         for data in self.protocol.data_to_send():
             try:
+                self._timeout(SEND_TIMEOUT)  # not what is left of the last read's wait
                 if data:
                     self.sock.sendall(data)
                 else:  # the end of our side, after a close

@@ -140,6 +140,45 @@ def test_a_direct_connection_times_out_and_stays_usable() -> None:
         ws.close()
 
 
+def raw_server(listener: socket.socket, then: Callable[[socket.socket, ServerProtocol], None]) -> threading.Thread:
+    """A server thread that accepts one connection, answers the handshake, then runs `then` on the
+    socket and its websockets protocol (no reader thread of its own: it reads only when told)."""
+
+    def serve_one() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            server = ServerProtocol(max_size=None)
+            while not (events := server.events_received()):
+                server.receive_data(conn.recv(65536))
+            server.send_response(server.accept(events[0]))  # type: ignore[arg-type]
+            conn.sendall(b"".join(server.data_to_send()))
+            then(conn, server)
+
+    thread = threading.Thread(target=serve_one, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_send_waits_for_a_slow_reader_whatever_the_last_reads_timeout() -> None:
+    def slow(conn: socket.socket, server: ServerProtocol) -> None:
+        time.sleep(0.5)  # the client's 32 MB fill the socket buffers meanwhile
+        while not (frames := server.events_received()):
+            server.receive_data(conn.recv(1 << 20))
+        server.send_text(str(len(frames[0].data)).encode())  # type: ignore[union-attr]
+        conn.sendall(b"".join(server.data_to_send()))
+        conn.recv(1)
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        thread = raw_server(listener, slow)
+        ws = _ws.open_direct_stream(f"ws://127.0.0.1:{listener.getsockname()[1]}/", None)
+        with pytest.raises(TimeoutError):
+            ws.recv(timeout=0.01)
+        ws.send(b"x" * (32 << 20))  # waits for room, not for what was left of the 0.01 s
+        assert ws.recv(timeout=10) == str(32 << 20)
+        ws.close()
+        thread.join(5)
+
+
 def test_a_direct_connection_pings_a_silent_server_and_gives_it_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """A server that answers the handshake and then nothing (a peer gone without a FIN): pinged
     after PING_INTERVAL, given up (lost: a reconnect may help) PING_TIMEOUT later."""
@@ -148,21 +187,13 @@ def test_a_direct_connection_pings_a_silent_server_and_gives_it_up(monkeypatch: 
     listener = socket.create_server(("127.0.0.1", 0))
     seen = bytearray()
 
-    def silent() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            server = ServerProtocol()
-            while not (events := server.events_received()):
-                server.receive_data(conn.recv(65536))
-            server.send_response(server.accept(events[0]))  # type: ignore[arg-type]
-            conn.sendall(b"".join(server.data_to_send()))
-            conn.settimeout(3)
-            with contextlib.suppress(OSError):
-                while data := conn.recv(65536):  # what the client sends; never answered
-                    seen.extend(data)
+    def silent(conn: socket.socket, _: ServerProtocol) -> None:
+        conn.settimeout(3)
+        with contextlib.suppress(OSError):
+            while data := conn.recv(65536):  # what the client sends; never answered
+                seen.extend(data)
 
-    thread = threading.Thread(target=silent, daemon=True)
-    thread.start()
+    thread = raw_server(listener, silent)
     with listener:
         ws = _ws.open_direct_stream(f"ws://127.0.0.1:{listener.getsockname()[1]}/", None)
         start = time.monotonic()
