@@ -374,9 +374,10 @@ _Answer = asyncio.Future[PublishOutcome] | PublishOutcome | BrokerError | bytes
 
 class _PublishStream:
     """The reader starts one broker publish per frame, in frame order (so batches are stored in
-    order); the sender awaits them in the same order and confirms each: pipelined, in order. With
-    `binary`, binary frames are binary batches (published with `mandatory`) and every frame the
-    server sends is text."""
+    order); the sender awaits them in the same order and confirms each: pipelined, in order. A
+    publish that finished at once (no fsync to wait for) with nothing ahead of it is confirmed by
+    the reader itself, in the loop turn the frame arrived in. With `binary`, binary frames are
+    binary batches (published with `mandatory`) and every frame the server sends is text."""
 
     def __init__(self, websocket: WebSocket, broker: Broker, exchange: str, binary: bool = False,
                  mandatory: bool = False) -> None:
@@ -387,6 +388,7 @@ class _PublishStream:
         self.mandatory = mandatory
         self.batches = 0  # binary frames so far: the seq of each
         self.answers: asyncio.Queue[tuple[Any, _Answer] | None] = asyncio.Queue(MAX_PUBLISH_IN_FLIGHT)
+        self.sender_idle = True  # the sender waits for an answer: none of its own is on the way
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
@@ -415,7 +417,11 @@ class _PublishStream:
                 return
             if frame is _OVER:
                 return
-            await self.answers.put(self._start(frame))
+            seq, answer = self._start(frame)
+            if self.sender_idle and self.answers.empty() and not isinstance(answer, asyncio.Future):
+                await send_frame(self.ws, _answer_frame(seq, answer), self.binary)  # nothing ahead of it
+            else:
+                await self.answers.put((seq, answer))
 
     def _start(self, frame: Any) -> tuple[Any, _Answer]:
         if isinstance(frame, bytes):  # a binary batch (format=binary), parsed by the broker
@@ -445,22 +451,27 @@ class _PublishStream:
 
     async def _send_loop(self) -> None:
         while True:
+            self.sender_idle = True
             item = await self.answers.get()
+            self.sender_idle = False
             if item is None:
                 return
             seq, answer = item
-            if isinstance(answer, bytes):
-                frame = answer
-            elif isinstance(answer, BrokerError):
-                frame = error_frame(answer, seq)
-            elif isinstance(answer, PublishOutcome):
-                frame = _confirm(seq, answer)
-            else:
+            if isinstance(answer, asyncio.Future):
                 try:
-                    frame = _confirm(seq, await answer)
+                    answer = await answer
                 except Exception as exc:
-                    frame = error_frame(api_error(exc), seq)  # logged there when it is a server error
-            await send_frame(self.ws, frame, self.binary)
+                    answer = api_error(exc)  # logged there when it is a server error
+            await send_frame(self.ws, _answer_frame(seq, answer), self.binary)
+
+
+def _answer_frame(seq: Any, answer: PublishOutcome | BrokerError | bytes) -> bytes:
+    """The frame that answers a publish frame: its confirm, its error, or a pong."""
+    if isinstance(answer, bytes):
+        return answer
+    if isinstance(answer, BrokerError):
+        return error_frame(answer, seq)
+    return _confirm(seq, answer)
 
 
 def _confirm(seq: Any, outcome: PublishOutcome) -> bytes:

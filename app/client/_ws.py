@@ -4,15 +4,25 @@ and the reconnect backoff."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import socket
+import ssl
 import time
+from collections import deque
 from collections.abc import Mapping
+from typing import NoReturn
 from urllib.parse import urlencode
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Response
+from websockets.protocol import Event, State
 from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
+from websockets.uri import parse_uri
 
 from chunkmq.client.errors import ChunkmqError, ConnectionFailed, api_error
 from chunkmq.client.sync import auth_headers
@@ -21,6 +31,9 @@ from chunkmq.client.sync import auth_headers
 # service restart, try again later, bad gateway.
 RETRYABLE_CLOSE = frozenset({1001, 1006, 1011, 1012, 1013, 1014})
 MAX_FRAME = 1 << 28
+PING_INTERVAL = 20.0  # seconds without a frame from the server before a direct connection pings it
+PING_TIMEOUT = 20.0  # then seconds without any frame before it counts the server as gone
+SEND_TIMEOUT = 40.0  # seconds a direct connection's frame may wait for room in the socket's buffer
 
 
 class Lost(Exception):
@@ -50,6 +63,161 @@ def open_blocking_stream(url: str, token: str | None) -> SyncConnection:
         return sync_connect(url, additional_headers=auth_headers(token), compression=None, max_size=MAX_FRAME,
                             open_timeout=10, ping_interval=20, ping_timeout=20)
     except (OSError, InvalidHandshake, TimeoutError) as exc:
+        raise Lost(f"cannot open {url}: {exc!r}") from exc
+
+
+class DirectConnection:
+    """A client WebSocket whose socket only the calling thread reads and writes (websockets' Sans-I/O
+    protocol over a plain socket): a frame reaches the caller with no hop between threads.
+
+    The subset of websockets' blocking connection the stream clients use: `recv`, `send`, `close`.
+    Pings from the server are answered, and the server pinged after PING_INTERVAL seconds of silence,
+    while the caller is in `recv` or `send`: a caller that does neither for longer than the server's
+    ping interval and timeout (40 s by default) is dropped by the server."""
+
+    def __init__(self, sock: socket.socket, protocol: ClientProtocol, events: list[Event]) -> None:
+        self.sock = sock
+        self.protocol = protocol
+        self._messages: deque[str | bytes] = deque()
+        self._parts: list[bytes] = []  # a fragmented message so far
+        self._opcode = Opcode.BINARY  # and its kind
+        self._heard = time.monotonic()  # when the server last sent anything
+        self._pinged = False
+        self._seconds: float | None = None  # the socket's timeout
+        self._take(events)
+
+    def recv(self, timeout: float | None = None) -> str | bytes:
+        """The next text (str) or binary (bytes) message; TimeoutError when none came within
+        `timeout` seconds (None: wait for one), ConnectionClosed once the connection is closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._messages:
+            self._read(deadline)
+        return self._messages.popleft()
+
+    def send(self, data: str | bytes) -> None:
+        """Send one text (str) or binary (bytes) message; ConnectionClosed once it is closed."""
+        if self.protocol.state is not State.OPEN:
+            self._closed()
+        if isinstance(data, str):
+            self.protocol.send_text(data.encode())
+        else:
+            self.protocol.send_binary(data)
+        self._flush()
+
+    def close(self) -> None:
+        """Send a close frame (when still open) and close the socket."""
+        try:
+            if self.protocol.state is State.OPEN:
+                self.protocol.send_close()
+                self._flush()
+        except (OSError, ConnectionClosed):
+            pass
+        finally:
+            self.sock.close()
+
+    def _read(self, deadline: float | None) -> None:
+        """Read what the socket has (waiting until `deadline`) into messages; answer pings and closes."""
+        if self.protocol.state is State.CLOSED:
+            self._closed()
+        now = time.monotonic()
+        silent = now - self._heard
+        if silent >= PING_INTERVAL + PING_TIMEOUT:
+            self._lost()
+        if silent >= PING_INTERVAL and not self._pinged and self.protocol.state is State.OPEN:
+            self._pinged = True
+            self.protocol.send_ping(b"")
+            self._flush()
+        wake = self._heard + (PING_INTERVAL if not self._pinged else PING_INTERVAL + PING_TIMEOUT)
+        wait = wake - now if deadline is None else min(wake, deadline) - now
+        self._timeout(max(wait, 0.001))  # never 0: that would make the socket non-blocking
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            return
+        except OSError:
+            self._lost()
+        self._heard = time.monotonic()
+        self._pinged = False
+        if data:
+            self.protocol.receive_data(data)
+        else:
+            self.protocol.receive_eof()
+        self._take(self.protocol.events_received())
+        self._flush()  # pongs, the answer to a close frame
+
+    def _take(self, events: list[Event]) -> None:
+        """Keep the messages among `events`, joining fragments (control frames are the protocol's)."""
+        for frame in events:
+            if not isinstance(frame, Frame) or frame.opcode not in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+                continue
+            if frame.opcode is not Opcode.CONT:
+                self._opcode = frame.opcode
+            self._parts.append(bytes(frame.data))
+            if frame.fin:
+                data = b"".join(self._parts)
+                self._parts = []
+                self._messages.append(data.decode() if self._opcode is Opcode.TEXT else data)
+
+    def _timeout(self, seconds: float) -> None:
+        if seconds != self._seconds:
+            self.sock.settimeout(seconds)
+            self._seconds = seconds
+
+    def _flush(self) -> None:
+        for data in self.protocol.data_to_send():
+            try:
+                self._timeout(SEND_TIMEOUT)  # not what is left of the last read's wait
+                if data:
+                    self.sock.sendall(data)
+                else:  # the end of our side, after a close
+                    self.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                self._lost()
+
+    def _lost(self) -> None:
+        """The socket failed or the server went silent: the connection is over (1006)."""
+        self.protocol.receive_eof()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self._closed()
+
+    def _closed(self) -> NoReturn:
+        if self.protocol.state is not State.CLOSED:
+            self.protocol.receive_eof()
+        raise self.protocol.close_exc
+
+
+def open_direct_stream(url: str, token: str | None) -> DirectConnection:
+    """open_blocking_stream without websockets' reader thread: see DirectConnection."""
+    uri = parse_uri(url)
+    protocol = ClientProtocol(uri, max_size=MAX_FRAME)  # no extensions: no compression, as open_stream
+    try:
+        sock = socket.create_connection((uri.host, uri.port), timeout=10)
+    except OSError as exc:
+        raise Lost(f"cannot open {url}: {exc!r}") from exc
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if uri.secure:
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=uri.host)
+        request = protocol.connect()
+        request.headers.update(auth_headers(token))
+        protocol.send_request(request)
+        sock.sendall(b"".join(protocol.data_to_send()))
+        events: list[Event] = []
+        while not events:  # the handshake's answer
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("the server closed the connection during the handshake")
+            protocol.receive_data(data)
+            events = protocol.events_received()
+        if protocol.handshake_exc is not None:
+            raise protocol.handshake_exc
+        assert isinstance(events[0], Response)
+        return DirectConnection(sock, protocol, events[1:])
+    except (OSError, InvalidHandshake, TimeoutError) as exc:
+        sock.close()
         raise Lost(f"cannot open {url}: {exc!r}") from exc
 
 

@@ -33,16 +33,18 @@ from typing import Any
 import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection as SyncConnection
 
 from chunkmq.client import _batch
 from chunkmq.client._calls import NO_JSON, MessageLike, encode_messages, exchange_path, to_publish
 from chunkmq.client._ws import (
     Backoff,
+    DirectConnection,
     Lost,
-    SyncConnection,
     closed_error,
     frame_error,
     open_blocking_stream,
+    open_direct_stream,
     open_stream,
     ws_url,
 )
@@ -70,7 +72,7 @@ def _one_message(body: str | bytes | None, json: Any, routing_key: str, headers:
     one = to_publish(body, json)
     if not isinstance(one, str | bytes | bytearray | memoryview):
         raise TypeError(f"a producer publishes one str or bytes body (or json=value), not a {type(one).__name__}")
-    message = encode_messages([one], routing_key)[0]
+    message = encode_messages([bytes(one) if isinstance(one, bytearray | memoryview) else one], routing_key)[0]
     if headers:
         message["headers"] = dict(headers)
     if tag is not None:
@@ -391,13 +393,20 @@ class Producer(_Frames):
     `send` queues a message into the next frame, sent once it holds `batch_size` messages (or on
     `publish`, `publish_batch`, `flush`); confirms are read while `max_in_flight` frames await
     theirs, and by `flush`. Use it from one thread at a time.
+
+    With `reader_thread=False` the socket is read by the publishing thread, not by websockets' reader
+    thread: a confirm reaches `publish` without a hop between threads, and pings are answered only
+    while a call waits for confirms (DirectConnection); a connection the server dropped while the
+    producer was idle is reopened by the next call, which sends its unconfirmed frames again.
     """
 
     def __init__(self, url: str, token: str | None, exchange: str, *, batch_size: int = 100,
-                 max_in_flight: int = 10, idempotent: bool = False, retry_for: float = 60.0) -> None:
+                 max_in_flight: int = 10, idempotent: bool = False, retry_for: float = 60.0,
+                 reader_thread: bool = True) -> None:
         super().__init__(url, token, exchange, batch_size=batch_size, max_in_flight=max_in_flight,
                          idempotent=idempotent, retry_for=retry_for)
-        self._ws: SyncConnection | None = None
+        self.reader_thread = reader_thread
+        self._ws: SyncConnection | DirectConnection | None = None
         self._open_frame: _Frame | None = None  # single sends not yet sent
         self._in_flight: deque[_Frame] = deque()
         self._failure: BaseException | None = None
@@ -485,11 +494,11 @@ class Producer(_Frames):
         self._in_flight.clear()
         self._open_frame = None
 
-    def _open(self) -> SyncConnection:
+    def _open(self) -> SyncConnection | DirectConnection:
         backoff = Backoff(self.retry_for)
         while True:
             try:
-                return open_blocking_stream(self._url, self._token)
+                return (open_blocking_stream if self.reader_thread else open_direct_stream)(self._url, self._token)
             except Lost as exc:
                 time.sleep(backoff.next_delay(exc))
 

@@ -73,22 +73,24 @@ class Client:
 
     # streams
     def consume(self, queue: str, group: str, *, consumer: str | None = None, credit: int = 1000,
-                auto_ack: bool = True, retry_for: float = 60.0) -> Consumer:
+                auto_ack: bool = True, retry_for: float = 60.0, reader_thread: bool = True) -> Consumer:
         """A consumer on the group's WebSocket stream; use with `with`, iterate with `for`. The same
-        consumer as AsyncClient.consume (credit refill, batched acks, reconnects), in the calling thread."""
+        consumer as AsyncClient.consume (credit refill, batched acks, reconnects), in the calling thread.
+        `reader_thread=False`: the calling thread reads the socket itself (lowest latency; see Consumer)."""
         from chunkmq.client.consumer import Consumer  # the stream modules import this one
 
         return Consumer(self.url, self.token, queue, group, consumer=consumer, credit=credit, auto_ack=auto_ack,
-                        retry_for=retry_for)
+                        retry_for=retry_for, reader_thread=reader_thread)
 
     def producer(self, exchange: str, *, batch_size: int = 100, max_in_flight: int = 10,
-                 idempotent: bool = False, retry_for: float = 60.0) -> Producer:
+                 idempotent: bool = False, retry_for: float = 60.0, reader_thread: bool = True) -> Producer:
         """A producer on the exchange's publish stream ("" is the default exchange); use with `with`.
-        The same producer as AsyncClient.producer (batching, pipelining, reconnects), in the calling thread."""
+        The same producer as AsyncClient.producer (batching, pipelining, reconnects), in the calling thread.
+        `reader_thread=False`: the calling thread reads the socket itself (lowest latency; see Producer)."""
         from chunkmq.client.producer import Producer  # the stream modules import this one
 
         return Producer(self.url, self.token, exchange, batch_size=batch_size, max_in_flight=max_in_flight,
-                        idempotent=idempotent, retry_for=retry_for)
+                        idempotent=idempotent, retry_for=retry_for, reader_thread=reader_thread)
 
     # exchanges
     def exchanges(self) -> list[ExchangeInfo]:

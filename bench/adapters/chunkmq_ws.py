@@ -1,7 +1,8 @@
 """chunkmq over its WebSocket streams through the public Python client: `Client.producer` (one
 `publish_batch` per batch, its confirm awaited) and `Client.consume` (credit = the pull window;
 `next_batch` takes what has arrived, and as the group's one consumer a cumulative `ack_up_to` covers
-each batch). Declares and deletes go over REST, as there is no stream for them."""
+each batch), both with `reader_thread=False` (docs/client.md "Latency"): the calling thread reads its
+own socket, as redis-py's does. Declares and deletes go over REST, as there is no stream for them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from chunkmq import Producer
 
 class ChunkmqWsAdapter(ChunkmqHttpAdapter):
     name = "chunkmq-ws"
-    setup = (f"chunkmq.Client streams (websockets {version('websockets')}): Client.producer on the default "
+    setup = (f"chunkmq.Client streams (websockets {version('websockets')}, reader_thread=False: the calling thread "
+             "reads the socket): Client.producer on the default "
              "exchange, one publish_batch per batch (a binary frame), its confirm awaited; Client.consume with "
              "credit = the pull window (binary batches, refilled once half of it is used), next_batch taking what "
              "has arrived and a cumulative ack_up_to per batch")
@@ -32,7 +34,7 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
 
     def produce(self, queue: str, bodies: Sequence[bytes]) -> None:
         if self.producer is None:  # one stream on the default exchange serves every queue
-            self.producer = self.client.producer("")
+            self.producer = self.client.producer("", reader_thread=False)
             self.producer.start()
         texts = [b.decode() for b in bodies]  # text bodies
         stored = len(self.producer.publish_batch(texts, routing_key=queue))
@@ -42,7 +44,8 @@ class ChunkmqWsAdapter(ChunkmqHttpAdapter):
     def consume(self, queue: str, n: int, deadline: float, on_body: OnBody | None = None) -> int:
         got = 0
         credit = max(1, min(self.pull, n))
-        with self.client.consume(queue, GROUP, consumer=CONSUMER, credit=credit, auto_ack=False) as stream:
+        with self.client.consume(queue, GROUP, consumer=CONSUMER, credit=credit, auto_ack=False,
+                                 reader_thread=False) as stream:
             while got < n:
                 left = deadline - time.monotonic()
                 if left <= 0:

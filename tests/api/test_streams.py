@@ -517,6 +517,31 @@ def test_publish_stream_pipelines_and_confirms_in_order(srv: ServerProcess) -> N
     run(main())
 
 
+def test_answers_that_are_ready_at_once_wait_behind_a_confirm_that_waits_for_its_fsync(tmp_path: Path) -> None:
+    """fsync=always: a publish is confirmed after its fsync; a pong or an error frame, ready at once,
+    must not overtake it (the reader answers by itself only when nothing is ahead)."""
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off", CHUNKMQ_FSYNC="always").start()
+    try:
+        fill(server, "durable", 0)
+
+        async def main() -> None:
+            async with open_ws(publish_url(server)) as ws:
+                one = {"type": "publish", "messages": [{"body": "a", "routing_key": "durable"}]}
+                bad = {"type": "publish", "seq": 2, "messages": [{"body": 7}]}
+                for frame in ({**one, "seq": 0}, {"type": "ping"}, bad, {**one, "seq": 3}):
+                    await send(ws, **frame)
+                answers = [await recv(ws) for _ in range(4)]
+                assert [(a["type"], a.get("seq")) for a in answers] == [
+                    ("confirm", 0), ("pong", None), ("error", 2), ("confirm", 3)]
+                assert all(a["durability"] == "fsync" for a in answers if a["type"] == "confirm")
+                await send(ws, type="ping")  # nothing ahead now: answered by the reader itself
+                assert await recv(ws) == {"type": "pong"}
+
+        run(main())
+    finally:
+        server.stop()
+
+
 def test_a_binary_publish_stream_takes_binary_batches_numbered_in_order(srv: ServerProcess) -> None:
     fill(srv, "binpub", 0)
 

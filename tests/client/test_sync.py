@@ -271,13 +271,15 @@ def test_consume_iterates_with_credit_refill_auto_acks_and_hands_back_on_an_exce
         assert (info.ack_floor, info.in_flight) == (303, 0)
 
 
-def test_consume_resumes_after_a_server_restart_and_stops_on_a_refusal(server: ServerProcess, name: str) -> None:
+@pytest.mark.parametrize("reader_thread", [True, False])
+def test_consume_resumes_after_a_server_restart_and_stops_on_a_refusal(server: ServerProcess, name: str,
+                                                                       reader_thread: bool) -> None:
     total = 1000
     with Client(server.url) as mq:
         mq.declare_queue(name)
         mq.publish("", [str(i) for i in range(total)], routing_key=name)
         seen: set[str] = set()
-        with mq.consume(name, "g", credit=100) as stream:
+        with mq.consume(name, "g", credit=100, reader_thread=reader_thread) as stream:
             for message in stream:
                 seen.add(message.body)  # type: ignore[arg-type]
                 if len(seen) == total // 2 and not stream.reconnects:
@@ -290,7 +292,8 @@ def test_consume_resumes_after_a_server_restart_and_stops_on_a_refusal(server: S
         with pytest.raises(RuntimeError, match="with"):  # not opened: a clear error, not a hang or an assert
             next(mq.consume(name, "g"))
         # a refusal is not retried: the typed error, at once
-        with pytest.raises(NotFound), mq.consume(f"{name}-none", "g", retry_for=5) as stream:
+        with (pytest.raises(NotFound),
+              mq.consume(f"{name}-none", "g", retry_for=5, reader_thread=reader_thread) as stream):
             next(stream)
 
 
@@ -326,11 +329,12 @@ def test_ctrl_c_in_a_sync_worker_hands_its_messages_back_at_once(shared_server: 
         assert [(m.body, m.delivery_count) for m in again] == [("slow", 2), ("unseen", 2)]
 
 
+@pytest.mark.parametrize("reader_thread", [True, False])
 def test_the_blocking_producer_sends_unconfirmed_frames_again_after_a_server_restart(
-        server: ServerProcess, name: str) -> None:
+        server: ServerProcess, name: str, reader_thread: bool) -> None:
     with Client(server.url) as mq:
         mq.declare_queue(name)
-        with mq.producer("", idempotent=True, batch_size=50) as producer:
+        with mq.producer("", idempotent=True, batch_size=50, reader_thread=reader_thread) as producer:
             assert producer.publish_batch(["first"], routing_key=name).results[0].routed[0].offset == 0
             server.restart()
             futures = [producer.send(f"m{i}", routing_key=name) for i in range(200)]

@@ -1,6 +1,6 @@
 """The chunkmq-ws adapter against a real server: every body consumed through a window far smaller than
 the count (the credit is refilled), and every message acknowledged at the end; JSON publish frames,
-and binary ones in bulk phases."""
+and binary ones in bulk phases; the streams read by the calling thread (reader_thread=False)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def test_round_trip_through_a_small_window_with_acks(endpoint: Endpoint, count: 
         a.declare(queue)
         for i in range(0, len(bodies), 7):  # one frame per small batch, as W4's one message per publish
             a.produce(queue, bodies[i:i + 7])
+        assert a.producer is not None and not a.producer.reader_thread  # its fastest setup (docs/client.md, Latency)
         got: list[bytes] = []
         assert a.consume(queue, len(bodies), time.monotonic() + 30, got.append) == len(bodies)
     assert got == bodies
