@@ -204,7 +204,8 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             if self.transport.is_closing():
                 return
             self._idle_deadline = None
-            self.flow.resume_reading()
+            if self.flow.read_paused:
+                self.flow.resume_reading()
             if self.pipeline:  # the pipelined request that waited for this one
                 cycle, app = self.pipeline.pop()
                 self._start_asgi_task(cycle, app)
@@ -339,13 +340,16 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             if self.access_log:
                 self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(cycle.scope), "POST",
                                         get_path_with_query_string(cycle.scope), cycle.scope["http_version"], status)
-            out = [self._head(status, content_type), b"%d\r\n" % len(body)]
-            for name, value in headers:
-                out += (name, b": ", value, b"\r\n")
-            if not cycle.keep_alive:
-                out.append(b"connection: close\r\n")
-            out += (b"\r\n", body)
-            self.transport.write(b"".join(out))
+            if headers or not cycle.keep_alive:
+                out = [self._head(status, content_type), b"%d\r\n" % len(body)]
+                for name, value in headers:
+                    out += (name, b": ", value, b"\r\n")
+                if not cycle.keep_alive:
+                    out.append(b"connection: close\r\n")
+                out += (b"\r\n", body)
+                self.transport.write(b"".join(out))
+            else:  # the usual answer: its head, its length, its body
+                self.transport.write(b"%b%d\r\n\r\n%b" % (self._head(status, content_type), len(body), body))
             cycle.response_complete = True
             if not cycle.keep_alive:
                 self.transport.close()

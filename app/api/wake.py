@@ -35,6 +35,10 @@ class Run:
             waits_for = self.coroutine.send(None)
         except StopIteration:
             return
+        self.park(waits_for)
+
+    def park(self, waits_for: Any) -> None:
+        """The coroutine yielded `waits_for`: wait on it here if it is a Wake, else go on in a task."""
         if type(waits_for) is Wake:
             waits_for.resume = self.step
             self.waiting = waits_for
@@ -49,9 +53,13 @@ class Run:
             self.spawn(eager.rest(self.coroutine, wake))
 
 
-def run(coroutine: Coroutine[Any, Any, None], spawn: Spawn) -> Run:
+def run(coroutine: Coroutine[Any, Any, None], spawn: Spawn) -> Run | None:
     """Run `coroutine` now; while it waits on a Wake it is resumed by the wake's `fire`; at any other
-    wait `spawn` gets a coroutine that goes on with it (make it a task)."""
+    wait `spawn` gets a coroutine that goes on with it (make it a task). None when it finished at once."""
+    try:  # nearly always: it answers without waiting (no Run to make)
+        waits_for = coroutine.send(None)
+    except StopIteration:
+        return None
     driven = Run(coroutine, spawn)
-    driven.step()
+    driven.park(waits_for)
     return driven

@@ -117,7 +117,7 @@ def test_run_resumes_inside_the_fire_and_hands_other_waits_to_spawn() -> None:
             return spawned[-1]
 
         driven = api_wake.run(pull(), spawn)
-        assert driven.waiting is first and order == [] and spawned == []
+        assert driven is not None and driven.waiting is first and order == [] and spawned == []
         first.fire("m1")
         assert order == ["got m1"] and len(spawned) == 1  # resumed in the fire, then spawned at `other`
         other.set_result(None)
@@ -141,6 +141,7 @@ def test_to_task_moves_a_parked_run_into_a_task() -> None:
             return tasks[-1]
 
         driven = api_wake.run(pull(), spawn)
+        assert driven is not None
         driven.to_task()
         assert driven.waiting is None and parked.resume is None and len(tasks) == 1
         parked.fire("late")  # the task, not the fire, goes on with it
@@ -148,3 +149,12 @@ def test_to_task_moves_a_parked_run_into_a_task() -> None:
         assert got == ["late"]
 
     asyncio.run(main())
+
+
+def test_a_coroutine_that_finishes_at_once_leaves_nothing_to_drive() -> None:
+    done: list[str] = []
+
+    async def publish() -> None:
+        done.append("answered")
+
+    assert api_wake.run(publish(), lambda coroutine: None) is None and done == ["answered"]
