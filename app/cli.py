@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported when a command runs: with the client alone installed, main() says what is missing
+    import asyncio  # at run time by `serve`, once the cyclic GC is off (its passes slow the imports)
+
     import uvicorn
 
     from chunkmq.config import Settings
