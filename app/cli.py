@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # imported when a command runs: with the client alone install
 
     import uvicorn
 
+    from chunkmq.api.hot_routes import Answer
     from chunkmq.config import Settings
 
 
@@ -309,11 +310,16 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
                 super().on_message_complete()
             elif not cycle.response_complete:
                 cycle.more_body = False
-                answering = self._answer(cycle)
-                if cycle.route.eager:  # run at once; a task only if it has to wait (app/api/eager.py),
-                    self._driven = wake.run(answering, self._spawn)  # none for a pull a publish answers
+                if not cycle.route.eager:
+                    self._spawn(self._answer(cycle, None))
                     return
-                self._spawn(answering)
+                # run at once: written now if it answered at once (a publish in fsync=interval); else a
+                # task only if it has to wait for other than a Wake (app/api/wake.py, app/api/eager.py)
+                answer = self.app.hot_routes.respond(cycle.route, cycle.scope, cycle.body)
+                if type(answer) is tuple and not self.flow.write_paused:
+                    self._write(cycle, answer)
+                    return
+                self._driven = wake.run(self._answer(cycle, answer), self._spawn)
 
         def shutdown(self) -> None:
             """uvicorn's, with a long poll parked outside any task (app/api/wake.py) moved into one:
@@ -327,14 +333,22 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)
 
-        async def _answer(self, cycle: HotCycle) -> None:
+        async def _answer(self, cycle: HotCycle, answer: Answer | Awaitable[Answer] | None) -> None:
+            """Write the answer (HotRoutes.respond's, asked here when None) once it is in and the
+            transport takes writes."""
             try:
-                answer = await self.app.hot_routes.respond(cycle.route, cycle.scope, cycle.body)
+                if answer is None:
+                    answer = self.app.hot_routes.respond(cycle.route, cycle.scope, cycle.body)
+                if type(answer) is not tuple:
+                    answer = await answer  # type: ignore[misc]
             except BaseException as exc:  # cancelled at a forced shutdown (respond maps every Exception)
                 self.logger.error("Exception in ASGI application\n", exc_info=exc)
                 answer, cycle.keep_alive = _FAILED, False
             if self.flow.write_paused and not cycle.disconnected:
                 await self.flow.drain()
+            self._write(cycle, answer)  # type: ignore[arg-type]
+
+        def _write(self, cycle: HotCycle, answer: Answer) -> None:
             if cycle.disconnected:
                 return
             status, content_type, body, headers = answer

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.types import Receive, Scope, Send
 
 from chunkmq.api.access import rule
-from chunkmq.api.auth import bearer
+from chunkmq.api.auth import Principal, bearer
 from chunkmq.api.body import header, read_body
 from chunkmq.api.errors import api_error, error_body
 from chunkmq.api.guard import Check, first_problem
@@ -64,12 +64,13 @@ def path_regex(path: str) -> re.Pattern[str]:
 
 
 class HotRoute:
-    """A POST route whose endpoint takes (scope, body) and returns an Answer. `limit(settings)`: the
-    body's largest size and the code of its refusal. `eager`: the endpoint may start outside a task
-    (app/cli.py runs it at once, in the parser's callback): it uses nothing that needs one, such as
-    `asyncio.timeout`."""
+    """A POST route whose endpoint takes (scope, body) and returns its Answer, or an awaitable of it
+    when it must wait (a publish waiting for its fsync, a long poll): an answer known at once is
+    written without a coroutine (a publish in fsync=interval). `limit(settings)`: the body's largest
+    size and the code of its refusal. `eager`: the endpoint may start outside a task (app/cli.py runs
+    it at once, in the parser's callback): it uses nothing that needs one, such as `asyncio.timeout`."""
 
-    def __init__(self, path: str, endpoint: Callable[[Scope, bytes], Awaitable[Answer]],
+    def __init__(self, path: str, endpoint: Callable[[Scope, bytes], Answer | Awaitable[Answer]],
                  limit: Callable[[Any], tuple[int, str]], *, eager: bool = False) -> None:
         self.path = path
         self.path_regex = path_regex(path)
@@ -84,25 +85,58 @@ class HotRoute:
 
         return Route(self.path, _ThroughTheStack(self), methods=["POST"])
 
-    async def respond(self, scope: Scope, body: bytes | Receive) -> Answer:
+    def respond(self, scope: Scope, body: bytes | Receive, who: Principal | None = None) -> Answer | Awaitable[Answer]:
         """The answer to a request (its path parameters in the scope): authorised by its rule, then
         its body (`receive` to read it, or the bytes already read) checked and answered; every error
-        mapped as the stack's handlers map it."""
+        mapped as the stack's handlers map it. An Answer when nothing had to wait (a known token, a
+        body already read, an endpoint that answered at once), else an awaitable of it."""
         try:
             state = scope["app"].state
-            token = bearer(header(scope, b"authorization"))
-            self.need.check(state.auth.known(token) or await state.auth.principal(token), scope["path_params"])
+            if who is None:
+                who = state.auth.known(bearer(header(scope, b"authorization")))
+            if who is None or type(body) is not bytes:
+                return self._after_waits(scope, body, who)
+            self.need.check(who, scope["path_params"])
             max_bytes, code = self.limit(state.settings)
-            if type(body) is bytes:
-                if len(body) > max_bytes:
-                    raise TooLarge(f"the request body is larger than {max_bytes} bytes", code=code)
-            else:
-                body = await read_body(body, header(scope, b"content-length"), max_bytes, code)
-            return await self.answer(scope, body)
+            if len(body) > max_bytes:
+                raise TooLarge(f"the request body is larger than {max_bytes} bytes", code=code)
+            answer = self.answer(scope, body)
         except Exception as exc:
-            error = api_error(exc)
-            return refusal(error.status, error.code, error.message)
+            return refused(exc)
+        return answer if type(answer) is tuple else _mapped(answer)  # type: ignore[return-value]
 
+    async def _after_waits(self, scope: Scope, body: bytes | Receive, who: Principal | None) -> Answer:
+        """`respond` once what it waits for is in: the token's first lookup, the body's bytes."""
+        try:
+            state = scope["app"].state
+            if who is None:
+                who = await state.auth.principal(bearer(header(scope, b"authorization")))
+            if type(body) is not bytes:
+                self.need.check(who, scope["path_params"])  # refused before the body is read
+                max_bytes, code = self.limit(state.settings)
+                body = await read_body(body, header(scope, b"content-length"), max_bytes, code)
+        except Exception as exc:
+            return refused(exc)
+        answer = self.respond(scope, body, who)
+        return answer if type(answer) is tuple else await answer  # type: ignore[return-value,misc]
+
+
+def refused(exc: Exception) -> Answer:
+    """The answer to an endpoint's error, mapped as the stack's handlers map it."""
+    error = api_error(exc)
+    return refusal(error.status, error.code, error.message)
+
+
+async def _mapped(pending: Awaitable[Answer]) -> Answer:
+    try:
+        return await pending
+    except Exception as exc:
+        return refused(exc)
+
+
+async def answer_of(answer: Answer | Awaitable[Answer]) -> Answer:
+    """The Answer `respond` gave, awaited if it must be."""
+    return answer if type(answer) is tuple else await answer  # type: ignore[return-value,misc]
 
 
 class _ThroughTheStack:
@@ -114,11 +148,7 @@ class _ThroughTheStack:
         self.route = route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send_answer(send, await self.route.respond(scope, receive))
-
-
-async def _answered(answer: Answer) -> Answer:
-    return answer
+        await send_answer(send, await answer_of(self.route.respond(scope, receive)))
 
 
 async def send_answer(send: Send, answer: Answer) -> None:
@@ -183,13 +213,12 @@ class HotRoutes:
         scope["path_params"] = found[1]
         return found[0]
 
-    def respond(self, route: HotRoute, scope: Scope, body: bytes | Receive) -> Awaitable[Answer]:
-        """The answer: the route's, once the request has passed `checks` (a plain function returning
-        the route's coroutine, a layer less on the hot path)."""
+    def respond(self, route: HotRoute, scope: Scope, body: bytes | Receive) -> Answer | Awaitable[Answer]:
+        """The answer (HotRoute.respond's), once the request has passed `checks`."""
         problem = first_problem(self.checks, "http", scope)
         if problem is not None:
-            return _answered(refusal(*problem))
+            return refusal(*problem)
         return route.respond(scope, body)
 
     async def serve(self, route: HotRoute, scope: Scope, receive: Receive, send: Send) -> None:
-        await send_answer(send, await self.respond(route, scope, receive))
+        await send_answer(send, await answer_of(self.respond(route, scope, receive)))

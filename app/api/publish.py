@@ -10,6 +10,8 @@ with the same guard and error map, and OpenAPI describes them through `openapi_p
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -20,6 +22,7 @@ from chunkmq.api.hot_routes import Answer, HotRoute, ok
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.broker.names import exchange_from_path
+from chunkmq.broker.publishing import PublishOutcome
 from chunkmq.config import Settings
 from chunkmq.wire import codes
 from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
@@ -57,7 +60,8 @@ class PublishEndpoint:
     def __init__(self, *, to_queue: bool) -> None:
         self.to_queue = to_queue
 
-    async def __call__(self, scope: Scope, raw: bytes) -> Answer:
+    def __call__(self, scope: Scope, raw: bytes) -> Answer | Awaitable[Answer]:
+        """The answer, or once the publish must wait for its fsync (fsync=always) an awaitable of it."""
         broker: Broker = scope["app"].state.broker
         name: str = scope["path_params"]["name"]  # checked with the permission (app/api/access.py)
         exchange = "" if self.to_queue else exchange_from_path(name)
@@ -68,11 +72,22 @@ class PublishEndpoint:
         else:
             messages, mandatory = publish_args(parse_json(raw))
         binary_answer = binary and BATCH_MEDIA_TYPE in (header(scope, b"accept") or "")
-        outcome = await broker.publish(exchange, messages, mandatory, queue_name=name if self.to_queue else None,
-                                       binary_answer=binary_answer)
-        if binary_answer:
-            return ok(outcome.results, _BATCH, ((b"chunkmq-durability", outcome.durability.encode()),))
-        return ok(outcome.json())
+        outcome, future = broker.begin_publish(exchange, messages, mandatory,
+                                               queue_name=name if self.to_queue else None, binary_answer=binary_answer)
+        if future is not None:
+            return _when_durable(broker, future, outcome, binary_answer)
+        return _answer(outcome, binary_answer)
+
+
+def _answer(outcome: PublishOutcome, binary_answer: bool) -> Answer:
+    if binary_answer:
+        return ok(outcome.results, _BATCH, ((b"chunkmq-durability", outcome.durability.encode()),))
+    return ok(outcome.json())
+
+
+async def _when_durable(broker: Broker, future: Future[None], outcome: PublishOutcome, binary_answer: bool) -> Answer:
+    await broker.durable(future)
+    return _answer(outcome, binary_answer)
 
 
 _BATCH = BATCH_MEDIA_TYPE.encode()

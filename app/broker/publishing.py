@@ -72,16 +72,30 @@ class Publishing(BrokerBase):
         (binary batches only: they carry no idempotency keys, so no result is a duplicate) the
         results are a binary batch (render_results) instead of JSON.
         """
+        outcome, future = self.begin_publish(exchange_name, raw, mandatory, queue_name=queue_name,
+                                             binary_answer=binary_answer)
+        if future is not None:
+            await self.durable(future)
+        return outcome
+
+    def begin_publish(
+        self, exchange_name: str, raw: Any, mandatory: bool = False, *, queue_name: str | None = None,
+        binary_answer: bool = False,
+    ) -> tuple[PublishOutcome, Future[None] | None]:
+        """`publish` up to its wait: the outcome, and the future to wait for (`durable`) before it
+        may be answered, or None when it is durable already (fsync=interval or never)."""
         if binary_answer and type(raw) is not bytes:
             raise InvalidInput("a binary answer needs a binary batch body")
         results, future = self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer)
-        if future is not None and not future.done():
-            started = time.perf_counter()
-            await asyncio.wrap_future(future)
-            from chunkmq import metrics  # prometheus_client: not before a restart answers (app/start.py)
+        return PublishOutcome(results, self.durability), None if future is None or future.done() else future
 
-            metrics.fsync_wait.observe(time.perf_counter() - started)
-        return PublishOutcome(results, self.durability)
+    async def durable(self, future: Future[None]) -> None:
+        """Wait for a publish's fsync (begin_publish's future)."""
+        started = time.perf_counter()
+        await asyncio.wrap_future(future)
+        from chunkmq import metrics  # prometheus_client: not before a restart answers (app/start.py)
+
+        metrics.fsync_wait.observe(time.perf_counter() - started)
 
     def _publish_now(
         self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None, binary_answer: bool = False

@@ -164,10 +164,13 @@ def test_server_errors_are_answered_as_the_stack_answers_them(tmp_path: Path) ->
                 pairs = [(await hot.post("/api/v1/queues/q/publish", content=PUBLISH, headers=JSON),
                           await stack.post("/api/v1/queues/q/publish", content=PUBLISH, headers=JSON))]
 
-                async def broken(*args: Any, **kwargs: Any) -> Any:
+                def broken(*args: Any, **kwargs: Any) -> Any:
                     raise RuntimeError("driver says: secret connection string")
 
-                app.state.broker.publish = app.state.broker.pull = broken
+                async def broken_wait(*args: Any, **kwargs: Any) -> Any:
+                    broken()
+
+                app.state.broker.begin_publish, app.state.broker.pull = broken, broken_wait
                 for path, body in (("/api/v1/queues/q/publish", PUBLISH), ("/api/v1/queues/q/groups/g/pull", b"{}")):
                     pairs.append((await hot.post(path, content=body, headers=JSON),
                                   await stack.post(path, content=body, headers=JSON)))
