@@ -191,8 +191,9 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
                     self._watch(min(pending))
 
         def _arm(self) -> None:
-            self._header_deadline = self.loop.time() + header_timeout
-            self._watch(self._header_deadline)
+            deadline = self._header_deadline = self.loop.time() + header_timeout
+            if self._timer is None or self._timer_at > deadline:  # (the timer due first sets itself again)
+                self._watch(deadline)
 
         def _disarm(self) -> None:
             self._header_deadline = None
@@ -212,8 +213,9 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
                 cycle, app = self.pipeline.pop()
                 self._start_asgi_task(cycle, app)
             else:
-                self._idle_deadline = self.loop.time() + self.timeout_keep_alive
-                self._watch(self._idle_deadline)
+                deadline = self._idle_deadline = self.loop.time() + self.timeout_keep_alive
+                if self._timer is None or self._timer_at > deadline:
+                    self._watch(deadline)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
