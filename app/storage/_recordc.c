@@ -746,7 +746,76 @@ static PyObject *crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* encode() of one plain record (no tag, key or flags) with one placement, `queue_id` at `offset`:
+   (its bytes, its packed index entry, the bytes it adds to the queue), as encode_one in record.py
+   makes them from encode()'s answer, without the batch's columns; None for what it leaves to encode()
+   (a record over max_message_bytes, numbers out of range, data that is not bytes). */
+static PyObject *encode_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "encode_one() takes 6 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0];
+    if (!PyBytes_CheckExact(data))
+        Py_RETURN_NONE;
+    unsigned long long v[5];
+    for (int k = 0; k < 5; k++) {
+        v[k] = PyLong_CheckExact(args[k + 1]) ? PyLong_AsUnsignedLongLong(args[k + 1]) : (unsigned long long)-1;
+        if (v[k] == (unsigned long long)-1) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    uint64_t q = v[0], ts = v[1], pos = v[2], offset = v[3], max_bytes = v[4];
+    Py_ssize_t dl = PyBytes_GET_SIZE(data);
+    if (q > 0xFFFFFFFFull || ts >= (1ULL << 48) || pos >= (1ULL << 62) || (uint64_t)dl > max_bytes ||
+        offset == 0xFFFFFFFFFFFFFFFFull)
+        Py_RETURN_NONE;
+    int code = queue_code(q) | offset_code(offset);
+    size_t plen = HEADER_SIZE + (size_t)(QUEUE_WIDTH[code & 3] + OFFSET_WIDTH[code >> 2]) + (size_t)dl;
+    if (plen > 0xFFFFFFFFu)
+        Py_RETURN_NONE;
+    size_t size = plen + (plen <= SHORT_MAX ? FRAME : LONG_FRAME);
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    PyObject *entry = PyBytes_FromStringAndSize(NULL, 16);
+    if (buf == NULL || entry == NULL) {
+        Py_XDECREF(buf);
+        Py_XDECREF(entry);
+        return NULL;
+    }
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(buf), *crc_at, *payload;
+    if (plen <= SHORT_MAX) {
+        *out++ = (unsigned char)plen;
+    } else {
+        *out++ = LONG;
+        out = put(out, plen, 4);
+    }
+    crc_at = out;
+    out += 4;
+    payload = out;
+    out = put(out, ts, 6);
+    *out++ = 0;  /* flags */
+    *out++ = (unsigned char)(L_END | code);
+    out = put(out, q, QUEUE_WIDTH[code & 3]);
+    out = put(out, offset, OFFSET_WIDTH[code >> 2]);
+    memcpy(out, PyBytes_AS_STRING(data), (size_t)dl);
+    out += dl;
+    put(crc_at, crc32_of(0, payload, plen), 4);
+    if (plen <= SHORT_MAX) {
+        *out = (unsigned char)plen;
+    } else {
+        out = put(out, plen, 4);
+        *out = LONG;
+    }
+    unsigned char *e = (unsigned char *)PyBytes_AS_STRING(entry);
+    put(e, pos + 1, 8);
+    put(e + 8, size, 8);  /* the record's length, no tag hash */
+    return Py_BuildValue("(NNn)", buf, entry, (Py_ssize_t)size);
+}
+
 static PyMethodDef methods[] = {
+    {"encode_one", (PyCFunction)(void (*)(void))encode_one, METH_FASTCALL,
+     "encode_one(data, queue_id, timestamp, position, offset, max_message_bytes)"},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(data, queues, tags, keys, flags, timestamp, position, next_offsets, max_message_bytes)"},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
