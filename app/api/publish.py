@@ -34,6 +34,8 @@ def publish_args(body: Any) -> tuple[Any, bool]:
     """The messages and mandatory flag of a publish body (messages are checked by the broker)."""
     if type(body) is not dict:
         raise InvalidInput("the body must be a JSON object with a messages array")
+    if len(body) == 1 and "messages" in body:  # nearly every body
+        return body["messages"], False
     if not body.keys() <= _FIELDS:
         raise InvalidInput(f"unknown fields: {', '.join(sorted(body.keys() - _FIELDS))}")
     mandatory = body.get("mandatory", False)
