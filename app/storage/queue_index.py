@@ -2,7 +2,7 @@
 
 A queue's entries live in files ``queues/<queue id>/<base offset>.idx``, each holding ``capacity``
 entries (the store's index_chunk_entries) for offsets base .. base+capacity-1. Files are created
-at full size (sparse); their blocks are reserved just ahead of the writes (IndexFile.write). All
+at full size (sparse); the blocks a write needs are reserved before it (IndexFile.write). All
 integers little-endian.
 
 Header, 32 bytes::
@@ -54,7 +54,6 @@ ENTRY_SIZE = ENTRY.size
 ENTRY_DTYPE = [("p1", "<u8"), ("len", "<u4"), ("th", "<u4")]  # ENTRY for numpy (Store.read_columns)
 _POSITION = struct.Struct("<Q8x")  # an entry's position + 1 alone
 _BLOCK = 4096  # file system block: punch_below frees whole ones
-_RESERVE_MAX = 1 << 20  # the most an index file reserves ahead of its writes (IndexFile.reserved)
 _LITTLE = sys.byteorder == "little"
 _OPENING = threading.Lock()  # taken once per deferred queue, on its first use (QueueIndex.files)
 
@@ -101,11 +100,11 @@ class IndexFile:
         self.fd = fd
         self.mm = mmap.mmap(fd, HEADER_SIZE + capacity * ENTRY_SIZE)
         # The bytes [start, end) whose blocks are reserved (posix_fallocate) for writes through the
-        # mapping, and how much the next reservation takes: one block first (what a pwrite into the
-        # sparse file would allocate), twice as much each time after, up to _RESERVE_MAX; 0 where
-        # the file system cannot reserve blocks (writes are pwrites then).
+        # mapping: the blocks of the last write that needed new ones, which a pwrite into the sparse
+        # file would have allocated too (the disk budget counts them so). `reservable` is False where
+        # the file system cannot reserve blocks: writes are pwrites then.
         self.reserved = (0, 0)
-        self.reserve_step = _BLOCK
+        self.reservable = True
         self.dirty = False
         self.punched = _BLOCK  # entries below this byte are holes (punch_below); the header's block stays
 
@@ -165,21 +164,20 @@ class IndexFile:
         self.dirty = True
 
     def _reserve(self, start: int, end: int) -> bool:
-        """Reserve the blocks of [start, end) and of the next reserve_step bytes after `start`'s block;
+        """Reserve the blocks of [start, end) (one system call per 256 entries of one-message publishes);
         False where the file system cannot. A full disk raises here (ENOSPC), before anything is written."""
-        if not self.reserve_step:
+        if not self.reservable:
             return False
         lo = start - start % _BLOCK
-        hi = min(max(end, lo + self.reserve_step), HEADER_SIZE + self.capacity * ENTRY_SIZE)
+        hi = min(end + -end % _BLOCK, HEADER_SIZE + self.capacity * ENTRY_SIZE)
         try:
             os.posix_fallocate(self.fd, lo, hi - lo)
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                 raise
-            self.reserve_step = 0
+            self.reservable = False
             return False
         self.reserved = (lo, hi)
-        self.reserve_step = min(self.reserve_step * 2, _RESERVE_MAX)
         return True
 
     def raw(self, offset: int, count: int) -> bytes:

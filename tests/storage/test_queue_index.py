@@ -153,24 +153,25 @@ def test_zero_from_clears_every_stale_entry_across_files(tmp_path: Path, stale: 
         index.close()
 
 
-def test_writes_go_through_the_mapping_into_blocks_reserved_ahead(tmp_path: Path) -> None:
-    """One block reserved first, twice as much each time after (up to 1 MiB), and the entries are
-    in the file for another descriptor at once."""
+def test_writes_go_through_the_mapping_into_the_blocks_they_reserve(tmp_path: Path) -> None:
+    """A write reserves the blocks it needs (what a pwrite would allocate, no more), and its entries
+    are in the file for another descriptor at once."""
     files.queue_dir(tmp_path, 7).mkdir(parents=True)
     f = IndexFile.create(tmp_path, 7, 0, 1_000_000)
     try:
         f.write(0, pack_entries([1, 100]))
-        assert f.reserved == (0, 4096) and f.reserve_step == 8192
-        f.write(255, pack_entries([2, 100]))  # at byte 4,112, in the second block: its own and the next one
-        assert f.reserved == (4096, 12288) and f.reserve_step == 16384
-        for _ in range(12):
-            f.write(f.reserved[1] // ENTRY_SIZE, pack_entries([3, 100]))
-        assert f.reserve_step == 1 << 20 and f.reserved[1] - f.reserved[0] == 1 << 20
-        assert f.path.stat().st_blocks * 512 >= f.reserved[1] - f.reserved[0]
+        assert f.reserved == (0, 4096)
+        f.write(1, pack_entries([2, 100]))  # in the reserved block: no new reservation
+        assert f.reserved == (0, 4096)
+        f.write(253, pack_entries([3, 100, 4, 100]))  # 253 ends the first block, 254 starts the second
+        assert f.reserved == (0, 8192)
+        f.write(10_000, pack_entries([5, 100]))
+        assert f.reserved == (39 * 4096, 40 * 4096)  # its entry is at byte 160,032
+        assert f.path.stat().st_blocks * 512 <= 4 * 4096  # the header's block, the second and the one of 10,000
         with open(f.path, "rb") as raw:
             data = raw.read(HEADER_SIZE + 256 * ENTRY_SIZE)
-        assert unpack_entries(data[HEADER_SIZE:HEADER_SIZE + ENTRY_SIZE]) == [1, 100]
-        assert unpack_entries(data[HEADER_SIZE + 255 * ENTRY_SIZE:]) == [2, 100]
+        assert unpack_entries(data[HEADER_SIZE:HEADER_SIZE + 2 * ENTRY_SIZE]) == [1, 100, 2, 100]
+        assert unpack_entries(data[HEADER_SIZE + 253 * ENTRY_SIZE:HEADER_SIZE + 255 * ENTRY_SIZE]) == [3, 100, 4, 100]
     finally:
         f.close()
 
@@ -184,7 +185,7 @@ def test_a_file_system_that_cannot_reserve_blocks_gets_pwrites(tmp_path: Path, m
     f = IndexFile.create(tmp_path, 7, 0, 64)
     try:
         f.write(3, pack_entries([5, 100]))
-        assert f.reserve_step == 0 and f.reserved == (0, 0)
+        assert not f.reservable and f.reserved == (0, 0)
         f.write(4, pack_entries([6, 100]))
         assert unpack_entries(f.raw(3, 2)) == [5, 100, 6, 100]
     finally:

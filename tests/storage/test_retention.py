@@ -94,8 +94,7 @@ def test_a_consumed_queues_newest_index_file_gives_its_dead_entries_back(open_st
     assert end - 200 <= first < end and os.stat(index).st_blocks * 512 >= allocated
     report = s.retain({1: end})  # one pass later the entries below first are punched out
     below_first = (32 + first * 16) // 4096 - 1  # whole blocks of entries below first, the header's block aside
-    # what stays: the header's block, those of [first, end), those reserved ahead of end (one block of slack
-    # for the extent tree)
+    # what stays: the header's block and those of [first, end) (one block of slack for the extent tree)
     assert below_first >= 10 and report.bytes_freed >= (below_first - 1) * 4096 and report.chunks_deleted == []
     assert [p.name for p in index.parent.iterdir()] == [index.name]
     s.append(msgs(1, 3, prefix="after"))
