@@ -76,6 +76,10 @@ MAX_FRAME_MESSAGES = 1000  # one messages frame holds at most this many (more cr
 MAX_CREDIT = 1_000_000  # per credit frame
 MAX_PUBLISH_IN_FLIGHT = 1024  # publish frames awaiting their confirm; the reader stops beyond it
 _PONG = b'{"type":"pong"}'
+# The scope key of a stream's frame hook: `hook(data, text) -> bool`, called by the server's WebSocket
+# protocol (app/cli.py) with each whole frame from the client while nothing is queued ahead of it; True
+# when the stream handled the frame there, False to have it queued for `receive` as usual.
+FRAME_HOOK = "chunkmq.frame_hook"
 _CLOSE = b""  # marker: the client asked to close
 _OVER = object()  # marker: the stream is over (a frame of JSON null is a frame, not the end)
 
@@ -389,9 +393,12 @@ class _PublishStream:
         self.batches = 0  # binary frames so far: the seq of each
         self.answers: asyncio.Queue[tuple[Any, _Answer] | None] = asyncio.Queue(MAX_PUBLISH_IN_FLIGHT)
         self.sender_idle = True  # the sender waits for an answer: none of its own is on the way
+        self.reader_idle = False  # the reader waits for a frame, with none in hand
+        self.writing: asyncio.Future[None] | None = None  # a confirm of `_hook` that waits to be written
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
+        self.ws.scope[FRAME_HOOK] = self._hook
         try:
             await self._read_loop()
             await self.answers.put(None)  # confirm what was published before the close, then stop
@@ -399,9 +406,13 @@ class _PublishStream:
         except (TimeoutError, OSError, RuntimeError):
             pass
         finally:
+            self.ws.scope.pop(FRAME_HOOK, None)
             sender.cancel()
             with contextlib.suppress(BaseException):
                 await sender
+            if self.writing is not None:
+                with contextlib.suppress(BaseException):
+                    await self.writing
             while not self.answers.empty():  # publishes nobody will hear about: still collect them
                 item = self.answers.get_nowait()
                 if item is not None and isinstance(item[1], asyncio.Future):
@@ -412,16 +423,60 @@ class _PublishStream:
         limit = self.broker.settings.max_batch_bytes
         while True:
             try:
-                frame = await _receive(self.ws, limit, self.binary)
+                frame = await self._next_frame(limit)
             except (OSError, RuntimeError):
                 return
             if frame is _OVER:
                 return
+            if self.writing is not None:  # a confirm of `_hook` comes first
+                with contextlib.suppress(Exception):  # a peer gone: the next receive says so
+                    await self.writing
             seq, answer = self._start(frame)
             if self.sender_idle and self.answers.empty() and not isinstance(answer, asyncio.Future):
                 await send_frame(self.ws, _answer_frame(seq, answer), self.binary)  # nothing ahead of it
             else:
                 await self.answers.put((seq, answer))
+
+    async def _next_frame(self, limit: int) -> Any:
+        self.reader_idle = True
+        try:
+            return await _receive(self.ws, limit, self.binary)
+        finally:
+            self.reader_idle = False
+
+    def _hook(self, data: bytes, text: bool) -> bool:
+        """FRAME_HOOK: a frame handled in the protocol's callback, when nothing is ahead of it (the
+        reader waits, no answer is on its way): published there, and its confirm written there
+        unless the publish waits for an fsync (then the sender confirms it). Anything else (a frame
+        too large or not JSON, which end the stream) goes the reader's way."""
+        if not (self.reader_idle and self.sender_idle and self.answers.empty() and self.writing is None):
+            return False
+        if len(data) > self.broker.settings.max_batch_bytes:
+            return False
+        if self.binary and not text:
+            frame: Any = bytes(data)
+        else:
+            try:
+                frame = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return False
+        seq, answer = self._start(frame)
+        if isinstance(answer, asyncio.Future):
+            self.answers.put_nowait((seq, answer))
+            return True
+        try:  # written at once unless the socket is paused (app/api/eager.py)
+            finished, rest = eager.start(send_frame(self.ws, _answer_frame(seq, answer), self.binary))
+        except Exception:
+            return True  # the peer is gone: the reader sees the disconnect
+        if not finished:
+            self.writing = asyncio.ensure_future(rest)
+            self.writing.add_done_callback(self._written)
+        return True
+
+    def _written(self, task: asyncio.Future[None]) -> None:
+        self.writing = None
+        if not task.cancelled():
+            task.exception()  # the peer is gone: the reader sees the disconnect
 
     def _start(self, frame: Any) -> tuple[Any, _Answer]:
         if isinstance(frame, bytes):  # a binary batch (format=binary), parsed by the broker
