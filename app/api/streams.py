@@ -379,9 +379,9 @@ _Answer = asyncio.Future[PublishOutcome] | PublishOutcome | BrokerError | bytes
 class _PublishStream:
     """The reader starts one broker publish per frame, in frame order (so batches are stored in
     order); the sender awaits them in the same order and confirms each: pipelined, in order. A
-    publish that finished at once (no fsync to wait for) with nothing ahead of it is confirmed by
-    the reader itself, in the loop turn the frame arrived in. With `binary`, binary frames are
-    binary batches (published with `mandatory`) and every frame the server sends is text."""
+    frame with nothing ahead of it is published by the server's protocol as it arrives (`_hook`), and
+    confirmed there when the publish finished at once (no fsync to wait for). With `binary`, binary
+    frames are binary batches (published with `mandatory`) and every frame the server sends is text."""
 
     def __init__(self, websocket: WebSocket, broker: Broker, exchange: str, binary: bool = False,
                  mandatory: bool = False) -> None:
