@@ -333,3 +333,57 @@ def test_publish_stream_frames_are_published_and_confirmed_by_the_protocol(
             assert bodies == [f"m{i}".encode() for i in range(220)] + [b"b1", b"b2", b"b3"]
 
     asyncio.run(main())
+
+
+def test_consume_stream_control_frames_are_applied_by_the_protocol(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credit, ack, nack and ping frames are applied in the protocol's callback (the stream's
+    FRAME_HOOK), answered as through the reader; a close frame still goes the reader's way."""
+    received: list[int] = []
+    receive = streams._receive
+
+    async def counted(*args: Any) -> Any:
+        received.append(1)
+        return await receive(*args)
+
+    monkeypatch.setattr(streams, "_receive", counted)
+    publish = ("POST", "/api/v1/queues/q/publish", b'{"messages": [{"body": "m"}]}',
+               {"content-type": "application/json"})
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            url = f"ws://127.0.0.1:{hot}/api/v1/queues/q/groups/g/stream?consumer=c1"
+            async with connect(url, compression=None) as ws:
+                async def frame() -> Any:
+                    return orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+
+                await ws.send(b'{"type": "credit", "n": 3}')  # may come before the stream waits for frames
+                await exchange(hot, raw(hot, publish))
+                assert (await frame())["messages"][0]["offset"] == 0
+                waited = len(received)
+                for offset in range(1, 3):
+                    await exchange(hot, raw(hot, publish))
+                    [message] = (await frame())["messages"]
+                    assert (message["offset"], message["delivery_count"]) == (offset, 1)
+                await ws.send(orjson.dumps({"type": "nack", "offsets": [1]}))  # redelivered once credit comes
+                await ws.send(orjson.dumps({"type": "ack", "offsets": [0, 2], "seq": 7}))
+                assert await frame() == {"type": "acked", "seq": 7, "ack_floor": 1}
+                await ws.send(b'{"type": "credit", "n": 1}')
+                [message] = (await frame())["messages"]
+                assert (message["offset"], message["delivery_count"]) == (1, 2)
+                await ws.send(b'{"type": "ping"}')
+                assert await frame() == {"type": "pong"}
+                await ws.send(b'{"type": "credit", "n": 0}')
+                error = await frame()
+                assert error["type"] == "error" and error["error"]["code"] == "invalid_body"
+                assert len(received) == waited  # the reader has waited for a frame all along
+                await ws.send(b'{"type": "close", "requeue": true}')
+                with pytest.raises(ConnectionClosed) as closed:
+                    await asyncio.wait_for(ws.recv(), 5)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+            # the close frame went to the reader that waited for it: the stream closed, requeueing
+            pulled = await exchange(hot, raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull", b"", {})))
+            assert b'"delivery_count":3' in pulled[0]  # offset 1, requeued at the close (offsets read as 0)
+
+    asyncio.run(main())

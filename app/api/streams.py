@@ -189,14 +189,17 @@ class _ConsumeStream:
         self.sending = asyncio.Lock()  # error and pong frames from the reader vs. the sender's frames
         self.requeue = False
         self.parked = False  # the sender waits for a publish: `_push` may deliver in its stead
+        self.reader_idle = False  # the reader waits for a frame, with none in hand
         self.confirming: set[asyncio.Task[None]] = set()  # ack confirms, and pushes that wait to write
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
         stop_pushing = self.queue.push_to(self._push)
+        self.ws.scope[FRAME_HOOK] = self._hook
         try:
             asked_to_close = await self._read_loop()
         finally:
+            self.ws.scope.pop(FRAME_HOOK, None)
             stop_pushing()
             sender.cancel()
             with contextlib.suppress(BaseException):
@@ -281,14 +284,40 @@ class _ConsumeStream:
             return  # the sender meets it too, and ends the stream with it
         if not parts:
             return
-        try:  # written at once unless the socket is paused (app/api/eager.py)
-            finished, rest = eager.start(self._send(*self._messages(parts)))
+        self._send_now(*self._messages(parts))
+
+    def _send_now(self, data: bytes, batch: bool = False) -> None:
+        """`_send` from a callback: written at once unless the socket is paused (app/api/eager.py),
+        else by a task; frames sent after it wait for it (`sending`), so they keep their order."""
+        try:
+            finished, rest = eager.start(self._send(data, batch))
         except _Gone:
             return  # the reader sees the disconnect
         if not finished:
             task = asyncio.ensure_future(rest)
             self.confirming.add(task)
             task.add_done_callback(self._pushed)
+
+    def _hook(self, data: bytes, text: bool) -> bool:
+        """FRAME_HOOK: a credit, ack, nack or ping frame applied in the protocol's callback while the
+        reader waits (a consumer acks every batch: no task wake for each), and its answer written
+        there. A close frame, a frame too large or not JSON, or one while a frame is being written,
+        goes the reader's way."""
+        if not self.reader_idle or self.sending.locked() or len(data) > MAX_CONTROL_FRAME:
+            return False
+        try:
+            frame = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return False
+        if type(frame) is dict and frame.get("type") == "close":
+            return False
+        try:
+            answer = self._handle(frame)
+        except Exception as exc:
+            answer = error_frame(api_error(exc))
+        if answer is not None:
+            self._send_now(answer)
+        return True
 
     def _pushed(self, task: asyncio.Task[None]) -> None:
         self.confirming.discard(task)
@@ -312,10 +341,13 @@ class _ConsumeStream:
     async def _read_loop(self) -> bool:
         """Handle client frames until the stream ends; True when the client asked to close."""
         while True:
+            self.reader_idle = True
             try:
                 frame = await _receive(self.ws, MAX_CONTROL_FRAME)
             except (OSError, RuntimeError):
                 return False
+            finally:
+                self.reader_idle = False
             if frame is _OVER:
                 return False
             try:
