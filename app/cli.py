@@ -42,11 +42,25 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
     """
     from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+    from chunkmq.api.streams import FRAME_HOOK
+
     class WebSocketProtocol(WebSocketsSansIOProtocol):
         def keepalive_timeout(self) -> None:
             super().keepalive_timeout()
             if not self.disconnected and self.transport.get_write_buffer_size():
                 self.transport.abort()
+
+        def send_receive_event_to_app(self) -> None:
+            """A whole frame is in: a stream that put a FRAME_HOOK in the scope (the publish stream)
+            may handle it here, in this callback, instead of through the ASGI queue and a wake of its
+            reader task a loop turn later (about a fifth of a one-message publish's time in the
+            server). Only with nothing queued ahead of it, so frames keep their order."""
+            hook = self.scope.get(FRAME_HOOK)
+            if (hook is not None and len(self.frames) == 1 and not self.close_sent and self.queue.empty()
+                    and hook(self.frames[0], self.curr_msg_data_type == "text")):
+                self.frames = []
+                return
+            super().send_receive_event_to_app()
 
     return WebSocketProtocol
 

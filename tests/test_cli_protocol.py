@@ -16,12 +16,19 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 import uvicorn
 from starlette.types import Receive, Scope, Send
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
+from chunkmq.api import streams
 from chunkmq.cli import uvicorn_options
+from chunkmq.client._batch import encode
+from chunkmq.client.models import OutgoingMessage
 from chunkmq.config import Settings
 from chunkmq.main import App, create_app
 from tests.api.test_hot_routes import LOCAL_REFUSALS, PUBLISH, REFUSALS
@@ -271,5 +278,112 @@ def test_a_hot_answer_carries_the_server_s_current_date(tmp_path: Path) -> None:
                 dates.append(got[0])
                 await asyncio.sleep(2.1)
             assert dates[1] > dates[0]
+
+    asyncio.run(main())
+
+
+def test_publish_stream_frames_are_published_and_confirmed_by_the_protocol(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A publish-stream frame with nothing ahead of it is handled in the protocol's callback (the
+    stream's FRAME_HOOK), not by the reader task; frames sent in a burst, and frames that end the
+    stream, still go the reader's way, and every confirm comes back in frame order."""
+    received: list[int] = []  # each time the reader asks for a frame
+    receive = streams._receive
+
+    async def counted(*args: Any) -> Any:
+        received.append(1)
+        return await receive(*args)
+
+    monkeypatch.setattr(streams, "_receive", counted)
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            url = f"ws://127.0.0.1:{hot}/api/v1/exchanges/amq.default/stream"
+            async with connect(url, compression=None) as ws:
+                for seq in range(20):  # one at a time: each one by the protocol
+                    await ws.send(orjson.dumps({"type": "publish", "seq": seq,
+                                                "messages": [{"body": f"m{seq}", "routing_key": "q"}]}))
+                    confirm = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+                    assert (confirm["type"], confirm["seq"]) == ("confirm", seq)
+                    assert confirm["results"][0]["routed"][0]["offset"] == seq
+                await ws.send(b'{"type": "ping"}')
+                assert orjson.loads(await asyncio.wait_for(ws.recv(), 5)) == {"type": "pong"}
+                assert len(received) == 1  # the reader has waited for its first frame all along
+                burst = [orjson.dumps({"type": "publish", "seq": seq,
+                                       "messages": [{"body": f"m{seq}", "routing_key": "q"}]})
+                         for seq in range(20, 220)]
+                for frame in burst:  # all of them before reading any confirm
+                    await ws.send(frame)
+                answers = [orjson.loads(await asyncio.wait_for(ws.recv(), 5)) for _ in burst]
+                assert [(a["seq"], a["results"][0]["routed"][0]["offset"]) for a in answers] == [
+                    (seq, seq) for seq in range(20, 220)]
+                await ws.send("not json")  # ends the stream as through the reader: 1007
+                with pytest.raises(ConnectionClosed) as closed:
+                    await asyncio.wait_for(ws.recv(), 5)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1007
+            async with connect(url + "?format=binary", compression=None) as ws:
+                for seq in (1, 2, 3):
+                    await ws.send(encode([OutgoingMessage(f"b{seq}", routing_key="q")]))
+                    confirm = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+                    assert (confirm["seq"], confirm["results"][0]["routed"][0]["offset"]) == (seq, 219 + seq)
+            pulled = await exchange(hot, raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull",
+                                                   b'{"max_messages": 1000}', {})))
+            bodies = re.findall(rb'"body":"([^"]*)"', pulled[0])
+            assert bodies == [f"m{i}".encode() for i in range(220)] + [b"b1", b"b2", b"b3"]
+
+    asyncio.run(main())
+
+
+def test_consume_stream_control_frames_are_applied_by_the_protocol(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credit, ack, nack and ping frames are applied in the protocol's callback (the stream's
+    FRAME_HOOK), answered as through the reader; a close frame still goes the reader's way."""
+    received: list[int] = []
+    receive = streams._receive
+
+    async def counted(*args: Any) -> Any:
+        received.append(1)
+        return await receive(*args)
+
+    monkeypatch.setattr(streams, "_receive", counted)
+    publish = ("POST", "/api/v1/queues/q/publish", b'{"messages": [{"body": "m"}]}',
+               {"content-type": "application/json"})
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            url = f"ws://127.0.0.1:{hot}/api/v1/queues/q/groups/g/stream?consumer=c1"
+            async with connect(url, compression=None) as ws:
+                async def frame() -> Any:
+                    return orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+
+                await ws.send(b'{"type": "credit", "n": 3}')  # may come before the stream waits for frames
+                await exchange(hot, raw(hot, publish))
+                assert (await frame())["messages"][0]["offset"] == 0
+                waited = len(received)
+                for offset in range(1, 3):
+                    await exchange(hot, raw(hot, publish))
+                    [message] = (await frame())["messages"]
+                    assert (message["offset"], message["delivery_count"]) == (offset, 1)
+                await ws.send(orjson.dumps({"type": "nack", "offsets": [1]}))  # redelivered once credit comes
+                await ws.send(orjson.dumps({"type": "ack", "offsets": [0, 2], "seq": 7}))
+                assert await frame() == {"type": "acked", "seq": 7, "ack_floor": 1}
+                await ws.send(b'{"type": "credit", "n": 1}')
+                [message] = (await frame())["messages"]
+                assert (message["offset"], message["delivery_count"]) == (1, 2)
+                await ws.send(b'{"type": "ping"}')
+                assert await frame() == {"type": "pong"}
+                await ws.send(b'{"type": "credit", "n": 0}')
+                error = await frame()
+                assert error["type"] == "error" and error["error"]["code"] == "invalid_body"
+                assert len(received) == waited  # the reader has waited for a frame all along
+                await ws.send(b'{"type": "close", "requeue": true}')
+                with pytest.raises(ConnectionClosed) as closed:
+                    await asyncio.wait_for(ws.recv(), 5)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+            # the close frame went to the reader that waited for it: the stream closed, requeueing
+            pulled = await exchange(hot, raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull", b"", {})))
+            assert b'"delivery_count":3' in pulled[0]  # offset 1, requeued at the close (offsets read as 0)
 
     asyncio.run(main())

@@ -116,6 +116,20 @@ def test_the_websocket_protocol_keepalive_timeout_and_the_state_the_subclass_rea
     assert _assigns(base, "connection_made", "transport")
 
 
+def test_the_websocket_protocol_s_frame_delivery_the_subclass_takes_over() -> None:
+    """The subclass's send_receive_event_to_app hands a whole frame (`frames`, of the type
+    `curr_msg_data_type`) to the stream's hook, else to this method: which queues it for `receive`."""
+    base = WebSocketsSansIOProtocol
+    assert _parameters(base.send_receive_event_to_app) == ["self"]
+    assert _assigns(base, "__init__", "frames", "curr_msg_data_type", "queue", "close_sent")
+    assert _assigns(base, "handle_connect", "scope")
+    for handler in (base.handle_text, base.handle_bytes):  # a whole frame: delivered by this method
+        source = inspect.getsource(handler)
+        assert "self.frames = [event.data]" in source and "self.send_receive_event_to_app()" in source
+    source = inspect.getsource(base.send_receive_event_to_app)
+    assert "self.frames = []" in source and 'self.queue.put_nowait({"type": "websocket.receive"' in source
+
+
 def test_the_subclasses_build_on_these_classes() -> None:
     assert issubclass(_http_protocol(10.0), httptools_impl.HttpToolsProtocol)
     assert issubclass(_websocket_protocol(), WebSocketsSansIOProtocol)

@@ -76,6 +76,10 @@ MAX_FRAME_MESSAGES = 1000  # one messages frame holds at most this many (more cr
 MAX_CREDIT = 1_000_000  # per credit frame
 MAX_PUBLISH_IN_FLIGHT = 1024  # publish frames awaiting their confirm; the reader stops beyond it
 _PONG = b'{"type":"pong"}'
+# The scope key of a stream's frame hook: `hook(data, text) -> bool`, called by the server's WebSocket
+# protocol (app/cli.py) with each whole frame from the client while nothing is queued ahead of it; True
+# when the stream handled the frame there, False to have it queued for `receive` as usual.
+FRAME_HOOK = "chunkmq.frame_hook"
 _CLOSE = b""  # marker: the client asked to close
 _OVER = object()  # marker: the stream is over (a frame of JSON null is a frame, not the end)
 
@@ -185,14 +189,17 @@ class _ConsumeStream:
         self.sending = asyncio.Lock()  # error and pong frames from the reader vs. the sender's frames
         self.requeue = False
         self.parked = False  # the sender waits for a publish: `_push` may deliver in its stead
+        self.reader_idle = False  # the reader waits for a frame, with none in hand
         self.confirming: set[asyncio.Task[None]] = set()  # ack confirms, and pushes that wait to write
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
         stop_pushing = self.queue.push_to(self._push)
+        self.ws.scope[FRAME_HOOK] = self._hook
         try:
             asked_to_close = await self._read_loop()
         finally:
+            self.ws.scope.pop(FRAME_HOOK, None)
             stop_pushing()
             sender.cancel()
             with contextlib.suppress(BaseException):
@@ -277,14 +284,40 @@ class _ConsumeStream:
             return  # the sender meets it too, and ends the stream with it
         if not parts:
             return
-        try:  # written at once unless the socket is paused (app/api/eager.py)
-            finished, rest = eager.start(self._send(*self._messages(parts)))
+        self._send_now(*self._messages(parts))
+
+    def _send_now(self, data: bytes, batch: bool = False) -> None:
+        """`_send` from a callback: written at once unless the socket is paused (app/api/eager.py),
+        else by a task; frames sent after it wait for it (`sending`), so they keep their order."""
+        try:
+            finished, rest = eager.start(self._send(data, batch))
         except _Gone:
             return  # the reader sees the disconnect
         if not finished:
             task = asyncio.ensure_future(rest)
             self.confirming.add(task)
             task.add_done_callback(self._pushed)
+
+    def _hook(self, data: bytes, text: bool) -> bool:
+        """FRAME_HOOK: a credit, ack, nack or ping frame applied in the protocol's callback while the
+        reader waits (a consumer acks every batch: no task wake for each), and its answer written
+        there. A close frame, a frame too large or not JSON, or one while a frame is being written,
+        goes the reader's way."""
+        if not self.reader_idle or self.sending.locked() or len(data) > MAX_CONTROL_FRAME:
+            return False
+        try:
+            frame = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return False
+        if type(frame) is dict and frame.get("type") == "close":
+            return False
+        try:
+            answer = self._handle(frame)
+        except Exception as exc:
+            answer = error_frame(api_error(exc))
+        if answer is not None:
+            self._send_now(answer)
+        return True
 
     def _pushed(self, task: asyncio.Task[None]) -> None:
         self.confirming.discard(task)
@@ -308,10 +341,13 @@ class _ConsumeStream:
     async def _read_loop(self) -> bool:
         """Handle client frames until the stream ends; True when the client asked to close."""
         while True:
+            self.reader_idle = True
             try:
                 frame = await _receive(self.ws, MAX_CONTROL_FRAME)
             except (OSError, RuntimeError):
                 return False
+            finally:
+                self.reader_idle = False
             if frame is _OVER:
                 return False
             try:
@@ -375,9 +411,9 @@ _Answer = asyncio.Future[PublishOutcome] | PublishOutcome | BrokerError | bytes
 class _PublishStream:
     """The reader starts one broker publish per frame, in frame order (so batches are stored in
     order); the sender awaits them in the same order and confirms each: pipelined, in order. A
-    publish that finished at once (no fsync to wait for) with nothing ahead of it is confirmed by
-    the reader itself, in the loop turn the frame arrived in. With `binary`, binary frames are
-    binary batches (published with `mandatory`) and every frame the server sends is text."""
+    frame with nothing ahead of it is published by the server's protocol as it arrives (`_hook`), and
+    confirmed there when the publish finished at once (no fsync to wait for). With `binary`, binary
+    frames are binary batches (published with `mandatory`) and every frame the server sends is text."""
 
     def __init__(self, websocket: WebSocket, broker: Broker, exchange: str, binary: bool = False,
                  mandatory: bool = False) -> None:
@@ -389,9 +425,12 @@ class _PublishStream:
         self.batches = 0  # binary frames so far: the seq of each
         self.answers: asyncio.Queue[tuple[Any, _Answer] | None] = asyncio.Queue(MAX_PUBLISH_IN_FLIGHT)
         self.sender_idle = True  # the sender waits for an answer: none of its own is on the way
+        self.reader_idle = False  # the reader waits for a frame, with none in hand
+        self.writing: asyncio.Future[None] | None = None  # a confirm of `_hook` that waits to be written
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
+        self.ws.scope[FRAME_HOOK] = self._hook
         try:
             await self._read_loop()
             await self.answers.put(None)  # confirm what was published before the close, then stop
@@ -399,9 +438,13 @@ class _PublishStream:
         except (TimeoutError, OSError, RuntimeError):
             pass
         finally:
+            self.ws.scope.pop(FRAME_HOOK, None)
             sender.cancel()
             with contextlib.suppress(BaseException):
                 await sender
+            if self.writing is not None:
+                with contextlib.suppress(BaseException):
+                    await self.writing
             while not self.answers.empty():  # publishes nobody will hear about: still collect them
                 item = self.answers.get_nowait()
                 if item is not None and isinstance(item[1], asyncio.Future):
@@ -412,16 +455,60 @@ class _PublishStream:
         limit = self.broker.settings.max_batch_bytes
         while True:
             try:
-                frame = await _receive(self.ws, limit, self.binary)
+                frame = await self._next_frame(limit)
             except (OSError, RuntimeError):
                 return
             if frame is _OVER:
                 return
+            if self.writing is not None:  # a confirm of `_hook` comes first
+                with contextlib.suppress(Exception):  # a peer gone: the next receive says so
+                    await self.writing
             seq, answer = self._start(frame)
             if self.sender_idle and self.answers.empty() and not isinstance(answer, asyncio.Future):
                 await send_frame(self.ws, _answer_frame(seq, answer), self.binary)  # nothing ahead of it
             else:
                 await self.answers.put((seq, answer))
+
+    async def _next_frame(self, limit: int) -> Any:
+        self.reader_idle = True
+        try:
+            return await _receive(self.ws, limit, self.binary)
+        finally:
+            self.reader_idle = False
+
+    def _hook(self, data: bytes, text: bool) -> bool:
+        """FRAME_HOOK: a frame handled in the protocol's callback, when nothing is ahead of it (the
+        reader waits, no answer is on its way): published there, and its confirm written there
+        unless the publish waits for an fsync (then the sender confirms it). Anything else (a frame
+        too large or not JSON, which end the stream) goes the reader's way."""
+        if not (self.reader_idle and self.sender_idle and self.answers.empty() and self.writing is None):
+            return False
+        if len(data) > self.broker.settings.max_batch_bytes:
+            return False
+        if self.binary and not text:
+            frame: Any = bytes(data)
+        else:
+            try:
+                frame = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return False
+        seq, answer = self._start(frame)
+        if isinstance(answer, asyncio.Future):
+            self.answers.put_nowait((seq, answer))
+            return True
+        try:  # written at once unless the socket is paused (app/api/eager.py)
+            finished, rest = eager.start(send_frame(self.ws, _answer_frame(seq, answer), self.binary))
+        except Exception:
+            return True  # the peer is gone: the reader sees the disconnect
+        if not finished:
+            self.writing = asyncio.ensure_future(rest)
+            self.writing.add_done_callback(self._written)
+        return True
+
+    def _written(self, task: asyncio.Future[None]) -> None:
+        self.writing = None
+        if not task.cancelled():
+            task.exception()  # the peer is gone: the reader sees the disconnect
 
     def _start(self, frame: Any) -> tuple[Any, _Answer]:
         if isinstance(frame, bytes):  # a binary batch (format=binary), parsed by the broker
