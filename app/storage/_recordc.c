@@ -302,6 +302,30 @@ static int offset_code(uint64_t o) {
     return o < 0x10000 ? 0 : o < 0x1000000 ? 4 : o < 0x100000000ull ? 8 : 12;
 }
 
+/* A record's prefix (its payload length) and the room of its CRC: returns where the payload starts. */
+static unsigned char *put_prefix(unsigned char *out, size_t plen) {
+    if (plen <= SHORT_MAX) {
+        *out++ = (unsigned char)plen;
+    } else {
+        *out++ = LONG;
+        out = put(out, plen, 4);
+    }
+    return out + 4;
+}
+
+/* The CRC of the payload (before it) and the suffix after it: returns the end of the record. */
+static unsigned char *put_suffix(unsigned char *payload, size_t plen) {
+    put(payload - 4, crc32_of(0, payload, plen), 4);
+    unsigned char *out = payload + plen;
+    if (plen <= SHORT_MAX) {
+        *out++ = (unsigned char)plen;
+    } else {
+        out = put(out, plen, 4);
+        *out++ = LONG;
+    }
+    return out;
+}
+
 typedef struct {
     PyObject *data, *queues, *tags, *keys, *flags;  /* the batch's columns (borrowed) */
     Py_ssize_t n;
@@ -495,17 +519,8 @@ static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             status = FAILED;
             break;
         }
-        /* prefix, CRC (below), payload, suffix */
-        unsigned char *crc_at;
-        if (plen <= SHORT_MAX) {
-            *out++ = (unsigned char)plen;
-        } else {
-            *out++ = LONG;
-            out = put(out, plen, 4);
-        }
-        crc_at = out;
-        out += 4;
-        unsigned char *payload = out;
+        /* prefix, CRC (put_suffix), payload, suffix */
+        unsigned char *payload = out = put_prefix(out, plen);
         out = put(out, ts, 6);
         *out++ = (unsigned char)flags;
         *out++ = (unsigned char)layout;
@@ -532,14 +547,7 @@ static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             out += il;
         }
         memcpy(out, PyBytes_AS_STRING(data), (size_t)dl);
-        out += dl;
-        put(crc_at, crc32_of(0, payload, plen), 4);
-        if (plen <= SHORT_MAX) {
-            *out++ = (unsigned char)plen;
-        } else {
-            out = put(out, plen, 4);
-            *out++ = LONG;
-        }
+        out = put_suffix(payload, plen);
         /* the index entries: the record's length, with its tag's hash above bit 32 */
         uint64_t length = size;
         if (tl) {
@@ -783,30 +791,14 @@ static PyObject *encode_one(PyObject *self, PyObject *const *args, Py_ssize_t na
         Py_XDECREF(entry);
         return NULL;
     }
-    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(buf), *crc_at, *payload;
-    if (plen <= SHORT_MAX) {
-        *out++ = (unsigned char)plen;
-    } else {
-        *out++ = LONG;
-        out = put(out, plen, 4);
-    }
-    crc_at = out;
-    out += 4;
-    payload = out;
+    unsigned char *payload = put_prefix((unsigned char *)PyBytes_AS_STRING(buf), plen), *out = payload;
     out = put(out, ts, 6);
     *out++ = 0;  /* flags */
     *out++ = (unsigned char)(L_END | code);
     out = put(out, q, QUEUE_WIDTH[code & 3]);
     out = put(out, offset, OFFSET_WIDTH[code >> 2]);
     memcpy(out, PyBytes_AS_STRING(data), (size_t)dl);
-    out += dl;
-    put(crc_at, crc32_of(0, payload, plen), 4);
-    if (plen <= SHORT_MAX) {
-        *out = (unsigned char)plen;
-    } else {
-        out = put(out, plen, 4);
-        *out = LONG;
-    }
+    put_suffix(payload, plen);
     unsigned char *e = (unsigned char *)PyBytes_AS_STRING(entry);
     put(e, pos + 1, 8);
     put(e + 8, size, 8);  /* the record's length, no tag hash */
