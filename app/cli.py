@@ -170,6 +170,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
 
     from chunkmq.api import wake
     from chunkmq.api.errors import overloaded
+    from chunkmq.api.hot_routes import answer_of
 
     class HttpProtocol(HttpToolsProtocol):
         # One timer per connection for both of its clocks, each a loop time or None: the request's
@@ -243,12 +244,12 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             self.headers = []
             self._arm()
 
-        def _asgi_scope(self) -> None:
-            """The scope uvicorn's on_message_begin makes."""
-            self.scope = {  # type: ignore[typeddict-item]
+        def _asgi_scope(self, http_version: str = "1.1") -> dict[str, Any]:
+            """The scope uvicorn's on_message_begin makes (a hot request's has its path too)."""
+            self.scope = scope = {  # type: ignore[typeddict-item]
                 "type": "http",
                 "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
-                "http_version": "1.1",
+                "http_version": http_version,
                 "server": self.server,
                 "client": self.client,
                 "scheme": self.scheme,  # type: ignore[typeddict-item]
@@ -256,6 +257,7 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
                 "headers": self.headers,
                 "state": self.app_state.copy(),
             }
+            return scope  # type: ignore[return-value]
 
         def on_headers_complete(self) -> None:
             self._disarm()
@@ -303,13 +305,9 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             # get_http_version formats a string, about a microsecond
             keep_alive = parser.should_keep_alive()
             http_version = "1.1" if keep_alive and not connection else parser.get_http_version()
-            scope = self.scope = {  # type: ignore[typeddict-item]
-                "type": "http", "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
-                "http_version": http_version, "server": self.server, "client": self.client,
-                "scheme": self.scheme, "root_path": self.root_path, "headers": self.headers,
-                "state": self.app_state.copy(), "method": "POST", "path": path, "raw_path": raw_path,
-                "query_string": query, "path_params": params, "app": self.app,
-            }
+            scope = self._asgi_scope(http_version)
+            scope.update({"method": "POST", "path": path, "raw_path": raw_path, "query_string": query,
+                          "path_params": params, "app": self.app})
             self.cycle = HotCycle(route, scope, keep_alive and http_version != "1.0")  # type: ignore[assignment]
             return True
 
@@ -355,14 +353,13 @@ def _http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             try:
                 if answer is None:
                     answer = self.app.hot_routes.respond(cycle.route, cycle.scope, cycle.body)
-                if type(answer) is not tuple:
-                    answer = await answer  # type: ignore[misc]
+                answer = await answer_of(answer)
             except BaseException as exc:  # cancelled at a forced shutdown (respond maps every Exception)
                 self.logger.error("Exception in ASGI application\n", exc_info=exc)
                 answer, cycle.keep_alive = _FAILED, False
             if self.flow.write_paused and not cycle.disconnected:
                 await self.flow.drain()
-            self._write(cycle, answer)  # type: ignore[arg-type]
+            self._write(cycle, answer)
 
         def _write(self, cycle: HotCycle, answer: Answer) -> None:
             if cycle.disconnected:

@@ -51,7 +51,7 @@ class Need:
                         require_metrics_token: bool = False) -> Principal:
         if self.who == "anyone" or (self.who == "metrics" and not require_metrics_token):
             return NOBODY
-        who = auth.known(token) or await auth.principal(token)
+        who = await auth.principal(token)
         self.check(who, path_params)
         return who
 

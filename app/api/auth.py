@@ -75,8 +75,9 @@ class TokenAuth:
         return principal
 
     async def principal(self, token: str | None) -> Principal:
-        if not self.enabled:
-            return ANONYMOUS
+        known = self.known(token)
+        if known is not None:
+            return known
         if not token:
             raise Unauthorized("a bearer token is required (Authorization: Bearer <token>)")
         key = hash_token(token)

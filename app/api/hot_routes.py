@@ -118,8 +118,7 @@ class HotRoute:
                 body = await read_body(body, header(scope, b"content-length"), max_bytes, code)
         except Exception as exc:
             return refused(exc)
-        answer = self.respond(scope, body, who)
-        return answer if type(answer) is tuple else await answer  # type: ignore[return-value,misc]
+        return await answer_of(self.respond(scope, body, who))
 
 
 def refused(exc: Exception) -> Answer:

@@ -127,7 +127,7 @@ class Publishing(BrokerBase):
         else:
             batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
-        if not full and not binary_answer and len(batch.blobs) == 1 and binary:
+        if binary and not full and not binary_answer and len(batch.blobs) == 1:  # (JSON's: plain_message above)
             one = self._publish_one(exchange, target, batch.routing_keys[0], batch.blobs[0])
             if one is not None:
                 return one

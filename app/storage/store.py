@@ -99,12 +99,12 @@ class _Offsets(dict[int, int]):
         return qi.next
 
 
-
 def _count(qi: QueueIndex, number: int, added: int) -> None:
     """A queue's bytes, and its live bytes in chunk `number` (the collector's), grow by `added`."""
     qi.bytes += added
     counts = qi.chunk_bytes
     counts[number] = counts.get(number, 0) + added
+
 
 class Store:
     """A message log with per-queue offset indexes. Open with Store.open(directory, options).
