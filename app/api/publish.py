@@ -11,7 +11,6 @@ with the same guard and error map, and OpenAPI describes them through `openapi_p
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from concurrent.futures import Future
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -23,6 +22,7 @@ from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.broker.names import exchange_from_path
 from chunkmq.broker.publishing import PublishOutcome
+from chunkmq.broker.wake import Wake
 from chunkmq.config import Settings
 from chunkmq.wire import codes
 from chunkmq.wire.batch import MEDIA_TYPE as BATCH_MEDIA_TYPE
@@ -74,10 +74,10 @@ class PublishEndpoint:
         else:
             messages, mandatory = publish_args(parse_json(raw))
         binary_answer = binary and BATCH_MEDIA_TYPE in (header(scope, b"accept") or "")
-        outcome, future = broker.begin_publish(exchange, messages, mandatory,
+        outcome, wake = broker.begin_publish(exchange, messages, mandatory,
                                                queue_name=name if self.to_queue else None, binary_answer=binary_answer)
-        if future is not None:
-            return _when_durable(broker, future, outcome, binary_answer)
+        if wake is not None:
+            return _when_durable(broker, wake, outcome, binary_answer)
         return _answer(outcome, binary_answer)
 
 
@@ -87,8 +87,8 @@ def _answer(outcome: PublishOutcome, binary_answer: bool) -> Answer:
     return ok(outcome.json())
 
 
-async def _when_durable(broker: Broker, future: Future[None], outcome: PublishOutcome, binary_answer: bool) -> Answer:
-    await broker.durable(future)
+async def _when_durable(broker: Broker, wake: Wake, outcome: PublishOutcome, binary_answer: bool) -> Answer:
+    await broker.durable(wake)
     return _answer(outcome, binary_answer)
 
 

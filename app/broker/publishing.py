@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +29,7 @@ from chunkmq.broker.message import (
 from chunkmq.broker.names import DEFAULT_EXCHANGE
 from chunkmq.broker.queue import Overflow, Queue
 from chunkmq.broker.routing import Exchange
+from chunkmq.broker.wake import Wake
 from chunkmq.storage import (
     AppendedBatch,
     MessageColumns,
@@ -72,37 +72,44 @@ class Publishing(BrokerBase):
         (binary batches only: they carry no idempotency keys, so no result is a duplicate) the
         results are a binary batch (render_results) instead of JSON.
         """
-        outcome, future = self.begin_publish(exchange_name, raw, mandatory, queue_name=queue_name,
-                                             binary_answer=binary_answer)
-        if future is not None:
-            await self.durable(future)
+        outcome, wake = self.begin_publish(exchange_name, raw, mandatory, queue_name=queue_name,
+                                           binary_answer=binary_answer)
+        if wake is not None:
+            await self.durable(wake)
         return outcome
 
     def begin_publish(
         self, exchange_name: str, raw: Any, mandatory: bool = False, *, queue_name: str | None = None,
         binary_answer: bool = False,
-    ) -> tuple[PublishOutcome, Future[None] | None]:
-        """`publish` up to its wait: the outcome, and the future to wait for (`durable`) before it
-        may be answered, or None when it is durable already (fsync=interval or never)."""
+    ) -> tuple[PublishOutcome, Wake | None]:
+        """`publish` up to its wait: the outcome, and the wake to wait for (`durable`) before it may
+        be answered, or None when it is durable already (fsync=interval or never). The flusher fires
+        every wake an fsync ends in one call on the loop (Store.when_durable): a task is not needed to
+        wait for it (app/api/wake.py)."""
         if binary_answer and type(raw) is not bytes:
             raise InvalidInput("a binary answer needs a binary batch body")
-        results, future = self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer)
-        return PublishOutcome(results, self.durability), None if future is None or future.done() else future
+        results, stored = self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer)
+        if not stored or self.durability != "fsync":
+            return PublishOutcome(results, self.durability), None
+        wake = Wake()
+        waits = self.store.when_durable(self.store.end_position, asyncio.get_running_loop(), wake.settle)
+        return PublishOutcome(results, self.durability), wake if waits else None
 
-    async def durable(self, future: Future[None]) -> None:
-        """Wait for a publish's fsync (begin_publish's future)."""
+    async def durable(self, wake: Wake) -> None:
+        """Wait for a publish's fsync (begin_publish's wake)."""
         started = time.perf_counter()
-        await asyncio.wrap_future(future)
+        await wake
         from chunkmq import metrics  # prometheus_client: not before a restart answers (app/start.py)
 
         metrics.fsync_wait.observe(time.perf_counter() - started)
 
     def _publish_now(
         self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None, binary_answer: bool = False
-    ) -> tuple[bytes, Future[None] | None]:
+    ) -> tuple[bytes, bool]:
         """The synchronous part of a publish: validate, route, append (with the queues' caps and the
-        disk budget, which the store checks with the batch's exact sizes), and the future of its
-        durability. `raw` is the list of message objects of a JSON body, or a binary batch body."""
+        disk budget, which the store checks with the batch's exact sizes): its results, and whether it
+        stored anything (a batch of duplicates stores nothing). `raw` is the list of message objects
+        of a JSON body, or a binary batch body."""
         binary = type(raw) is bytes
         if not binary and (type(raw) is not list or not raw):
             raise InvalidInput("messages must be a non-empty array")
@@ -216,13 +223,13 @@ class Publishing(BrokerBase):
             if mandatory:
                 raise Unroutable(f"{unroutable} message(s) of a mandatory publish matched no queue")
         if not data_column:  # every message was a duplicate of an earlier publish
-            return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes)), None
+            return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes)), False
         messages = MessageColumns(data_column, queue_column, tag_column if any(tag_column) else None,
                                   key_column if any(key_column) else None, flag_column if any(flag_column) else None)
         disk = self.disk
         try:
             # the disk budget (reject policy) is checked by disk.admit: 507 before anything is written
-            appended, durable = self.store.publish(messages, self._caps(incoming), disk.admit if disk.limit else None)
+            appended = self.store.append(messages, self._caps(incoming), disk.admit if disk.limit else None)
         except (QueueCapReached, StoreFull) as exc:
             raise self._refusal(exc) from exc
         disk.failure = None
@@ -230,18 +237,18 @@ class Publishing(BrokerBase):
         if binary_answer:  # a binary batch: no keys, no duplicates, nothing to remember
             self._after_append(incoming, len(messages))
             names = {q: self.queues_by_id[q].name.encode() for q in incoming}
-            return render_results(appended, names), durable
+            return render_results(appended, names), True
         queue_json = self._one_queue(appended)
         if queue_json is not None and not batch_keys and len(slots) == len(messages):
             # the common publish: every message new, into one queue, no key to remember
             self._after_append(incoming, len(messages))
-            return wire.results_json(queue_json, appended.positions, appended.offsets), durable
+            return wire.results_json(queue_json, appended.positions, appended.offsets), True
         results = self._results(appended)
         for key, index in batch_keys.items():
             self.dedup.put(key, appended.timestamp, results[index])
         self._after_append(incoming, len(messages))
         if len(results) == len(slots):  # the common case: no duplicates at all
-            return b"[%b]" % b",".join(results), durable
+            return b"[%b]" % b",".join(results), True
         out_results: list[bytes] = []
         for slot_index, s in enumerate(slots):
             if isinstance(s, bytes):
@@ -250,11 +257,11 @@ class Publishing(BrokerBase):
                 out_results.append(as_duplicate(results[s]))
             else:
                 out_results.append(results[s])
-        return b"[%b]" % b",".join(out_results), durable
+        return b"[%b]" % b",".join(out_results), True
 
     def _publish_one(
         self, exchange: Exchange, target: Queue | None, routing_key: str, data: bytes
-    ) -> tuple[bytes, Future[None] | None] | None:
+    ) -> tuple[bytes, bool] | None:
         """A publish of one plain message (no tag, headers or key) that goes to exactly one queue, the
         single-message publish of nearly every producer: what the batch path does for it, without its
         per-batch columns, maps and loops (Store.publish_one). None for any other message, which the
@@ -271,14 +278,13 @@ class Publishing(BrokerBase):
         exchange.messages_in += 1
         disk = self.disk
         try:
-            position, offset, durable = self.store.publish_one(data, q.id, self._cap(q),
-                                                               disk.admit if disk.limit else None)
+            position, offset = self.store.publish_one(data, q.id, self._cap(q), disk.admit if disk.limit else None)
         except (QueueCapReached, StoreFull) as exc:
             raise self._refusal(exc) from exc
         disk.failure = None
         self._arrived(q, 1)
         self.stats.published.add(1)
-        return wire.results_json(q.name_json, [position], [offset]), durable
+        return wire.results_json(q.name_json, [position], [offset]), True
 
     def _refusal(self, exc: QueueCapReached | StoreFull) -> QueueFull | StorageFull:
         """The broker's error for a store's refusal of a publish."""

@@ -27,6 +27,13 @@ class Wake(asyncio.Future[Any]):
         self.set_exception(exc)
         self._resume()
 
+    def settle(self, error: BaseException | None) -> None:
+        """`fire` with None, or `fail` with `error`: the form of a callback of the fsync (Store.when_durable)."""
+        if error is None:
+            self.fire(None)
+        else:
+            self.fail(error)
+
     def _resume(self) -> None:
         resume, self.resume = self.resume, None
         if resume is not None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from operator import itemgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import checkpoint, files
 from .chunk import FOOTER_SIZE as CHUNK_FOOTER
@@ -24,7 +25,7 @@ from .chunk import HEADER_SIZE as CHUNK_HEADER
 from .chunk import Chunk
 from .errors import BatchTooLarge, CorruptChunk, QueueCapReached, StorageError, StoreClosed, UnknownQueue
 from .errors import os_failure as _fail
-from .flusher import Flusher
+from .flusher import Done, Flusher
 from .gc import Collector
 from .model import (
     AppendedBatch,
@@ -65,6 +66,9 @@ from .record import (
     timestamp_at,
 )
 from .record import columns as record_columns
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger("chunkmq.storage")
 
@@ -328,22 +332,12 @@ class Store:
         """Global position after the last appended record."""
         return self._end
 
-    def publish(self, batch: MessageColumns | Sequence[NewMessage], caps: Mapping[int, QueueCap] | None = None,
-                admit: Callable[[BatchSpace], None] | None = None) -> tuple[AppendedBatch, Future[None]]:
-        """`append`, and the future `durable` gives for the batch's end: a publish's one call."""
-        with self._lock:
-            appended = self.append(batch, caps, admit)
-            end = self._end
-        return appended, self.durable(end)
-
     def publish_one(self, data: bytes, queue_id: int, cap: QueueCap | None = None,
-                    admit: Callable[[BatchSpace], None] | None = None) -> tuple[int, int, Future[None] | None]:
-        """`publish` of one record placed in one queue, a single-message publish's call: its position,
-        its offset in the queue and the future of its durability (None when it has none to wait for,
-        fsync=interval or never). The same record, checks and errors
-        as `publish`, without the per-batch structures (a third of an append's time for one record);
-        what it does not handle itself (a new chunk, a record too large, an unknown queue) it leaves
-        to `append`."""
+                    admit: Callable[[BatchSpace], None] | None = None) -> tuple[int, int]:
+        """`append` of one record placed in one queue, a single-message publish's call: its position and
+        its offset in the queue. The same record, checks and errors as `append`, without the per-batch
+        structures (a third of an append's time for one record); what it does not handle itself (a new
+        chunk, a record too large, an unknown queue) it leaves to `append`."""
         with self._lock:
             self.check_open()
             active, qi = self._active, self._queues.get(queue_id)
@@ -375,14 +369,12 @@ class Store:
             qi.next = offset + 1
             _count(qi, active.number, added)
             self._written(active, pos, local, buf, ts, 1)
-            end = self._end
-        return pos, offset, self._flusher.durable(end) if self._always else None
+        return pos, offset
 
     def _publish_one_by_append(self, data: bytes, queue_id: int, cap: QueueCap | None,
-                               admit: Callable[[BatchSpace], None] | None) -> tuple[int, int, Future[None] | None]:
-        appended, durable = self.publish(MessageColumns([data], [(queue_id,)]), {queue_id: cap} if cap else None,
-                                         admit)
-        return appended.positions[0], appended.offsets[0], durable if self._always else None
+                               admit: Callable[[BatchSpace], None] | None) -> tuple[int, int]:
+        appended = self.append(MessageColumns([data], [(queue_id,)]), {queue_id: cap} if cap else None, admit)
+        return appended.positions[0], appended.offsets[0]
 
     def append(self, batch: MessageColumns | Sequence[NewMessage], caps: Mapping[int, QueueCap] | None = None,
                admit: Callable[[BatchSpace], None] | None = None) -> AppendedBatch:
@@ -512,6 +504,13 @@ class Store:
         ALWAYS: group commit by the flusher thread. INTERVAL / NEVER: already completed.
         """
         return self._flusher.durable(position) if self._always else _DONE
+
+    def when_durable(self, position: int, loop: asyncio.AbstractEventLoop, done: Done) -> bool:
+        """`durable` for a waiter on an event loop: `done` is called in `loop` once everything below
+        ``position`` is fsynced (with the fsync's error, or None), together with every other waiter
+        that fsync ends there. False, and nothing called, when there is nothing to wait for (fsync=interval
+        or never, or fsynced already)."""
+        return self._always and self._flusher.when_durable(position, loop, done)
 
     def sync(self, position: int) -> Future[None]:
         """A future resolved once everything below ``position`` is fsynced, in every mode: an fsync

@@ -12,7 +12,9 @@ import pytest
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import QueueFull, TooLarge, Unroutable
 from chunkmq.broker.message import decode_data
+from chunkmq.broker.wake import Wake
 from chunkmq.client import _batch
+from chunkmq.config import FsyncSetting
 from chunkmq.storage.record import COLUMNS_MIN
 from tests.broker.conftest import with_broker
 
@@ -108,3 +110,22 @@ def test_a_single_message_is_answered_counted_and_limited_as_in_a_batch(tmp_path
         assert [m["body"] for _, m in _read(broker, "q")] == ["a", "b", "c", "d", "e"]
 
     with_broker(tmp_path, publish)
+
+
+def test_in_fsync_always_a_publish_waits_for_a_wake_the_fsync_fires(tmp_path: Path) -> None:
+    """begin_publish gives the wake to wait for (a publish of one message, and of a batch), fired on
+    the loop once the log is fsynced past the publish; publish() returns only then."""
+
+    async def work(broker: Broker) -> None:
+        await broker.declare_queue("q", {})
+        for messages in ([{"body": "one"}], [{"body": f"m{i}"} for i in range(5)]):
+            outcome, wake = broker.begin_publish("", messages, queue_name="q")
+            assert type(wake) is Wake and not wake.done() and outcome.durability == "fsync"
+            end = broker.store.end_position
+            await broker.durable(wake)
+            assert broker.store._flusher.synced >= end
+        await broker.publish("", [{"body": "last"}], queue_name="q")
+        assert broker.store._flusher.synced >= broker.store.end_position
+        assert [fields["body"] for _, fields in _read(broker, "q")] == ["one", *(f"m{i}" for i in range(5)), "last"]
+
+    with_broker(tmp_path, work, fsync=FsyncSetting.ALWAYS)

@@ -1,13 +1,15 @@
 """The flusher thread (app/storage/flusher.py) over a real file: group commit resolves a waiter only
-once its position is fsynced, concurrent writers share fsyncs, a failed fsync reaches the waiters
+once its position is fsynced, concurrent writers share fsyncs, waiters on an event loop are called
+there in one call per fsync, a failed fsync reaches the waiters
 without killing the thread, INTERVAL syncs with nobody waiting, and the checkpoint runs on time."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -193,3 +195,65 @@ def test_writers_that_wait_for_their_fsync_share_one_per_round(tmp_path: Path) -
     finally:
         flusher.stop()
         os.close(log.fd)
+
+
+class CountingLoop(asyncio.SelectorEventLoop):
+    """A real event loop that counts the calls made into it from other threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threadsafe_calls = 0
+
+    def call_soon_threadsafe(self, callback, *args, context=None):  # type: ignore[no-untyped-def,override]
+        self.threadsafe_calls += 1
+        return super().call_soon_threadsafe(callback, *args, context=context)
+
+
+class GatedLog(Log):
+    """A log whose fsync waits until `gate` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gate = threading.Event()
+
+    def sync(self) -> int:
+        self.gate.wait(timeout=10)
+        return super().sync()
+
+
+def test_waiters_on_a_loop_are_called_there_together_once_their_fsync_is_done(tmp_path: Path) -> None:
+    """when_durable: the callbacks one fsync ends on a loop run in that loop's thread, in one call
+    made into it (one wake per fsync, however many wait); a failed fsync reaches them as their error."""
+    log, loop = GatedLog(tmp_path / "log"), CountingLoop()
+    flusher = Flusher(FsyncMode.ALWAYS, 60.0, 60.0, log.sync, log.checkpoint)
+    flusher.start(0)
+    called: list[tuple[int, BaseException | None, int]] = []
+
+    def waiter(k: int) -> Callable[[BaseException | None], None]:
+        return lambda error: called.append((k, error, threading.get_ident()))
+
+    async def main() -> None:
+        ends = [log.append(b"x" * 10) for _ in range(8)]
+        assert all(flusher.when_durable(end, loop, waiter(k)) for k, end in enumerate(ends))
+        log.gate.set()  # the first fsync covers all eight
+        while len(called) < 8:
+            await asyncio.sleep(0.001)
+        log.fail_next = 1
+        assert flusher.when_durable(log.append(b"y"), loop, waiter(8))
+        while len(called) < 9:
+            await asyncio.sleep(0.001)
+
+    try:
+        loop.run_until_complete(main())
+        assert [k for k, _, _ in called] == list(range(9))
+        assert {thread for _, _, thread in called} == {threading.get_ident()}  # the loop's thread
+        assert all(error is None for _, error, _ in called[:8]) and isinstance(called[8][1], OSError)
+        assert loop.threadsafe_calls == flusher.syncs == 2  # one call per fsync, not per waiter
+        assert not flusher.when_durable(80, loop, waiter(9))  # fsynced already: nothing to wait for
+    finally:
+        log.gate.set()
+        flusher.stop()
+        loop.close()
+    with pytest.raises(StoreClosed):
+        flusher.when_durable(log.append(b"z"), loop, waiter(10))
+    os.close(log.fd)

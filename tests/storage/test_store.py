@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import shutil
 import threading
 from collections.abc import Callable
@@ -349,8 +350,8 @@ def test_caps_refuse_a_whole_batch_with_its_exact_sizes(tmp_path: Path) -> None:
     with pytest.raises(storage.QueueCapReached, match="more than its 1 messages"):
         s.append(batch, {2: storage.QueueCap(None, None), 1: storage.QueueCap(1, None)})
     assert (s.end_position, s.next_offset(1), s.next_offset(2)) == (end, 0, 0)  # nothing written
-    appended, durable = s.publish(batch, {1: storage.QueueCap(2, size)})  # exactly the cap
-    assert durable.done() and s.queue_bytes(1) == size and len(appended) == 2
+    appended = s.append(batch, {1: storage.QueueCap(2, size)})  # exactly the cap
+    assert s.queue_bytes(1) == size and len(appended) == 2
     s.close()
 
 
@@ -446,13 +447,13 @@ def test_publish_one_writes_what_publish_writes(tmp_path: Path) -> None:
     spaces: list[list[storage.BatchSpace]] = [[], []]
     for i in range(300):
         data, queue = f"message {i}".encode() * (1 + i % 7), 1 + i % 2
-        position, offset, durable = one.publish_one(data, queue, None, spaces[0].append)
-        appended, _ = batch.publish(storage.MessageColumns([data], [(queue,)]), None, spaces[1].append)
-        assert (position, offset) == (appended.positions[0], appended.offsets[0]) and durable is None
+        position, offset = one.publish_one(data, queue, None, spaces[0].append)
+        appended = batch.append(storage.MessageColumns([data], [(queue,)]), None, spaces[1].append)
+        assert (position, offset) == (appended.positions[0], appended.offsets[0])
     assert spaces[0] == spaces[1]
     cap = storage.QueueCap(one.next_offset(1), None)  # full: both refuse, nothing written
     for s, publish in ((one, lambda: one.publish_one(b"x", 1, cap)),
-                       (batch, lambda: batch.publish(storage.MessageColumns([b"x"], [(1,)]), {1: cap}))):
+                       (batch, lambda: batch.append(storage.MessageColumns([b"x"], [(1,)]), {1: cap}))):
         end = s.end_position
         with pytest.raises(storage.QueueCapReached):
             publish()
@@ -473,11 +474,23 @@ def test_publish_one_writes_what_publish_writes(tmp_path: Path) -> None:
         s.close()
 
 
-def test_publish_one_waits_for_the_fsync_in_fsync_always(tmp_path: Path) -> None:
-    s = Store.open(tmp_path / "s", StoreOptions(fsync=FsyncMode.ALWAYS))
-    s.create_queue(1)
-    _, _, durable = s.publish_one(b"x", 1)
-    assert durable is not None
-    durable.result(timeout=10)
-    assert s._flusher.synced >= s.end_position
-    s.close()
+def test_when_durable_calls_back_on_the_loop_after_the_fsync_in_fsync_always_only(tmp_path: Path) -> None:
+    always = Store.open(tmp_path / "always", StoreOptions(fsync=FsyncMode.ALWAYS))
+    interval = Store.open(tmp_path / "interval", StoreOptions(fsync=FsyncMode.INTERVAL))
+
+    async def publish(s: Store) -> tuple[bool, list[BaseException | None]]:
+        s.create_queue(1)
+        s.publish_one(b"x", 1)
+        called: list[BaseException | None] = []
+        waits = s.when_durable(s.end_position, asyncio.get_running_loop(), called.append)
+        for _ in range(1000):
+            if called or not waits:
+                break
+            await asyncio.sleep(0.01)
+        return waits, called
+
+    assert asyncio.run(publish(always)) == (True, [None])
+    assert always._flusher.synced >= always.end_position
+    assert asyncio.run(publish(interval)) == (False, [])  # durable by the interval's fsync, not awaited
+    always.close()
+    interval.close()
