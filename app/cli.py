@@ -41,10 +41,31 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
     connection still ESTABLISHED 8 s after the timeout). Such a peer is dead: drop what it never read.
     """
     from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+    from websockets.protocol import State
 
-    from chunkmq.api.streams import FRAME_HOOK
+    from chunkmq.api.streams import FRAME_HOOK, FRAME_WRITE
 
     class WebSocketProtocol(WebSocketsSansIOProtocol):
+        def handle_connect(self, event: Any) -> None:
+            super().handle_connect(event)
+            if not self.close_sent:  # an upgrade websockets accepted: its scope is made
+                self.scope[FRAME_WRITE] = self.write_frame  # type: ignore[literal-required]
+
+        def write_frame(self, data: bytes, text: bool) -> bool:
+            """FRAME_WRITE: what `send` does with a websocket.send, done in the caller's callback,
+            without its coroutine and Starlette's (a stream's push and a publish's confirm, once per
+            message). False, and nothing written, wherever `send` would wait or refuse (not accepted
+            yet, writing paused, closing or gone): the caller then sends it that way."""
+            if (not self.handshake_complete or self.close_sent or self.disconnected or not self.writable.is_set()
+                    or self.conn.state is not State.OPEN):
+                return False
+            if text:
+                self.conn.send_text(data)
+            else:
+                self.conn.send_binary(data)
+            self.transport.write(b"".join(self.conn.data_to_send()))
+            return True
+
         def keepalive_timeout(self) -> None:
             super().keepalive_timeout()
             if not self.disconnected and self.transport.get_write_buffer_size():

@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed
 
 from chunkmq.api import streams
 from chunkmq.cli import uvicorn_options
-from chunkmq.client._batch import encode
+from chunkmq.client._batch import decode, encode
 from chunkmq.client.models import OutgoingMessage
 from chunkmq.config import Settings
 from chunkmq.main import App, create_app
@@ -385,5 +385,59 @@ def test_consume_stream_control_frames_are_applied_by_the_protocol(
             # the close frame went to the reader that waited for it: the stream closed, requeueing
             pulled = await exchange(hot, raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull", b"", {})))
             assert b'"delivery_count":3' in pulled[0]  # offset 1, requeued at the close (offsets read as 0)
+
+    asyncio.run(main())
+
+
+def test_a_delivery_to_a_waiting_consumer_and_a_confirm_are_written_by_the_protocol(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frames a publish-stream frame causes, the delivery to a consume stream that waits and the
+    confirm, are written by the protocol (FRAME_WRITE) in the frame's callback, not through the ASGI
+    send: the same frames, the delivery first. A frame the protocol cannot write at once (writing
+    paused) goes through the ASGI send, after what is already on its way."""
+    sent: list[bytes] = []  # frames that went through the ASGI send
+    send_frame = streams.send_frame
+
+    async def counted(websocket: Any, frame: bytes, text: bool) -> None:
+        sent.append(frame)
+        await send_frame(websocket, frame, text)
+
+    monkeypatch.setattr(streams, "send_frame", counted)
+    writers: list[Any] = []
+    hook = streams._ConsumeStream._hook
+
+    def seen(stream: Any, data: bytes, text: bool) -> bool:
+        writers.append(stream.ws.scope[streams.FRAME_WRITE])
+        return hook(stream, data, text)
+
+    monkeypatch.setattr(streams._ConsumeStream, "_hook", seen)
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            base = f"ws://127.0.0.1:{hot}/api/v1"
+            async with (connect(f"{base}/queues/q/groups/g/stream?consumer=c1&format=binary", compression=None)
+                        as consumer,
+                        connect(f"{base}/exchanges/amq.default/stream?format=binary", compression=None) as producer):
+                await consumer.send(b'{"type": "credit", "n": 10}')
+                await asyncio.sleep(0.2)  # the consume stream takes its credit and waits for messages
+                await consumer.send(b'{"type": "ping"}')  # by the hook: the reader waits for frames by now
+                assert orjson.loads(await asyncio.wait_for(consumer.recv(), 5)) == {"type": "pong"}
+                for seq in (1, 2, 3):
+                    await producer.send(encode([OutgoingMessage(f"m{seq}", routing_key="q")]))
+                    confirm = orjson.loads(await asyncio.wait_for(producer.recv(), 5))
+                    assert (confirm["seq"], confirm["results"][0]["routed"][0]["offset"]) == (seq, seq - 1)
+                    [message] = decode(await asyncio.wait_for(consumer.recv(), 5), "q")
+                    assert (message.offset, message.body) == (seq - 1, f"m{seq}")
+                assert sent == []
+                protocol = writers[0].__self__
+                protocol.pause_writing()  # as the transport does when its buffer is full
+                await producer.send(encode([OutgoingMessage("m4", routing_key="q")]))
+                await asyncio.sleep(0.1)
+                assert len(sent) == 1  # the delivery waits in the ASGI send, the publish is not held up
+                protocol.resume_writing()
+                [message] = decode(await asyncio.wait_for(consumer.recv(), 5), "q")
+                assert (message.offset, message.body) == (3, "m4")
+                assert orjson.loads(await asyncio.wait_for(producer.recv(), 5))["seq"] == 4
 
     asyncio.run(main())

@@ -80,6 +80,9 @@ _PONG = b'{"type":"pong"}'
 # protocol (app/cli.py) with each whole frame from the client while nothing is queued ahead of it; True
 # when the stream handled the frame there, False to have it queued for `receive` as usual.
 FRAME_HOOK = "chunkmq.frame_hook"
+# The scope key of the protocol's frame writer: `write(data, text) -> bool` writes a frame at once, in
+# the caller's callback, or returns False (not accepted yet, writing paused, closing): then `send` it.
+FRAME_WRITE = "chunkmq.frame_write"
 _CLOSE = b""  # marker: the client asked to close
 _OVER = object()  # marker: the stream is over (a frame of JSON null is a frame, not the end)
 
@@ -289,6 +292,8 @@ class _ConsumeStream:
     def _send_now(self, data: bytes, batch: bool = False) -> None:
         """`_send` from a callback: written at once unless the socket is paused (app/api/eager.py),
         else by a task; frames sent after it wait for it (`sending`), so they keep their order."""
+        if not self.sending.locked() and _write_now(self.ws, data, self.binary and not batch):
+            return  # nothing on its way ahead of it: no frame to keep the order of
         try:
             finished, rest = eager.start(self._send(data, batch))
         except _Gone:
@@ -496,8 +501,11 @@ class _PublishStream:
         if isinstance(answer, asyncio.Future):
             self.answers.put_nowait((seq, answer))
             return True
+        confirm = _answer_frame(seq, answer)
+        if _write_now(self.ws, confirm, self.binary):
+            return True
         try:  # written at once unless the socket is paused (app/api/eager.py)
-            finished, rest = eager.start(send_frame(self.ws, _answer_frame(seq, answer), self.binary))
+            finished, rest = eager.start(send_frame(self.ws, confirm, self.binary))
         except Exception:
             return True  # the peer is gone: the reader sees the disconnect
         if not finished:
@@ -550,6 +558,12 @@ class _PublishStream:
                 except Exception as exc:
                     answer = api_error(exc)  # logged there when it is a server error
             await send_frame(self.ws, _answer_frame(seq, answer), self.binary)
+
+
+def _write_now(websocket: WebSocket, frame: bytes, text: bool) -> bool:
+    """The frame written at once by the server's protocol (FRAME_WRITE); False when it was not."""
+    write = websocket.scope.get(FRAME_WRITE)
+    return write is not None and bool(write(frame, text))
 
 
 def _answer_frame(seq: Any, answer: PublishOutcome | BrokerError | bytes) -> bytes:

@@ -13,7 +13,7 @@ from chunkmq.broker.binary_page import render_page
 from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from chunkmq.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
 from chunkmq.broker.group import Group, monotonic_ms
-from chunkmq.broker.message import render_all, render_binary
+from chunkmq.broker.message import render_all, render_binary, render_one
 from chunkmq.broker.names import check_name
 from chunkmq.broker.queue import Queue
 from chunkmq.broker.wake import Wake
@@ -171,6 +171,10 @@ class Consuming(BrokerBase):
             self.stats.delivered.add(len(taken))
             queue.delivered += len(taken)
         if binary:  # one binary batch for all of them (render_binary), or nothing
+            if len(taken) == 1:  # a stream's usual delivery at low rates: one message, one row
+                (offset, position, ts, _, tag, data), count = taken[0]
+                if (one := render_one(offset, position, ts, tag, data, count)) is not None:
+                    return [one]
             return [render_binary([(offset, position, ts, tag, data, count)
                                    for (offset, position, ts, _, tag, data), count in taken])] if taken else []
         qj = queue.name_json
