@@ -145,6 +145,18 @@ def test_the_websocket_protocol_s_send_the_frame_writer_does_in_its_stead() -> N
     assert _parameters(base.handle_connect) == ["self", "event"]
 
 
+def test_the_websocket_protocol_s_data_received_the_subclass_goes_around() -> None:
+    """The subclass hands a chunk that is one whole data frame to the stream's hook itself (as
+    send_receive_event_to_app would after websockets parsed it), else calls this method: which gives
+    every byte to websockets and dispatches its events; handle_connect marks the handshake begun."""
+    base = WebSocketsSansIOProtocol
+    assert _parameters(base.data_received) == ["self", "data"]
+    source = inspect.getsource(base.data_received)
+    assert "self.conn.receive_data(data)" in source and "self.handle_events()" in source
+    assert _assigns(base, "handle_connect", "handshake_initiated")
+    assert "max_size=self.config.ws_max_size" in inspect.getsource(base.__init__)
+
+
 def test_the_subclasses_build_on_these_classes() -> None:
     assert issubclass(_http_protocol(10.0), httptools_impl.HttpToolsProtocol)
     assert issubclass(_websocket_protocol(), WebSocketsSansIOProtocol)
