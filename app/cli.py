@@ -66,9 +66,11 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
                 self.boundary = 0  # the request's end: what comes next is a frame
 
         def _hooked(self, data: bytes) -> bool:
-            hook = self.scope.get(FRAME_HOOK) if self.handshake_complete else None
-            if (hook is None or self.frames or self.close_sent or not self.queue.empty()
-                    or self.conn.state is not State.OPEN or len(data) < 6):
+            if not self.handshake_complete or self.close_sent:  # (a refused upgrade has no scope)
+                return False
+            hook = self.scope.get(FRAME_HOOK)
+            if (hook is None or self.frames or not self.queue.empty() or self.conn.state is not State.OPEN
+                    or len(data) < 6):
                 return False
             head, size = data[0], data[1]
             # FIN, no RSV bit (no extension in use), text or binary; masked, as a client's must be

@@ -541,3 +541,18 @@ def test_next_frame_finds_where_the_next_frame_starts() -> None:
     assert _next_frame(b"z" * 5 + short, 5) == 0
     assert _next_frame(short + long[:3], 0) is None  # a header cut: lost
     assert _next_frame(short + long[:1], 0) is None
+
+
+def test_an_upgrade_websockets_refuses_is_answered_and_bytes_after_it_change_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            reader, writer = await asyncio.open_connection("127.0.0.1", hot)
+            writer.write(f"GET /api/v1/exchanges/amq.default/stream HTTP/1.1\r\nhost: 127.0.0.1:{hot}\r\n"
+                         "upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-version: 13\r\n\r\n".encode())
+            await asyncio.sleep(0.05)  # no key: refused
+            writer.write(bytes([0x82, 0x80]) + b"kkkk")  # a frame, as if it were open
+            answer = await asyncio.wait_for(reader.read(65536), 5)
+            assert answer.startswith(b"HTTP/1.1 400")
+            writer.close()
+
+    asyncio.run(main())
