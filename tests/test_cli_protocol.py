@@ -31,6 +31,7 @@ from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
 from chunkmq.api import streams
+from chunkmq.broker.broker import Broker
 from chunkmq.cli import _next_frame, uvicorn_options
 from chunkmq.client._batch import decode, encode
 from chunkmq.client.models import OutgoingMessage
@@ -399,7 +400,8 @@ def test_a_delivery_to_a_waiting_consumer_and_a_confirm_are_written_by_the_proto
     """The frames a publish-stream frame causes, the delivery to a consume stream that waits and the
     confirm, are written by the protocol (FRAME_WRITE) in the frame's callback, not through the ASGI
     send: the same frames, the delivery first. A frame the protocol cannot write at once (writing
-    paused) goes through the ASGI send, after what is already on its way."""
+    paused) goes through the ASGI send, after what is already on its way. The stream's sender, parked
+    while the push delivers, is not woken to look again."""
     sent: list[bytes] = []  # frames that went through the ASGI send
     send_frame = streams.send_frame
 
@@ -416,6 +418,14 @@ def test_a_delivery_to_a_waiting_consumer_and_a_confirm_are_written_by_the_proto
         return hook(stream, data, text)
 
     monkeypatch.setattr(streams._ConsumeStream, "_hook", seen)
+    looks: list[int] = []  # deliveries tried, by the push or by the stream's sender
+    deliver = Broker.deliver
+
+    def counted_deliver(self: Broker, *args: Any, **kwargs: Any) -> list[bytes]:
+        looks.append(1)
+        return deliver(self, *args, **kwargs)
+
+    monkeypatch.setattr(Broker, "deliver", counted_deliver)
 
     async def main() -> None:
         async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
@@ -428,13 +438,16 @@ def test_a_delivery_to_a_waiting_consumer_and_a_confirm_are_written_by_the_proto
                 await asyncio.sleep(0.2)  # the consume stream takes its credit and waits for messages
                 await consumer.send(b'{"type": "ping"}')  # by the hook: the reader waits for frames by now
                 assert orjson.loads(await asyncio.wait_for(consumer.recv(), 5)) == {"type": "pong"}
+                looked = len(looks)
                 for seq in (1, 2, 3):
                     await producer.send(encode([OutgoingMessage(f"m{seq}", routing_key="q")]))
                     confirm = orjson.loads(await asyncio.wait_for(producer.recv(), 5))
                     assert (confirm["seq"], confirm["results"][0]["routed"][0]["offset"]) == (seq, seq - 1)
                     [message] = decode(await asyncio.wait_for(consumer.recv(), 5), "q")
                     assert (message.offset, message.body) == (seq - 1, f"m{seq}")
+                    await asyncio.sleep(0.01)  # time for the sender to look too, if it were woken
                 assert sent == []
+                assert len(looks) - looked == 3  # one each, by the push: the parked sender was not woken
                 protocol = writers[0].__self__
                 protocol.pause_writing()  # as the transport does when its buffer is full
                 await producer.send(encode([OutgoingMessage("m4", routing_key="q")]))
