@@ -41,10 +41,70 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
     connection still ESTABLISHED 8 s after the timeout). Such a peer is dead: drop what it never read.
     """
     from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+    from websockets.frames import apply_mask
+    from websockets.protocol import State
 
-    from chunkmq.api.streams import FRAME_HOOK
+    from chunkmq.api.streams import FRAME_HOOK, FRAME_WRITE
 
     class WebSocketProtocol(WebSocketsSansIOProtocol):
+        # Bytes of the stream until the next frame starts (0: `data_received` starts with one), or
+        # None where that is not known (before the handshake's end, after bytes that came with it).
+        boundary: int | None = None
+
+        def data_received(self, data: bytes) -> None:
+            """A chunk that is one whole frame of data, with nothing before it that websockets still
+            holds, goes to the stream's FRAME_HOOK as it is (unmasked) without websockets' frame
+            parser and uvicorn's events: nearly every frame of a stream, one publish or ack each.
+            Anything else, or a frame the hook leaves, is websockets' and uvicorn's as usual."""
+            at, started = self.boundary, self.handshake_initiated
+            if at == 0 and self._hooked(data):
+                return
+            super().data_received(data)
+            if at is not None:
+                self.boundary = _next_frame(data, at)
+            elif not started and self.handshake_initiated and data.endswith(b"\r\n\r\n"):
+                self.boundary = 0  # the request's end: what comes next is a frame
+
+        def _hooked(self, data: bytes) -> bool:
+            if not self.handshake_complete or self.close_sent:  # (a refused upgrade has no scope)
+                return False
+            hook = self.scope.get(FRAME_HOOK)
+            if (hook is None or self.frames or not self.queue.empty() or self.conn.state is not State.OPEN
+                    or len(data) < 6):
+                return False
+            head, size = data[0], data[1]
+            # FIN, no RSV bit (no extension in use), text or binary; masked, as a client's must be
+            if head not in (0x81, 0x82) or not size & 0x80:
+                return False
+            size &= 0x7F
+            start = 2 if size < 126 else 4 if size == 126 else 10
+            if start > 2:
+                size = int.from_bytes(data[2:start], "big")
+            max_size = self.config.ws_max_size
+            if len(data) != start + 4 + size or (max_size is not None and size > max_size):
+                return False
+            return bool(hook(apply_mask(data[start + 4:], data[start:start + 4]), head == 0x81))
+
+        def handle_connect(self, event: Any) -> None:
+            super().handle_connect(event)
+            if not self.close_sent:  # an upgrade websockets accepted: its scope is made
+                self.scope[FRAME_WRITE] = self.write_frame  # type: ignore[literal-required]
+
+        def write_frame(self, data: bytes, text: bool) -> bool:
+            """FRAME_WRITE: what `send` does with a websocket.send, done in the caller's callback,
+            without its coroutine and Starlette's (a stream's push and a publish's confirm, once per
+            message). False, and nothing written, wherever `send` would wait or refuse (not accepted
+            yet, writing paused, closing or gone): the caller then sends it that way."""
+            if (not self.handshake_complete or self.close_sent or self.disconnected or not self.writable.is_set()
+                    or self.conn.state is not State.OPEN):
+                return False
+            if text:
+                self.conn.send_text(data)
+            else:
+                self.conn.send_binary(data)
+            self.transport.write(b"".join(self.conn.data_to_send()))
+            return True
+
         def keepalive_timeout(self) -> None:
             super().keepalive_timeout()
             if not self.disconnected and self.transport.get_write_buffer_size():
@@ -63,6 +123,24 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
             super().send_receive_event_to_app()
 
     return WebSocketProtocol
+
+
+def _next_frame(data: bytes, at: int) -> int | None:
+    """Where the next WebSocket frame starts after `data`, counted from the chunk after it, given
+    that one starts `at` bytes into `data` (or `at - len(data)` bytes after it); None when a frame
+    header is cut by the chunk's end."""
+    end = len(data)
+    while at < end:
+        if end - at < 2:
+            return None
+        size, start = data[at + 1] & 0x7F, 2
+        if size >= 126:
+            start = 4 if size == 126 else 10
+            if end - at < start:
+                return None
+            size = int.from_bytes(data[at + 2:at + start], "big")
+        at += start + (4 if data[at + 1] & 0x80 else 0) + size
+    return at - end
 
 
 def _websocket_protocol_on_upgrade() -> Callable[..., asyncio.Protocol]:

@@ -23,11 +23,17 @@ import pytest
 import uvicorn
 from starlette.types import Receive, Scope, Send
 from websockets.asyncio.client import connect
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+from websockets.server import ServerProtocol
+from websockets.uri import parse_uri
 
 from chunkmq.api import streams
-from chunkmq.cli import uvicorn_options
-from chunkmq.client._batch import encode
+from chunkmq.broker.broker import Broker
+from chunkmq.cli import _next_frame, uvicorn_options
+from chunkmq.client._batch import decode, encode
 from chunkmq.client.models import OutgoingMessage
 from chunkmq.config import Settings
 from chunkmq.main import App, create_app
@@ -385,5 +391,181 @@ def test_consume_stream_control_frames_are_applied_by_the_protocol(
             # the close frame went to the reader that waited for it: the stream closed, requeueing
             pulled = await exchange(hot, raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull", b"", {})))
             assert b'"delivery_count":3' in pulled[0]  # offset 1, requeued at the close (offsets read as 0)
+
+    asyncio.run(main())
+
+
+def test_a_delivery_to_a_waiting_consumer_and_a_confirm_are_written_by_the_protocol(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frames a publish-stream frame causes, the delivery to a consume stream that waits and the
+    confirm, are written by the protocol (FRAME_WRITE) in the frame's callback, not through the ASGI
+    send: the same frames, the delivery first. A frame the protocol cannot write at once (writing
+    paused) goes through the ASGI send, after what is already on its way. The stream's sender, parked
+    while the push delivers, is not woken to look again."""
+    sent: list[bytes] = []  # frames that went through the ASGI send
+    send_frame = streams.send_frame
+
+    async def counted(websocket: Any, frame: bytes, text: bool) -> None:
+        sent.append(frame)
+        await send_frame(websocket, frame, text)
+
+    monkeypatch.setattr(streams, "send_frame", counted)
+    writers: list[Any] = []
+    hook = streams._ConsumeStream._hook
+
+    def seen(stream: Any, data: bytes, text: bool) -> bool:
+        writers.append(stream.ws.scope[streams.FRAME_WRITE])
+        return hook(stream, data, text)
+
+    monkeypatch.setattr(streams._ConsumeStream, "_hook", seen)
+    looks: list[int] = []  # deliveries tried, by the push or by the stream's sender
+    deliver = Broker.deliver
+
+    def counted_deliver(self: Broker, *args: Any, **kwargs: Any) -> list[bytes]:
+        looks.append(1)
+        return deliver(self, *args, **kwargs)
+
+    monkeypatch.setattr(Broker, "deliver", counted_deliver)
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            base = f"ws://127.0.0.1:{hot}/api/v1"
+            async with (connect(f"{base}/queues/q/groups/g/stream?consumer=c1&format=binary", compression=None)
+                        as consumer,
+                        connect(f"{base}/exchanges/amq.default/stream?format=binary", compression=None) as producer):
+                await consumer.send(b'{"type": "credit", "n": 10}')
+                await asyncio.sleep(0.2)  # the consume stream takes its credit and waits for messages
+                await consumer.send(b'{"type": "ping"}')  # by the hook: the reader waits for frames by now
+                assert orjson.loads(await asyncio.wait_for(consumer.recv(), 5)) == {"type": "pong"}
+                looked = len(looks)
+                for seq in (1, 2, 3):
+                    await producer.send(encode([OutgoingMessage(f"m{seq}", routing_key="q")]))
+                    confirm = orjson.loads(await asyncio.wait_for(producer.recv(), 5))
+                    assert (confirm["seq"], confirm["results"][0]["routed"][0]["offset"]) == (seq, seq - 1)
+                    [message] = decode(await asyncio.wait_for(consumer.recv(), 5), "q")
+                    assert (message.offset, message.body) == (seq - 1, f"m{seq}")
+                    await asyncio.sleep(0.01)  # time for the sender to look too, if it were woken
+                assert sent == []
+                assert len(looks) - looked == 3  # one each, by the push: the parked sender was not woken
+                protocol = writers[0].__self__
+                protocol.pause_writing()  # as the transport does when its buffer is full
+                await producer.send(encode([OutgoingMessage("m4", routing_key="q")]))
+                await asyncio.sleep(0.1)
+                assert len(sent) == 1  # the delivery waits in the ASGI send, the publish is not held up
+                protocol.resume_writing()
+                [message] = decode(await asyncio.wait_for(consumer.recv(), 5), "q")
+                assert (message.offset, message.body) == (3, "m4")
+                assert orjson.loads(await asyncio.wait_for(producer.recv(), 5))["seq"] == 4
+
+    asyncio.run(main())
+
+
+def test_a_chunk_that_is_one_whole_frame_goes_to_the_hook_without_websockets_parser(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The protocol hands a chunk that is exactly one whole data frame to the stream's FRAME_HOOK
+    itself; frames cut across chunks, several in one chunk, fragmented messages and pings go
+    through websockets as before, and the protocol keeps finding where the next frame starts."""
+    parsed: list[int] = []  # chunks websockets' parser was given
+    receive_data = ServerProtocol.receive_data
+
+    def counted(self: ServerProtocol, data: bytes) -> None:
+        parsed.append(len(data))
+        receive_data(self, data)
+
+    monkeypatch.setattr(ServerProtocol, "receive_data", counted)
+
+    def publish(seq: int, body: str) -> bytes:
+        return orjson.dumps({"type": "publish", "seq": seq, "messages": [{"body": body, "routing_key": "q"}]})
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            client = ClientProtocol(parse_uri(f"ws://127.0.0.1:{hot}/api/v1/exchanges/amq.default/stream"))
+            reader, writer = await asyncio.open_connection("127.0.0.1", hot)
+            client.send_request(client.connect())
+            writer.write(b"".join(client.data_to_send()))
+            events: list[Any] = []
+
+            async def frames(n: int) -> list[Any]:
+                while len(events) < n:
+                    client.receive_data(await asyncio.wait_for(reader.read(65536), 5))
+                    events.extend(e for e in client.events_received() if isinstance(e, Frame))
+                got = [orjson.loads(e.data) for e in events[:n]]
+                del events[:n]
+                return got
+
+            def wire(*texts: bytes) -> bytes:
+                for text in texts:
+                    client.send_text(text)
+                return b"".join(client.data_to_send())
+
+            while client.state is not State.OPEN:
+                client.receive_data(await asyncio.wait_for(reader.read(65536), 5))
+            client.events_received()
+            await asyncio.sleep(0.1)  # the stream's reader waits for frames: its hook is in place
+            before = len(parsed)
+            for seq in range(5):  # one whole frame per chunk: none of them parsed by websockets
+                writer.write(wire(publish(seq, f"m{seq}")))
+                assert [a["seq"] for a in await frames(1)] == [seq]
+            assert len(parsed) == before
+            cut = wire(publish(5, "m5" * 100))  # a 16-bit length
+            for part in (cut[:20], cut[20:50], cut[50:]):  # cut within its payload
+                writer.write(part)
+                await asyncio.sleep(0.02)
+            writer.write(wire(publish(6, "m6"), publish(7, "m7")))  # two in one chunk
+            client.send_frame(Frame(Opcode.TEXT, publish(8, "m8")[:10], fin=False))  # a fragmented message
+            client.send_frame(Frame(Opcode.CONT, publish(8, "m8")[10:]))
+            writer.write(b"".join(client.data_to_send()))
+            assert [a["seq"] for a in await frames(4)] == [5, 6, 7, 8]
+            client.send_ping(b"p")
+            writer.write(b"".join(client.data_to_send()))
+            await asyncio.sleep(0.1)
+            client.receive_data(await asyncio.wait_for(reader.read(65536), 5))
+            assert any(e.opcode is Opcode.PONG for e in client.events_received())
+            parsed_so_far = len(parsed)
+            for seq in range(9, 12):  # whole frames again: the protocol still knows where they start
+                writer.write(wire(publish(seq, f"m{seq}")))
+                assert [a["seq"] for a in await frames(1)] == [seq]
+            assert len(parsed) == parsed_so_far
+            cut = wire(publish(12, "m12"))
+            writer.write(cut[:1])  # a header cut: where frames start is lost, websockets parses the rest
+            await asyncio.sleep(0.02)
+            writer.write(cut[1:])
+            for seq in range(13, 15):
+                writer.write(wire(publish(seq, f"m{seq}")))
+            assert [a["seq"] for a in await frames(3)] == [12, 13, 14]
+            writer.close()
+            pulled = await exchange(hot, raw(hot, ("POST", "/api/v1/queues/q/groups/g/pull",
+                                                   b'{"max_messages": 100}', {})))
+            bodies = re.findall(rb'"body":"([^"]*)"', pulled[0])
+            assert bodies == [f"m{i}".encode() if i != 5 else b"m5" * 100 for i in range(15)]
+
+    asyncio.run(main())
+
+
+def test_next_frame_finds_where_the_next_frame_starts() -> None:
+    short, masked, long = bytes([0x82, 3]) + b"abc", bytes([0x81, 0x82]) + b"kkkk" + b"xy", \
+        bytes([0x82, 126, 1, 0]) + b"z" * 256
+    assert _next_frame(short + masked, 0) == 0
+    assert _next_frame(short + masked[:4], 0) == 4  # the rest of its mask and payload first
+    assert _next_frame(long[:100], 0) == len(long) - 100
+    assert _next_frame(b"z" * 10, 50) == 40  # still within a frame
+    assert _next_frame(b"z" * 5 + short, 5) == 0
+    assert _next_frame(short + long[:3], 0) is None  # a header cut: lost
+    assert _next_frame(short + long[:1], 0) is None
+
+
+def test_an_upgrade_websockets_refuses_is_answered_and_bytes_after_it_change_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, _):
+            reader, writer = await asyncio.open_connection("127.0.0.1", hot)
+            writer.write(f"GET /api/v1/exchanges/amq.default/stream HTTP/1.1\r\nhost: 127.0.0.1:{hot}\r\n"
+                         "upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-version: 13\r\n\r\n".encode())
+            await asyncio.sleep(0.05)  # no key: refused
+            writer.write(bytes([0x82, 0x80]) + b"kkkk")  # a frame, as if it were open
+            answer = await asyncio.wait_for(reader.read(65536), 5)
+            assert answer.startswith(b"HTTP/1.1 400")
+            writer.close()
 
     asyncio.run(main())

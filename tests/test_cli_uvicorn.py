@@ -130,6 +130,33 @@ def test_the_websocket_protocol_s_frame_delivery_the_subclass_takes_over() -> No
     assert "self.frames = []" in source and 'self.queue.put_nowait({"type": "websocket.receive"' in source
 
 
+def test_the_websocket_protocol_s_send_the_frame_writer_does_in_its_stead() -> None:
+    """The subclass's write_frame (FRAME_WRITE) does what `send` does with a websocket.send, under
+    the conditions where `send` neither waits nor refuses: accepted, writable, not closing."""
+    base = WebSocketsSansIOProtocol
+    assert _assigns(base, "__init__", "conn", "writable", "handshake_complete", "close_sent", "disconnected")
+    send = inspect.getsource(base.send)
+    assert send.index("await self.writable.wait()") < send.index("if self.disconnected:")
+    assert "self.handshake_complete = True" in send
+    assert "elif not self.close_sent and self.initial_response is None" in send
+    assert "self.conn.send_binary(bytes_data)" in send and "self.conn.send_text(text_data.encode())" in send
+    assert 'output = self.conn.data_to_send()\n                    self.transport.write(b"".join(output))' in send
+    assert "except InvalidState:" in send  # what the state check (not OPEN) stands in for
+    assert _parameters(base.handle_connect) == ["self", "event"]
+
+
+def test_the_websocket_protocol_s_data_received_the_subclass_goes_around() -> None:
+    """The subclass hands a chunk that is one whole data frame to the stream's hook itself (as
+    send_receive_event_to_app would after websockets parsed it), else calls this method: which gives
+    every byte to websockets and dispatches its events; handle_connect marks the handshake begun."""
+    base = WebSocketsSansIOProtocol
+    assert _parameters(base.data_received) == ["self", "data"]
+    source = inspect.getsource(base.data_received)
+    assert "self.conn.receive_data(data)" in source and "self.handle_events()" in source
+    assert _assigns(base, "handle_connect", "handshake_initiated")
+    assert "max_size=self.config.ws_max_size" in inspect.getsource(base.__init__)
+
+
 def test_the_subclasses_build_on_these_classes() -> None:
     assert issubclass(_http_protocol(10.0), httptools_impl.HttpToolsProtocol)
     assert issubclass(_websocket_protocol(), WebSocketsSansIOProtocol)

@@ -80,6 +80,9 @@ _PONG = b'{"type":"pong"}'
 # protocol (app/cli.py) with each whole frame from the client while nothing is queued ahead of it; True
 # when the stream handled the frame there, False to have it queued for `receive` as usual.
 FRAME_HOOK = "chunkmq.frame_hook"
+# The scope key of the protocol's frame writer: `write(data, text) -> bool` writes a frame at once, in
+# the caller's callback, or returns False (not accepted yet, writing paused, closing): then `send` it.
+FRAME_WRITE = "chunkmq.frame_write"
 _CLOSE = b""  # marker: the client asked to close
 _OVER = object()  # marker: the stream is over (a frame of JSON null is a frame, not the end)
 
@@ -189,6 +192,7 @@ class _ConsumeStream:
         self.sending = asyncio.Lock()  # error and pong frames from the reader vs. the sender's frames
         self.requeue = False
         self.parked = False  # the sender waits for a publish: `_push` may deliver in its stead
+        self.wakeup = asyncio.Event()  # set by `_push` for what it leaves to the parked sender
         self.reader_idle = False  # the reader waits for a frame, with none in hand
         self.confirming: set[asyncio.Task[None]] = set()  # ack confirms, and pushes that wait to write
 
@@ -248,14 +252,14 @@ class _ConsumeStream:
                 raise NotFound(f"queue {queue.name!r} was deleted", code=codes.QUEUE_NOT_FOUND)
             if group.closed:
                 raise NotFound(f"group {group.name!r} on queue {queue.name!r} was deleted", code=codes.GROUP_NOT_FOUND)
-            # Take the event before looking, so a publish between the look and the wait is not missed;
-            # the sweeper notifies it too when redeliveries fall due.
-            arrived = queue.arrival()
+            # Cleared before looking: every notify after the look (a publish, due redeliveries, a
+            # deleted group) calls `_push`, which delivers or sets it again.
+            self.wakeup.clear()
             parts = deliver(queue, group, consumer, min(self.credit, MAX_FRAME_MESSAGES), binary=binary)
             if not parts:
                 self.parked = True
                 try:
-                    await arrived.wait()
+                    await self.wakeup.wait()
                 finally:
                     self.parked = False
                 continue
@@ -272,23 +276,33 @@ class _ConsumeStream:
     def _push(self) -> None:
         """Called by the queue's notify (a publish, in its own call): while the sender waits for
         messages, deliver and write them now, ahead of the publisher's confirm. Whatever is not
-        plain (no credit, a frame being written, a deleted queue or group, an error) is left to the
-        sender, which the same notify wakes."""
-        if (not self.parked or self.credit <= 0 or self.sending.locked() or self.group.closed
-                or not self.broker.is_current(self.queue)):
+        plain (no credit, a frame being written, a deleted queue or group, an error, a full frame
+        with more to come) is left to the sender, woken for it; what it delivers, or finds nothing
+        to deliver, costs the sender no wake-up and no second look. A sender that is not parked
+        looks again once it is done with what it does."""
+        if not self.parked:
+            return
+        if self.credit <= 0 or self.sending.locked() or self.group.closed or not self.broker.is_current(self.queue):
+            self.wakeup.set()
             return
         try:
             parts = self.broker.deliver(self.queue, self.group, self.consumer, min(self.credit, MAX_FRAME_MESSAGES),
                                         binary=self.binary)
         except Exception:
-            return  # the sender meets it too, and ends the stream with it
+            self.wakeup.set()  # the sender meets it too, and ends the stream with it
+            return
         if not parts:
             return
+        credit = self.credit
         self._send_now(*self._messages(parts))
+        if credit - self.credit >= MAX_FRAME_MESSAGES:
+            self.wakeup.set()
 
     def _send_now(self, data: bytes, batch: bool = False) -> None:
         """`_send` from a callback: written at once unless the socket is paused (app/api/eager.py),
         else by a task; frames sent after it wait for it (`sending`), so they keep their order."""
+        if not self.sending.locked() and _write_now(self.ws, data, self.binary and not batch):
+            return  # nothing on its way ahead of it: no frame to keep the order of
         try:
             finished, rest = eager.start(self._send(data, batch))
         except _Gone:
@@ -496,8 +510,11 @@ class _PublishStream:
         if isinstance(answer, asyncio.Future):
             self.answers.put_nowait((seq, answer))
             return True
+        confirm = _answer_frame(seq, answer)
+        if _write_now(self.ws, confirm, self.binary):
+            return True
         try:  # written at once unless the socket is paused (app/api/eager.py)
-            finished, rest = eager.start(send_frame(self.ws, _answer_frame(seq, answer), self.binary))
+            finished, rest = eager.start(send_frame(self.ws, confirm, self.binary))
         except Exception:
             return True  # the peer is gone: the reader sees the disconnect
         if not finished:
@@ -550,6 +567,12 @@ class _PublishStream:
                 except Exception as exc:
                     answer = api_error(exc)  # logged there when it is a server error
             await send_frame(self.ws, _answer_frame(seq, answer), self.binary)
+
+
+def _write_now(websocket: WebSocket, frame: bytes, text: bool) -> bool:
+    """The frame written at once by the server's protocol (FRAME_WRITE); False when it was not."""
+    write = websocket.scope.get(FRAME_WRITE)
+    return write is not None and bool(write(frame, text))
 
 
 def _answer_frame(seq: Any, answer: PublishOutcome | BrokerError | bytes) -> bytes:

@@ -253,13 +253,16 @@ class Group:
         """`deliver` as columns (Store.read_columns), for a pull of at least COLUMNS_FROM messages
         that are all first deliveries: no tag filter and no redelivery due. None when that does not
         hold or nothing is there; the caller then takes `deliver`, which also gives what it would."""
+        end = store.next_offset(self.queue_id)
+        if min(max_messages, end - self.next_offset) < COLUMNS_FROM:  # catch_up only makes it fewer
+            return None
         ready = self._ready
         while ready and ready[0][1] not in self.pending:  # acked while pending: a stale entry
             heapq.heappop(ready)
         if self._tag_hashes is not None or (ready and ready[0][0] <= now):
             return None
         self.catch_up(store)
-        if min(max_messages, store.next_offset(self.queue_id) - self.next_offset) < COLUMNS_FROM:
+        if min(max_messages, end - self.next_offset) < COLUMNS_FROM:
             return None
         page = store.read_columns(self.queue_id, self.next_offset, max_messages)
         if not len(page):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -97,25 +96,15 @@ class Queue:
     delivered: int = 0  # deliveries to any group, redeliveries included (the history's deliver rate)
     name_json: bytes = b""
     groups: dict[str, Any] = field(default_factory=dict)  # name -> chunkmq.broker.group.Group
-    # Set by every publish into the queue; waiting pulls and streams wait on it (`arrival`).
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
     # Called by `notify`, in the notifier's call: consumers that deliver at once (`push_to`).
     pushers: tuple[Callable[[], None], ...] = ()
 
     def __post_init__(self) -> None:
         self.name_json = b'"%b"' % self.name.encode()  # names are [A-Za-z0-9._:-]: nothing to escape
 
-    def arrival(self) -> asyncio.Event:
-        """The event the next publish sets: taken before looking for messages, so a publish between
-        the look and the wait is not missed. Re-armed here, by a waiter, rather than by every publish
-        (an Event per single-message publish, with nobody waiting, was a cost of its own)."""
-        if self.arrived.is_set():
-            self.arrived = asyncio.Event()
-        return self.arrived
-
     def notify(self) -> None:
-        """Wake everyone waiting for messages, and let the pushers deliver now."""
-        self.arrived.set()
+        """Something may be deliverable (a publish, due redeliveries, a seek, a deleted group):
+        every consumer waiting for messages is told through its pusher, now."""
         if self.pushers:
             _push(self.pushers)
 

@@ -70,7 +70,23 @@ def encode_if_plain(messages: Iterable[str | bytes | OutgoingMessage], routing_k
 
 def decode(batch: bytes, queue: str) -> list[Message]:
     """The messages of a binary pull answer."""
+    if batch[:4] == _ONE:  # a stream's usual frame at low rates: one message, built without the columns
+        return [_decode_one(wire.decode_delivered(batch), queue)]
     return decode_batch(batch, queue).messages()
+
+
+_ONE = COUNT.pack(1)
+
+
+def _decode_one(d: wire.Delivered, queue: str) -> Message:
+    """The one message of a batch of one: what decode_batch(...).messages() gives, field by field."""
+    body = d.bodies
+    return Message(
+        queue, d.offsets[0], f"{int.from_bytes(d.ids, 'little'):016x}", d.timestamps[0],
+        d.routing_keys[0].decode() if d.routing_keys else "", d.exchanges[0].decode() if d.exchanges else "",
+        orjson.loads(d.headers[0]) if d.headers and d.headers[0] else {},
+        (d.tags[0].decode() or None) if d.tags else None,
+        body if d.flags[0] & BINARY else body.decode(), d.delivery_counts[0])
 
 
 def decode_batch(batch: bytes, queue: str) -> PulledBatch:

@@ -4,6 +4,7 @@ nack, seek, dead-lettering past max_deliveries, the floors written behind and th
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -206,5 +207,28 @@ def test_retention_comes_back_to_a_queue_when_its_oldest_message_reaches_its_age
         assert enforced == ["old"] and broker.store.first_offset(broker.queue("old").id) == 3
         assert broker.queue("old").id not in broker.aging_at  # empty now: nothing to age out
         assert list(broker.aging_at) == [broker.queue("other").id]  # the default age limit: 7 days
+
+    with_broker(tmp_path, work)
+
+
+def test_a_long_poll_leaves_no_garbage_for_the_collector(tmp_path: Path) -> None:
+    """A pull that waits, ended by a publish or by its timeout, leaves no reference cycle behind:
+    thousands of long polls a second would otherwise make the collector stop the server for tens of
+    milliseconds every few seconds (the tail of every latency)."""
+    async def work(broker: Broker) -> None:
+        await _queue(broker, "q", 0)
+        assert await _pull(broker, "q", "g") == []  # the group, made
+        gc.collect()
+        gc.disable()
+        try:
+            for i in range(20):
+                waiting = asyncio.create_task(_pull(broker, "q", "g", wait_ms=10_000))
+                await asyncio.sleep(0)  # it waits
+                await broker.publish("", [{"body": f"m{i}", "routing_key": "q"}], queue_name="q")
+                assert [m["body"] for m in await waiting] == [f"m{i}"]
+            assert await _pull(broker, "q", "g", wait_ms=1) == []  # ended by its timeout
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
 
     with_broker(tmp_path, work)

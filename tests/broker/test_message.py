@@ -25,6 +25,7 @@ from chunkmq.broker.message import (
     plain_message,
     render,
     render_binary,
+    render_one,
     render_results,
 )
 from chunkmq.client import _batch
@@ -323,3 +324,21 @@ def test_render_binary_cuts_plain_blobs_of_one_shape(key: bytes) -> None:
     batch = parse_binary_batch(binary_body((key, b"one", 0), (key, b'two "quoted"', 0)), "", 100)
     messages = _batch.decode(render_binary([(i, i, 1, b"", blob, 1) for i, blob in enumerate(batch.blobs)]), "q")
     assert [(m.routing_key, m.body) for m in messages] == [(key.decode(), "one"), (key.decode(), 'two "quoted"')]
+
+
+def test_render_one_packs_what_render_binary_renders_for_one_message() -> None:
+    """The one-row batch of a stream's single delivery, byte for byte render_binary's; None (the
+    generic path's turn) for a blob it does not cut: headers, an exchange, escapes, binary, a long key."""
+    plain = [parse_binary_batch(binary_body((key, body, 0)), "", 100).blobs[0]
+             for key in (b"", b"orders.eu", "ké".encode()) for body in (b"one", "ünï".encode(), b"")]
+    for i, blob in enumerate(plain):
+        row = (i, 0x2A + i, 1000 + i, b"t" if i % 2 else b"", blob, 1 + i)
+        assert render_one(*row) == render_binary([row])
+    others = [parse_binary_batch(binary_body((b"k", b'say "hi"', 0)), "", 100).blobs[0],
+              parse_binary_batch(binary_body((b"k", b"\0\1", FLAG_BINARY)), "", 100).blobs[0],
+              parse_binary_batch(binary_body((("é" * 200).encode(), b"x", 0)), "", 1000).blobs[0],
+              _parse_any({"body": "x", "headers": {"a": "b"}}, "", 0, LIMITS).data,
+              _parse_any({"body": "x", "routing_key": "r"}, "ex", 0, LIMITS).data]
+    for blob in others:
+        assert render_one(1, 2, 3, b"", blob, 1) is None
+        assert _batch.decode(render_binary([(1, 2, 3, b"", blob, 1)]), "q")  # the generic path renders it

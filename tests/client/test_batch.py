@@ -89,3 +89,27 @@ def test_published_reads_the_binary_answer_lazily(tmp_path: Path) -> None:
     assert [[(p.queue, p.offset) for p in r.routed] for r in published.results] == [
         [("a", 0), ("b", 0)], [("a", 1), ("b", 1)]]
     assert not any(r.duplicate for r in published.results)
+
+
+def test_a_batch_of_one_decodes_as_the_columns_do(tmp_path: Path) -> None:
+    """decode builds the one message of a batch of one (a stream's frame at low rates) without the
+    columns: the same Message as decode_batch's, whatever the message holds."""
+    async def scenario() -> list[bytes]:
+        async with local_app(tmp_path / "data") as app:
+            await run(app, calls.declare_exchange("e", "fanout", None))
+            await run(app, calls.declare_queue("q", {}))
+            await run(app, calls.bind("e", "q", "", None))
+            await run(app, calls.declare_group("q", "g", "earliest", None))
+            messages = [OutgoingMessage("text", routing_key="k1", headers={"h": "v"}, tag="t"),
+                        OutgoingMessage(b"\x00\x01"), OutgoingMessage("ünï", routing_key="ké"), "plain"]
+            await run(app, calls.publish("e", messages, "", False, False))
+            await run(app, calls.publish("", ["default"], "q", False, True))  # the default exchange, binary
+            pulls = [calls.pull("q", "g", 1, 0, "c", None, True) for _ in range(5)]
+            return [(await answer(app, call)).content for call in pulls]
+
+    batches = asyncio.run(scenario())
+    one = [_batch.decode(b, "q") for b in batches]
+    assert one == [_batch.decode_batch(b, "q").messages() for b in batches]
+    assert [m.body for [m] in one] == ["text", b"\x00\x01", "ünï", "plain", "default"]
+    assert [(m.tag, m.headers, m.routing_key, m.exchange) for [m] in one][:3] == [
+        ("t", {"h": "v"}, "k1", "e"), (None, {}, "", "e"), (None, {}, "ké", "e")]
