@@ -134,8 +134,8 @@ class Publishing(BrokerBase):
         else:
             batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
-        if binary and not full and not binary_answer and len(batch.blobs) == 1:  # (JSON's: plain_message above)
-            one = self._publish_one(exchange, target, batch.routing_keys[0], batch.blobs[0])
+        if binary and not full and len(batch.blobs) == 1:  # (JSON's: plain_message above)
+            one = self._publish_one(exchange, target, batch.routing_keys[0], batch.blobs[0], binary_answer)
             if one is not None:
                 return one
         max_bytes = self.settings.max_message_bytes
@@ -260,7 +260,7 @@ class Publishing(BrokerBase):
         return b"[%b]" % b",".join(out_results), True
 
     def _publish_one(
-        self, exchange: Exchange, target: Queue | None, routing_key: str, data: bytes
+        self, exchange: Exchange, target: Queue | None, routing_key: str, data: bytes, binary_answer: bool = False
     ) -> tuple[bytes, bool] | None:
         """A publish of one plain message (no tag, headers or key) that goes to exactly one queue, the
         single-message publish of nearly every producer: what the batch path does for it, without its
@@ -284,6 +284,9 @@ class Publishing(BrokerBase):
         disk.failure = None
         self._arrived(q, 1)
         self.stats.published.add(1)
+        if binary_answer:  # render_results of the one placement
+            name = q.name.encode()
+            return wire.encode_results([position], None, [offset], bytes((len(name),)), name), True
         return wire.results_json(q.name_json, [position], [offset]), True
 
     def _refusal(self, exc: QueueCapReached | StoreFull) -> QueueFull | StorageFull:

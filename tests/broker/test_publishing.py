@@ -16,6 +16,7 @@ from chunkmq.broker.wake import Wake
 from chunkmq.client import _batch
 from chunkmq.config import FsyncSetting
 from chunkmq.storage.record import COLUMNS_MIN
+from chunkmq.wire import batch as wire
 from tests.broker.conftest import with_broker
 
 N = COLUMNS_MIN + 44
@@ -108,6 +109,12 @@ def test_a_single_message_is_answered_counted_and_limited_as_in_a_batch(tmp_path
             await broker.publish("", [{"body": "l"}], queue_name="refusing")
         assert broker.store.end_position == end and broker.queue("refusing").messages_in == 1
         assert [m["body"] for _, m in _read(broker, "q")] == ["a", "b", "c", "d", "e"]
+        # a binary body of one message, answered in binary: the answer render_results gives a batch
+        position = broker.store.end_position
+        answer = (await broker.publish("", _batch.encode(["m"]), queue_name="q", binary_answer=True)).results
+        assert answer == wire.encode_results([position], None, [5], b"\x01", b"q")
+        batch = (await broker.publish("", _batch.encode(["n", "o"]), queue_name="q", binary_answer=True)).results
+        assert wire.decode_results(answer).names == wire.decode_results(batch).names[:1] == [b"q"]
 
     with_broker(tmp_path, publish)
 
