@@ -50,13 +50,18 @@ def test_outgoing_messages_carry_their_own_key_unless_they_need_json() -> None:
         _batch.encode([{"body": "x"}])  # type: ignore[list-item]
 
 
+async def _fanout_to_group(app: Any) -> None:
+    """Exchange e (fanout) into queue q, read by group g."""
+    await run(app, calls.declare_exchange("e", "fanout", None))
+    await run(app, calls.declare_queue("q", {}))
+    await run(app, calls.bind("e", "q", "", None))
+    await run(app, calls.declare_group("q", "g", "earliest", None))
+
+
 def test_a_binary_pull_decodes_to_the_messages_the_json_pull_gives(tmp_path: Path) -> None:
     async def scenario() -> tuple[list[Message], list[Message], Any]:
         async with local_app(tmp_path / "data") as app:
-            await run(app, calls.declare_exchange("e", "fanout", None))
-            await run(app, calls.declare_queue("q", {}))
-            await run(app, calls.bind("e", "q", "", None))
-            await run(app, calls.declare_group("q", "g", "earliest", None))
+            await _fanout_to_group(app)
             messages = [OutgoingMessage("text", routing_key="k1", headers={"h": "v"}, tag="t"),
                         OutgoingMessage(b"\x00\x01", routing_key="k2"), OutgoingMessage("ünï", tag="t")]
             await run(app, calls.publish("e", messages, "", False, False))
@@ -96,10 +101,7 @@ def test_a_batch_of_one_decodes_as_the_columns_do(tmp_path: Path) -> None:
     columns: the same Message as decode_batch's, whatever the message holds."""
     async def scenario() -> list[bytes]:
         async with local_app(tmp_path / "data") as app:
-            await run(app, calls.declare_exchange("e", "fanout", None))
-            await run(app, calls.declare_queue("q", {}))
-            await run(app, calls.bind("e", "q", "", None))
-            await run(app, calls.declare_group("q", "g", "earliest", None))
+            await _fanout_to_group(app)
             messages = [OutgoingMessage("text", routing_key="k1", headers={"h": "v"}, tag="t"),
                         OutgoingMessage(b"\x00\x01"), OutgoingMessage("ünï", routing_key="ké"), "plain"]
             await run(app, calls.publish("e", messages, "", False, False))
