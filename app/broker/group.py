@@ -100,6 +100,11 @@ class Group:
     _ready: list[tuple[int, int]] = field(default_factory=list)  # heap of (ready time, offset)
     _tag_hashes: frozenset[int] | None = None
     _lag_cache: tuple[int, int, int] = (-1, -1, 0)  # (floor, end, lag) for filtered groups
+    # A lower bound of ack_floor, for catch_up on every delivery: ack_floor takes the min of every
+    # offset in flight (O(in flight) per delivery). The floor only rises (deliveries start at
+    # next_offset, acks and catch_up remove, nacks and expiries keep the offset) except at seek and
+    # restore, which set the bound anew.
+    _floor_at_least: int = 0
     tracker: GroupChanges | None = None  # where changes are reported (the broker's)
 
     def __post_init__(self) -> None:
@@ -166,7 +171,11 @@ class Group:
     def catch_up(self, store: Store) -> None:
         """Jump over messages that retention or limits removed, counting them as missed."""
         first = store.first_offset(self.queue_id)
-        if self.ack_floor >= first:
+        if first <= self._floor_at_least:
+            return
+        floor = self.ack_floor
+        if floor >= first:
+            self._floor_at_least = floor
             return
         self._changed()
         if self.next_offset < first:
@@ -178,6 +187,7 @@ class Group:
         for offset in [o for o in self.in_flight if o < first]:
             del self.in_flight[offset]
             self.missed += 1
+        self._floor_at_least = first  # nothing is left below it
 
     def expire(self, now: int, max_deliveries: int | None) -> list[tuple[int, int]]:
         """Move in-flight messages past their deadline to pending. Returns (offset, count) of those
@@ -347,7 +357,7 @@ class Group:
         self.pending.clear()
         self._deadlines.clear()
         self._ready.clear()
-        self.next_offset = offset
+        self.next_offset = self._floor_at_least = offset  # nothing is left below it: the floor
 
     def close(self) -> None:
         self.closed = True
@@ -383,7 +393,7 @@ class Group:
             for undone in range(offset, min(start, self.next_offset)):
                 self._make_pending(undone, 1, now)
             offset = max(offset, end)
-        self.committed_floor = self.ack_floor
+        self.committed_floor = self._floor_at_least = self.ack_floor
         self.changes = self.committed_changes = 0
 
     def forget_idle_consumers(self, now_epoch_ms: int) -> None:

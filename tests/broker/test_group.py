@@ -110,3 +110,24 @@ def test_deliver_fresh_takes_pulls_of_first_deliveries_from_columns_from_message
     assert group.deliver_fresh(store, "c", 10 * COLUMNS_FROM, 1_000, 2_000) is not None  # the rest: 400
     assert group.deliver_fresh(store, "c", 10 * COLUMNS_FROM, 1_000, 2_000) is None  # nothing left
     store.close()
+
+
+def test_catch_up_counts_what_retention_removed_under_the_group_after_a_seek_too(tmp_path: Path) -> None:
+    """catch_up (every delivery) skips what the queue no longer holds: in flight, or below a seek;
+    it finds out without a pass over what is in flight while the queue's first offset is below the
+    group's floor."""
+    store = _store(tmp_path, 30)
+    group = Group(1, "g", next_offset=0)
+    assert len(group.deliver(store, "c", 20, 30_000, 0)) == 20  # 0..19 in flight
+    store.set_first_offset(1, 5)
+    assert [m[0] for m, _ in group.deliver(store, "c", 1, 30_000, 0)] == [20]
+    assert (group.missed, group.ack_floor, sorted(group.in_flight)[:2]) == (5, 5, [5, 6])
+    group.ack_up_to(21, 30)
+    store.set_first_offset(1, 15)
+    assert [m[0] for m, _ in group.deliver(store, "c", 1, 30_000, 0)] == [21]  # the floor, 21, is above 15
+    assert group.missed == 5
+    group.seek(0)  # below the first offset again
+    store.set_first_offset(1, 18)
+    assert [m[0] for m, _ in group.deliver(store, "c", 2, 30_000, 0)] == [18, 19]
+    assert group.missed == 5 + 18
+    store.close()
