@@ -75,7 +75,7 @@ class PublishEndpoint:
             messages, mandatory = publish_args(parse_json(raw))
         binary_answer = binary and BATCH_MEDIA_TYPE in (header(scope, b"accept") or "")
         outcome, wake = broker.begin_publish(exchange, messages, mandatory,
-                                               queue_name=name if self.to_queue else None, binary_answer=binary_answer)
+                                             queue_name=name if self.to_queue else None, binary_answer=binary_answer)
         if wake is not None:
             return _when_durable(broker, wake, outcome, binary_answer)
         return _answer(outcome, binary_answer)

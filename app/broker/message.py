@@ -16,7 +16,6 @@ Blobs of the older JSON-members form (first byte `blob.FORMAT1`) are read by `re
 from __future__ import annotations
 
 import binascii
-import struct
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -495,9 +494,6 @@ def render_binary(stored: Sequence[tuple[int, int, int, bytes, bytes, int]]) -> 
     return wire.encode_delivered(n, columns, region_bytes)
 
 
-_ONE_ROW = struct.Struct("<I" + wire.DELIVERED_COLUMNS)  # a count of 1, then the one row of every column
-
-
 def render_one(offset: int, position: int, ts: int, tag: bytes, blob: bytes, count: int) -> bytes | None:
     """render_binary of one message, for the common blob (a text body, with or without a routing
     key, nothing to unescape): a batch of one is its row, packed at once. None for any other blob."""
@@ -511,5 +507,5 @@ def render_one(offset: int, position: int, ts: int, tag: bytes, blob: bytes, cou
         return None
     if _BACKSLASH in body or _BACKSLASH in key:
         return None
-    return b"".join((_ONE_ROW.pack(1, offset, position, ts, count, 0, 0, len(key), len(tag), 0, len(body)),
-                     key, tag, body))
+    return wire.encode_delivered_one((offset, position, ts, count, 0, 0, len(key), len(tag), 0, len(body)),
+                                     (b"", key, tag, b"", body))

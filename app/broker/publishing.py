@@ -88,12 +88,15 @@ class Publishing(BrokerBase):
         wait for it (app/api/wake.py)."""
         if binary_answer and type(raw) is not bytes:
             raise InvalidInput("a binary answer needs a binary batch body")
-        results, stored = self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer)
-        if not stored or self.durability != "fsync":
-            return PublishOutcome(results, self.durability), None
+        store, durability = self.store, self.durability
+        start = store.end_position if durability == "fsync" else 0  # (only an fsync is waited for)
+        outcome = PublishOutcome(self._publish_now(exchange_name, raw, mandatory, queue_name, binary_answer),
+                                 durability)
+        if durability != "fsync" or store.end_position == start:  # need not wait, or stored nothing (duplicates)
+            return outcome, None
         wake = Wake()
-        waits = self.store.when_durable(self.store.end_position, asyncio.get_running_loop(), wake.settle)
-        return PublishOutcome(results, self.durability), wake if waits else None
+        waits = store.when_durable(store.end_position, asyncio.get_running_loop(), wake.settle)
+        return outcome, wake if waits else None
 
     async def durable(self, wake: Wake) -> None:
         """Wait for a publish's fsync (begin_publish's wake)."""
@@ -105,11 +108,10 @@ class Publishing(BrokerBase):
 
     def _publish_now(
         self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None, binary_answer: bool = False
-    ) -> tuple[bytes, bool]:
+    ) -> bytes:
         """The synchronous part of a publish: validate, route, append (with the queues' caps and the
-        disk budget, which the store checks with the batch's exact sizes): its results, and whether it
-        stored anything (a batch of duplicates stores nothing). `raw` is the list of message objects
-        of a JSON body, or a binary batch body."""
+        disk budget, which the store checks with the batch's exact sizes); its results. `raw` is the
+        list of message objects of a JSON body, or a binary batch body."""
         binary = type(raw) is bytes
         if not binary and (type(raw) is not list or not raw):
             raise InvalidInput("messages must be a non-empty array")
@@ -223,7 +225,7 @@ class Publishing(BrokerBase):
             if mandatory:
                 raise Unroutable(f"{unroutable} message(s) of a mandatory publish matched no queue")
         if not data_column:  # every message was a duplicate of an earlier publish
-            return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes)), False
+            return b"[%b]" % b",".join(s for s in slots if isinstance(s, bytes))
         messages = MessageColumns(data_column, queue_column, tag_column if any(tag_column) else None,
                                   key_column if any(key_column) else None, flag_column if any(flag_column) else None)
         disk = self.disk
@@ -237,18 +239,18 @@ class Publishing(BrokerBase):
         if binary_answer:  # a binary batch: no keys, no duplicates, nothing to remember
             self._after_append(incoming, len(messages))
             names = {q: self.queues_by_id[q].name.encode() for q in incoming}
-            return render_results(appended, names), True
+            return render_results(appended, names)
         queue_json = self._one_queue(appended)
         if queue_json is not None and not batch_keys and len(slots) == len(messages):
             # the common publish: every message new, into one queue, no key to remember
             self._after_append(incoming, len(messages))
-            return wire.results_json(queue_json, appended.positions, appended.offsets), True
+            return wire.results_json(queue_json, appended.positions, appended.offsets)
         results = self._results(appended)
         for key, index in batch_keys.items():
             self.dedup.put(key, appended.timestamp, results[index])
         self._after_append(incoming, len(messages))
         if len(results) == len(slots):  # the common case: no duplicates at all
-            return b"[%b]" % b",".join(results), True
+            return b"[%b]" % b",".join(results)
         out_results: list[bytes] = []
         for slot_index, s in enumerate(slots):
             if isinstance(s, bytes):
@@ -257,11 +259,11 @@ class Publishing(BrokerBase):
                 out_results.append(as_duplicate(results[s]))
             else:
                 out_results.append(results[s])
-        return b"[%b]" % b",".join(out_results), True
+        return b"[%b]" % b",".join(out_results)
 
     def _publish_one(
         self, exchange: Exchange, target: Queue | None, routing_key: str, data: bytes, binary_answer: bool = False
-    ) -> tuple[bytes, bool] | None:
+    ) -> bytes | None:
         """A publish of one plain message (no tag, headers or key) that goes to exactly one queue, the
         single-message publish of nearly every producer: what the batch path does for it, without its
         per-batch columns, maps and loops (Store.publish_one). None for any other message, which the
@@ -284,10 +286,9 @@ class Publishing(BrokerBase):
         disk.failure = None
         self._arrived(q, 1)
         self.stats.published.add(1)
-        if binary_answer:  # render_results of the one placement
-            name = q.name.encode()
-            return wire.encode_results([position], None, [offset], bytes((len(name),)), name), True
-        return wire.results_json(q.name_json, [position], [offset]), True
+        if binary_answer:
+            return render_results(AppendedBatch(0, [position], [q.id], [offset]), {q.id: q.name.encode()})
+        return wire.results_json(q.name_json, [position], [offset])
 
     def _refusal(self, exc: QueueCapReached | StoreFull) -> QueueFull | StorageFull:
         """The broker's error for a store's refusal of a publish."""

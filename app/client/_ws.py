@@ -221,6 +221,12 @@ def open_direct_stream(url: str, token: str | None) -> DirectConnection:
         raise Lost(f"cannot open {url}: {exc!r}") from exc
 
 
+def open_sync_stream(url: str, token: str | None, reader_thread: bool) -> SyncConnection | DirectConnection:
+    """A blocking client's connection: read by websockets' reader thread, or by the caller's own
+    (`reader_thread=False`, DirectConnection)."""
+    return (open_blocking_stream if reader_thread else open_direct_stream)(url, token)
+
+
 def closed_error(exc: ConnectionClosed) -> Exception:
     """Lost (reconnect) or the error to raise for a stream the server closed."""
     close = exc.rcvd

@@ -48,9 +48,8 @@ from chunkmq.client._ws import (
     Lost,
     closed_error,
     frame_error,
-    open_blocking_stream,
-    open_direct_stream,
     open_stream,
+    open_sync_stream,
     ws_url,
 )
 from chunkmq.client.models import Message
@@ -474,7 +473,7 @@ class Consumer(_Stream):
         backoff = Backoff(self.retry_for)
         while True:
             try:
-                self._ws = (open_blocking_stream if self.reader_thread else open_direct_stream)(self._url, self._token)
+                self._ws = open_sync_stream(self._url, self._token, self.reader_thread)
                 break
             except Lost as exc:
                 time.sleep(backoff.next_delay(exc))

@@ -43,9 +43,8 @@ from chunkmq.client._ws import (
     Lost,
     closed_error,
     frame_error,
-    open_blocking_stream,
-    open_direct_stream,
     open_stream,
+    open_sync_stream,
     ws_url,
 )
 from chunkmq.client.errors import ChunkmqError, ConnectionFailed
@@ -498,7 +497,7 @@ class Producer(_Frames):
         backoff = Backoff(self.retry_for)
         while True:
             try:
-                return (open_blocking_stream if self.reader_thread else open_direct_stream)(self._url, self._token)
+                return open_sync_stream(self._url, self._token, self.reader_thread)
             except Lost as exc:
                 time.sleep(backoff.next_delay(exc))
 

@@ -1,15 +1,15 @@
 """The flusher thread: group commit for FsyncMode.ALWAYS, periodic fsync for INTERVAL, and the
 periodic checkpoint (index fsync + recovery point) for every mode.
 
-Group commit: ``durable(pos)`` registers a future (``when_durable`` a callback on an event loop); the
-thread wakes, takes one fdatasync of every
-chunk written since the last sync (covering everything appended so far, by any thread), then
-resolves every waiter at or below the synced position. Writers that arrive during an fsync share
-the next one. Before an fsync the thread waits for as many writers as the last one served, for at
-most half an fsync's time (`_gather`): N connections publishing one message each answer together,
-so their next publishes arrive within a fraction of an fsync of each other, and the fsync that
-started with the first of them left the others to one more fsync of their own. The callbacks an fsync
-ends on one event loop run there in one call: one wake of the loop per fsync, however many wait.
+Group commit: ``durable(pos)`` registers a future (``when_durable`` a callback on an event loop);
+the thread wakes, takes one fdatasync of every chunk written since the last sync (covering
+everything appended so far, by any thread), then resolves every waiter at or below the synced
+position. Writers that arrive during an fsync share the next one. Before an fsync the thread waits
+for as many writers as the last one served, for at most half an fsync's time (`_gather`): N
+connections publishing one message each answer together, so their next publishes arrive within a
+fraction of an fsync of each other, and the fsync that started with the first of them left the
+others to one more fsync of their own. The callbacks an fsync ends on one event loop run there in
+one call: one wake of the loop per fsync, however many wait.
 """
 
 from __future__ import annotations
