@@ -45,6 +45,7 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
     from websockets.protocol import State
 
     from chunkmq.api.streams import FRAME_HOOK, FRAME_WRITE
+    from chunkmq.wire import frames
 
     class WebSocketProtocol(WebSocketsSansIOProtocol):
         # Bytes of the stream until the next frame starts (0: `data_received` starts with one), or
@@ -61,7 +62,7 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
                 return
             super().data_received(data)
             if at is not None:
-                self.boundary = _next_frame(data, at)
+                self.boundary = frames.next_frame(data, at)
             elif not started and self.handshake_initiated and data.endswith(b"\r\n\r\n"):
                 self.boundary = 0  # the request's end: what comes next is a frame
 
@@ -69,21 +70,12 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
             if not self.handshake_complete or self.close_sent:  # (a refused upgrade has no scope)
                 return False
             hook = self.scope.get(FRAME_HOOK)
-            if (hook is None or self.frames or not self.queue.empty() or self.conn.state is not State.OPEN
-                    or len(data) < 6):
+            if hook is None or self.frames or not self.queue.empty() or self.conn.state is not State.OPEN:
                 return False
-            head, size = data[0], data[1]
-            # FIN, no RSV bit (no extension in use), text or binary; masked, as a client's must be
-            if head not in (0x81, 0x82) or not size & 0x80:
+            start = frames.whole(data, True, self.config.ws_max_size)  # as a client's must be, masked
+            if not start:
                 return False
-            size &= 0x7F
-            start = 2 if size < 126 else 4 if size == 126 else 10
-            if start > 2:
-                size = int.from_bytes(data[2:start], "big")
-            max_size = self.config.ws_max_size
-            if len(data) != start + 4 + size or (max_size is not None and size > max_size):
-                return False
-            return bool(hook(apply_mask(data[start + 4:], data[start:start + 4]), head == 0x81))
+            return bool(hook(apply_mask(data[start:], data[start - frames.KEY:start]), data[0] == frames.TEXT))
 
         def handle_connect(self, event: Any) -> None:
             super().handle_connect(event)
@@ -98,11 +90,8 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
             if (not self.handshake_complete or self.close_sent or self.disconnected or not self.writable.is_set()
                     or self.conn.state is not State.OPEN):
                 return False
-            if text:
-                self.conn.send_text(data)
-            else:
-                self.conn.send_binary(data)
-            self.transport.write(b"".join(self.conn.data_to_send()))
+            # uvicorn sends whatever websockets frames at once, so nothing of its can be waiting ahead of it
+            self.transport.writelines((frames.head(len(data), text), data))
             return True
 
         def keepalive_timeout(self) -> None:
@@ -123,24 +112,6 @@ def _websocket_protocol() -> type[asyncio.Protocol]:
             super().send_receive_event_to_app()
 
     return WebSocketProtocol
-
-
-def _next_frame(data: bytes, at: int) -> int | None:
-    """Where the next WebSocket frame starts after `data`, counted from the chunk after it, given
-    that one starts `at` bytes into `data` (or `at - len(data)` bytes after it); None when a frame
-    header is cut by the chunk's end."""
-    end = len(data)
-    while at < end:
-        if end - at < 2:
-            return None
-        size, start = data[at + 1] & 0x7F, 2
-        if size >= 126:
-            start = 4 if size == 126 else 10
-            if end - at < start:
-                return None
-            size = int.from_bytes(data[at + 2:at + start], "big")
-        at += start + (4 if data[at + 1] & 0x80 else 0) + size
-    return at - end
 
 
 def _websocket_protocol_on_upgrade() -> Callable[..., asyncio.Protocol]:

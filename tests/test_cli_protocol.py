@@ -32,7 +32,7 @@ from websockets.uri import parse_uri
 
 from chunkmq.api import streams
 from chunkmq.broker.broker import Broker
-from chunkmq.cli import _next_frame, uvicorn_options
+from chunkmq.cli import uvicorn_options
 from chunkmq.client._batch import decode, encode
 from chunkmq.client.models import OutgoingMessage
 from chunkmq.config import Settings
@@ -542,18 +542,6 @@ def test_a_chunk_that_is_one_whole_frame_goes_to_the_hook_without_websockets_par
             assert bodies == [f"m{i}".encode() if i != 5 else b"m5" * 100 for i in range(15)]
 
     asyncio.run(main())
-
-
-def test_next_frame_finds_where_the_next_frame_starts() -> None:
-    short, masked, long = bytes([0x82, 3]) + b"abc", bytes([0x81, 0x82]) + b"kkkk" + b"xy", \
-        bytes([0x82, 126, 1, 0]) + b"z" * 256
-    assert _next_frame(short + masked, 0) == 0
-    assert _next_frame(short + masked[:4], 0) == 4  # the rest of its mask and payload first
-    assert _next_frame(long[:100], 0) == len(long) - 100
-    assert _next_frame(b"z" * 10, 50) == 40  # still within a frame
-    assert _next_frame(b"z" * 5 + short, 5) == 0
-    assert _next_frame(short + long[:3], 0) is None  # a header cut: lost
-    assert _next_frame(short + long[:1], 0) is None
 
 
 def test_an_upgrade_websockets_refuses_is_answered_and_bytes_after_it_change_nothing(tmp_path: Path) -> None:

@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Close
+from websockets.frames import Close, Frame, Opcode
 from websockets.server import ServerProtocol
 from websockets.sync.server import ServerConnection, serve
 
@@ -140,9 +141,11 @@ def test_a_direct_connection_times_out_and_stays_usable() -> None:
         ws.close()
 
 
-def raw_server(listener: socket.socket, then: Callable[[socket.socket, ServerProtocol], None]) -> threading.Thread:
-    """A server thread that accepts one connection, answers the handshake, then runs `then` on the
-    socket and its websockets protocol (no reader thread of its own: it reads only when told)."""
+def raw_server(listener: socket.socket, then: Callable[[socket.socket, ServerProtocol], None],
+               after_answer: bytes = b"") -> threading.Thread:
+    """A server thread that accepts one connection, answers the handshake (`after_answer` in the same
+    write), then runs `then` on the socket and its websockets protocol (no reader thread of its own:
+    it reads only when told)."""
 
     def serve_one() -> None:
         conn, _ = listener.accept()
@@ -151,7 +154,7 @@ def raw_server(listener: socket.socket, then: Callable[[socket.socket, ServerPro
             while not (events := server.events_received()):
                 server.receive_data(conn.recv(65536))
             server.send_response(server.accept(events[0]))  # type: ignore[arg-type]
-            conn.sendall(b"".join(server.data_to_send()))
+            conn.sendall(b"".join(server.data_to_send()) + after_answer)
             then(conn, server)
 
     thread = threading.Thread(target=serve_one, daemon=True)
@@ -175,6 +178,90 @@ def test_a_send_waits_for_a_slow_reader_whatever_the_last_reads_timeout() -> Non
             ws.recv(timeout=0.01)
         ws.send(b"x" * (32 << 20))  # waits for room, not for what was left of the 0.01 s
         assert ws.recv(timeout=10) == str(32 << 20)
+        ws.close()
+        thread.join(5)
+
+
+def test_a_read_that_is_one_whole_message_skips_websockets_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read that is exactly one whole text or binary frame is taken without websockets' parser;
+    fragments, several frames in a read, control frames and a frame cut across reads go through it,
+    and whole frames after them skip it again. Text that is not UTF-8 fails the connection (1007).
+    What the client sends reads back through websockets as the same messages."""
+    parsed: list[bytes] = []  # reads websockets' parser was given
+    receive_data = ClientProtocol.receive_data
+
+    def counted(self: ClientProtocol, data: bytes) -> None:
+        parsed.append(bytes(data))
+        receive_data(self, data)
+
+    monkeypatch.setattr(ClientProtocol, "receive_data", counted)
+    big = bytes(range(256)) * 300  # over a read of 64 KiB: cut
+    chunks = [
+        [Frame(Opcode.TEXT, b"one")],
+        [Frame(Opcode.BINARY, b"\x00two")],
+        [Frame(Opcode.TEXT, b"frag", fin=False), Frame(Opcode.CONT, b"mented")],
+        [Frame(Opcode.PING, b"p"), Frame(Opcode.TEXT, b"after a ping")],
+        [Frame(Opcode.TEXT, b"three")],
+        [Frame(Opcode.BINARY, big)],
+        [Frame(Opcode.TEXT, "f\u00f6ur".encode())],
+        [Frame(Opcode.TEXT, b"\xff\xfe")],  # not UTF-8
+    ]
+    received: list[bytes] = []  # the client's messages, as websockets' server read them
+
+    def script(conn: socket.socket, server: ServerProtocol) -> None:
+        for chunk in chunks:
+            conn.sendall(b"".join(frame.serialize(mask=False) for frame in chunk))
+            while True:  # lock-step: the client's answer before the next chunk
+                events = server.events_received()
+                data = [e.data for e in events if isinstance(e, Frame) and e.opcode in (Opcode.TEXT, Opcode.BINARY)]
+                received.extend(data)
+                if data or any(isinstance(e, Frame) and e.opcode is Opcode.CLOSE for e in events):
+                    break
+                server.receive_data(conn.recv(1 << 20))
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        thread = raw_server(listener, script)
+        ws = _ws.open_direct_stream(f"ws://127.0.0.1:{listener.getsockname()[1]}/", None)
+        got = []
+        for n in range(7):
+            got.append(ws.recv(timeout=5))
+            ws.send(big if n == 5 else f"got {n}")
+        assert got == ["one", b"\x00two", "fragmented", "after a ping", "three", big, "f\u00f6ur"]
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+        assert closed.value.sent is not None and closed.value.sent.code == 1007
+        ws.close()
+        thread.join(5)
+    assert received == [b"got 0", b"got 1", b"got 2", b"got 3", b"got 4", big, b"got 6"]
+    whole = [b"".join(frame.serialize(mask=False) for frame in chunk) for chunk in chunks]
+    assert parsed[0].startswith(b"HTTP/1.1 101 ")  # the handshake's answer, then only these:
+    assert parsed[1:3] == [whole[2], whole[3]] and b"".join(parsed[3:]) == whole[5]
+
+
+def test_frames_that_come_with_the_handshake_s_answer_leave_the_next_reads_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the next frame starts is known from the handshake's answer on, even when part of a
+    frame came in the same read: the read after that frame's end, one whole frame, skips the parser."""
+    first = Frame(Opcode.BINARY, b"x" * 300).serialize(mask=False)
+
+    def then(conn: socket.socket, server: ServerProtocol) -> None:
+        time.sleep(0.05)
+        conn.sendall(first[5:])
+        while not any(isinstance(e, Frame) for e in server.events_received()):
+            server.receive_data(conn.recv(65536))  # the client's answer
+        conn.sendall(Frame(Opcode.TEXT, b"second").serialize(mask=False))
+        conn.recv(1)
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        thread = raw_server(listener, then, after_answer=first[:5])  # the first frame, cut
+        ws = _ws.open_direct_stream(f"ws://127.0.0.1:{listener.getsockname()[1]}/", None)
+        assert ws.recv(timeout=5) == b"x" * 300
+        parsed: list[bytes] = []
+        receive_data = ws.protocol.receive_data
+        monkeypatch.setattr(ws.protocol, "receive_data", lambda data: (parsed.append(data), receive_data(data)))
+        ws.send("ok")
+        assert ws.recv(timeout=5) == "second"
+        assert parsed == []
         ws.close()
         thread.join(5)
 
