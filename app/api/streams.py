@@ -62,6 +62,7 @@ from chunkmq.broker.fields import boolean, non_negative_int, reject_unknown
 from chunkmq.broker.group import Group, monotonic_ms
 from chunkmq.broker.names import check_name, exchange_from_path
 from chunkmq.broker.queue import Queue
+from chunkmq.broker.wake import Wake
 from chunkmq.wire import codes
 
 log = logging.getLogger("chunkmq.api.streams")
@@ -544,14 +545,18 @@ class _PublishStream:
                 messages, mandatory = publish_args({k: v for k, v in fields.items() if k != "seq"})
             except Exception as exc:
                 return seq, api_error(exc)
-        # Run at once (app/api/eager.py): the synchronous part of the publish (validate, route,
-        # append, and the delivery to consumers waiting for it) runs here, so frames are stored in
-        # the order they arrived, and one that does not wait for an fsync needs no task.
+        # The synchronous part of the publish (validate, route, append, and the delivery to consumers
+        # waiting for it) runs here, so frames are stored in the order they arrived; only one that
+        # waits for an fsync needs a task.
         try:
-            finished, outcome = eager.start(self.broker.publish(self.exchange, messages, mandatory))
+            outcome, wake = self.broker.begin_publish(self.exchange, messages, mandatory)
         except Exception as exc:
             return seq, api_error(exc)  # logged there when it is a server error
-        return seq, outcome if finished else asyncio.ensure_future(outcome)
+        return seq, outcome if wake is None else asyncio.ensure_future(self._durable(outcome, wake))
+
+    async def _durable(self, outcome: PublishOutcome, wake: Wake) -> PublishOutcome:
+        await self.broker.durable(wake)
+        return outcome
 
     async def _send_loop(self) -> None:
         while True:
