@@ -95,6 +95,7 @@ class DirectConnection:
         self._pinged = False
         self._seconds: float | None = None  # the socket's timeout
         self._take(events)
+        self._flush()  # pongs to pings that came with the handshake's answer
 
     def recv(self, timeout: float | None = None) -> str | bytes:
         """The next text (str) or binary (bytes) message; TimeoutError when none came within
@@ -111,6 +112,7 @@ class DirectConnection:
         text = isinstance(data, str)
         payload = data.encode() if isinstance(data, str) else data
         key = os.urandom(frames.KEY)  # as websockets masks: a fresh key per frame
+        self._flush()  # whatever websockets has to send goes first
         self._write(b"".join((frames.head(len(payload), text, masked=True), key, apply_mask(payload, key))))
 
     def close(self) -> None:

@@ -266,6 +266,28 @@ def test_frames_that_come_with_the_handshake_s_answer_leave_the_next_reads_whole
         thread.join(5)
 
 
+def test_a_ping_that_comes_with_the_handshake_s_answer_is_answered_at_once() -> None:
+    """A ping in the read that brings the handshake's answer gets its pong as the connection opens,
+    not only at the client's next read or send (the server here waits for it before sending more)."""
+    pongs: list[Frame] = []
+
+    def then(conn: socket.socket, server: ServerProtocol) -> None:
+        conn.settimeout(5)
+        while not pongs:
+            server.receive_data(conn.recv(65536))
+            pongs.extend(e for e in server.events_received() if isinstance(e, Frame) and e.opcode is Opcode.PONG)
+        conn.sendall(Frame(Opcode.TEXT, b"after the pong").serialize(mask=False))
+        conn.recv(1)
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        thread = raw_server(listener, then, after_answer=Frame(Opcode.PING, b"hi").serialize(mask=False))
+        ws = _ws.open_direct_stream(f"ws://127.0.0.1:{listener.getsockname()[1]}/", None)
+        assert ws.recv(timeout=5) == "after the pong"
+        ws.close()
+        thread.join(5)
+    assert [pong.data for pong in pongs] == [b"hi"]
+
+
 def test_a_direct_connection_pings_a_silent_server_and_gives_it_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """A server that answers the handshake and then nothing (a peer gone without a FIN): pinged
     after PING_INTERVAL, given up (lost: a reconnect may help) PING_TIMEOUT later."""
