@@ -88,8 +88,7 @@ def _answer(outcome: PublishOutcome, binary_answer: bool) -> Answer:
 
 
 async def _when_durable(broker: Broker, wake: Wake, outcome: PublishOutcome, binary_answer: bool) -> Answer:
-    await broker.durable(wake)
-    return _answer(outcome, binary_answer)
+    return _answer(await broker.durable(outcome, wake), binary_answer)
 
 
 _BATCH = BATCH_MEDIA_TYPE.encode()

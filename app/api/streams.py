@@ -62,7 +62,6 @@ from chunkmq.broker.fields import boolean, non_negative_int, reject_unknown
 from chunkmq.broker.group import Group, monotonic_ms
 from chunkmq.broker.names import check_name, exchange_from_path
 from chunkmq.broker.queue import Queue
-from chunkmq.broker.wake import Wake
 from chunkmq.wire import codes
 
 log = logging.getLogger("chunkmq.api.streams")
@@ -552,11 +551,7 @@ class _PublishStream:
             outcome, wake = self.broker.begin_publish(self.exchange, messages, mandatory)
         except Exception as exc:
             return seq, api_error(exc)  # logged there when it is a server error
-        return seq, outcome if wake is None else asyncio.ensure_future(self._durable(outcome, wake))
-
-    async def _durable(self, outcome: PublishOutcome, wake: Wake) -> PublishOutcome:
-        await self.broker.durable(wake)
-        return outcome
+        return seq, outcome if wake is None else asyncio.ensure_future(self.broker.durable(outcome, wake))
 
     async def _send_loop(self) -> None:
         while True:

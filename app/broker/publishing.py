@@ -74,9 +74,7 @@ class Publishing(BrokerBase):
         """
         outcome, wake = self.begin_publish(exchange_name, raw, mandatory, queue_name=queue_name,
                                            binary_answer=binary_answer)
-        if wake is not None:
-            await self.durable(wake)
-        return outcome
+        return outcome if wake is None else await self.durable(outcome, wake)
 
     def begin_publish(
         self, exchange_name: str, raw: Any, mandatory: bool = False, *, queue_name: str | None = None,
@@ -98,13 +96,14 @@ class Publishing(BrokerBase):
         waits = store.when_durable(store.end_position, asyncio.get_running_loop(), wake.settle)
         return outcome, wake if waits else None
 
-    async def durable(self, wake: Wake) -> None:
-        """Wait for a publish's fsync (begin_publish's wake)."""
+    async def durable(self, outcome: PublishOutcome, wake: Wake) -> PublishOutcome:
+        """`outcome`, once its publish is fsynced (begin_publish's outcome and wake)."""
         started = time.perf_counter()
         await wake
         from chunkmq import metrics  # prometheus_client: not before a restart answers (app/start.py)
 
         metrics.fsync_wait.observe(time.perf_counter() - started)
+        return outcome
 
     def _publish_now(
         self, exchange_name: str, raw: Any, mandatory: bool, queue_name: str | None, binary_answer: bool = False

@@ -95,7 +95,6 @@ class DirectConnection:
         self._pinged = False
         self._seconds: float | None = None  # the socket's timeout
         self._take(events)
-        self._flush()  # pongs to pings that came with the handshake's answer
 
     def recv(self, timeout: float | None = None) -> str | bytes:
         """The next text (str) or binary (bytes) message; TimeoutError when none came within
@@ -109,10 +108,8 @@ class DirectConnection:
         """Send one text (str) or binary (bytes) message; ConnectionClosed once it is closed."""
         if self.protocol.state is not State.OPEN:
             self._closed()
-        text = isinstance(data, str)
-        payload = data.encode() if isinstance(data, str) else data
+        text, payload = (True, data.encode()) if isinstance(data, str) else (False, data)
         key = os.urandom(frames.KEY)  # as websockets masks: a fresh key per frame
-        self._flush()  # whatever websockets has to send goes first
         self._write(b"".join((frames.head(len(payload), text, masked=True), key, apply_mask(payload, key))))
 
     def close(self) -> None:
@@ -165,10 +162,11 @@ class DirectConnection:
         else:
             self.protocol.receive_eof()
         self._take(self.protocol.events_received())
-        self._flush()  # pongs, the answer to a close frame
 
     def _take(self, events: list[Event]) -> None:
-        """Keep the messages among `events`, joining fragments (control frames are the protocol's)."""
+        """Keep the messages among `events`, joining fragments (control frames are the protocol's),
+        then send what websockets answered them with (pongs, the answer to a close): nothing it queued
+        is left waiting, so a frame this connection writes itself (`send`) goes out in order."""
         for frame in events:
             if not isinstance(frame, Frame) or frame.opcode not in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
                 continue
@@ -179,6 +177,7 @@ class DirectConnection:
                 data = b"".join(self._parts)
                 self._parts = []
                 self._message(data, self._opcode is Opcode.TEXT)
+        self._flush()
 
     def _message(self, data: bytes, text: bool) -> None:
         """Keep one whole message; text that is not UTF-8 fails the connection (1007), as websockets'

@@ -33,12 +33,10 @@ def whole(data: bytes, masked: bool, max_size: int | None) -> int:
     else (a control frame, a fragment, part of a frame or more than one, RSV bits, a wrong mask bit)."""
     if len(data) < 2 or data[0] not in (TEXT, BINARY) or bool(data[1] & MASKED) is not masked:
         return 0
-    size, start = data[1] & 0x7F, 2
-    if size >= 126:
-        start = 4 if size == 126 else 10
-        size = int.from_bytes(data[2:start], "big")
-    if masked:
-        start += KEY
+    extent = _extent(data, 0)
+    if extent is None:
+        return 0
+    start, size = extent
     if len(data) != start + size or (max_size is not None and size > max_size):
         return 0
     return start
@@ -50,13 +48,22 @@ def next_frame(data: bytes, at: int) -> int | None:
     cut by the chunk's end."""
     end = len(data)
     while at < end:
-        if end - at < 2:
+        extent = _extent(data, at)
+        if extent is None:
             return None
-        size, start = data[at + 1] & 0x7F, 2
-        if size >= 126:
-            start = 4 if size == 126 else 10
-            if end - at < start:
-                return None
-            size = int.from_bytes(data[at + 2:at + start], "big")
-        at += start + (KEY if data[at + 1] & MASKED else 0) + size
+        at += extent[0] + extent[1]
     return at - end
+
+
+def _extent(data: bytes, at: int) -> tuple[int, int] | None:
+    """(header bytes, masking key included; payload bytes) of the frame that starts at `at`; None
+    when `data` ends within its header."""
+    if len(data) - at < 2:
+        return None
+    size, start = data[at + 1] & 0x7F, 2
+    if size >= 126:
+        start = 4 if size == 126 else 10
+        if len(data) - at < start:
+            return None
+        size = int.from_bytes(data[at + 2:at + start], "big")
+    return start + (KEY if data[at + 1] & MASKED else 0), size

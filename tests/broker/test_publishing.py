@@ -129,7 +129,7 @@ def test_in_fsync_always_a_publish_waits_for_a_wake_the_fsync_fires(tmp_path: Pa
             outcome, wake = broker.begin_publish("", messages, queue_name="q")
             assert type(wake) is Wake and not wake.done() and outcome.durability == "fsync"
             end = broker.store.end_position
-            await broker.durable(wake)
+            await broker.durable(outcome, wake)
             assert broker.store._flusher.synced >= end
         await broker.publish("", [{"body": "last"}], queue_name="q")
         assert broker.store._flusher.synced >= broker.store.end_position
