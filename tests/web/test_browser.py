@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.mailbox import Mailbox
 from tests.server import ServerProcess
@@ -107,6 +108,20 @@ def submit(page: Page, form: str, fields: dict[str, str], *, confirm: bool = Fal
     return flash(page)
 
 
+def capture(page: Page, path: Path, *, full_page: bool = False) -> None:
+    """A screenshot. Headless Chromium on a loaded machine now and then answers a capture with
+    "Unable to capture screenshot" (its compositor gave no frame in time): that error alone is
+    retried, after the next frames are drawn; any other error, or a third failure, fails the test."""
+    for attempt in range(3):
+        try:
+            page.screenshot(path=path, full_page=full_page)
+            return
+        except PlaywrightError as error:
+            if "Unable to capture screenshot" not in error.message or attempt == 2:
+                raise
+            page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
 def shoot(page: Page, shots: Path, name: str) -> None:
     """Screenshots of the current page on a phone (`<name>-phone.png`) and wide (`<name>.png`), after
     checking that at these sizes and at 360 px the page does not scroll sideways and nothing that must
@@ -122,7 +137,7 @@ def shoot(page: Page, shots: Path, name: str) -> None:
         assert width[0] <= width[1], f"{name}: the page is {width[0]} px wide on a {width[1]} px screen"
         assert page.evaluate(BROKEN) == [], f"{name} at {viewport['width']} px: broken onto two lines"
         if suffix is not None:
-            page.screenshot(path=shots / f"{name}{suffix}.png", full_page=True)
+            capture(page, shots / f"{name}{suffix}.png", full_page=True)
 
 
 def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path, mailbox: Mailbox) -> None:
@@ -263,7 +278,7 @@ def test_console_end_to_end(server: ServerProcess, browser: Browser, shots: Path
     expect(queues).to_be_hidden()
     menu.click()
     expect(queues).to_be_visible()
-    page.screenshot(path=shots / "menu-phone.png")
+    capture(page, shots / "menu-phone.png")
     box, inside = header.bounding_box(), page.locator("header.top div.menu").bounding_box()
     assert box and inside and inside["y"] + inside["height"] <= box["y"] + box["height"]  # on the dark background
     assert inside["x"] + inside["width"] <= PHONE["width"]
