@@ -19,8 +19,10 @@ from chunkmq.broker.errors import (
     Unroutable,
 )
 from chunkmq.broker.message import (
+    FLAG_BINARY,
     FLAG_SCOPED_KEY,
     NO_HEADERS,
+    Outgoing,
     parse_batch,
     parse_binary_batch,
     plain_message,
@@ -52,6 +54,12 @@ class PublishOutcome:
 
 
 _NOT_DUPLICATE = b'"duplicate":false}'
+
+
+def _bytes_only(message: Outgoing) -> bool:
+    """A binary body with nothing else (no headers, tag or key): what _publish_one stores as bytes."""
+    return message.flags == FLAG_BINARY and not message.headers and message.tag is None \
+        and message.idempotency_key is None
 
 
 def as_duplicate(result: bytes) -> bytes:
@@ -135,8 +143,10 @@ class Publishing(BrokerBase):
         else:
             batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
-        if binary and not full and len(batch.blobs) == 1:  # (JSON's: plain_message above)
-            one = self._publish_one(exchange, target, batch.routing_keys[0], batch.blobs[0], binary_answer)
+        # (JSON's: plain_message above)
+        if binary and len(batch.blobs) == 1 and (not full or _bytes_only(full[0])):
+            one = self._publish_one(exchange, target, batch.routing_keys[0], batch.blobs[0], binary_answer,
+                                    full[0].flags if full else 0)
             if one is not None:
                 return one
         max_bytes = self.settings.max_message_bytes
@@ -261,12 +271,13 @@ class Publishing(BrokerBase):
         return b"[%b]" % b",".join(out_results)
 
     def _publish_one(
-        self, exchange: Exchange, target: Queue | None, routing_key: str, data: bytes, binary_answer: bool = False
+        self, exchange: Exchange, target: Queue | None, routing_key: str, data: bytes, binary_answer: bool = False,
+        flags: int = 0,
     ) -> bytes | None:
-        """A publish of one plain message (no tag, headers or key) that goes to exactly one queue, the
-        single-message publish of nearly every producer: what the batch path does for it, without its
-        per-batch columns, maps and loops (Store.publish_one). None for any other message, which the
-        batch path publishes."""
+        """A publish of one message with no tag, headers or key (its body text, or bytes: `flags`) that
+        goes to exactly one queue, the single-message publish of nearly every producer: what the batch
+        path does for it, without its per-batch columns, maps and loops (Store.publish_one). None for
+        any other message, which the batch path publishes."""
         max_bytes = self.settings.max_message_bytes
         if len(data) > max_bytes:
             raise TooLarge(f"messages[0] is larger than {max_bytes} bytes", code=codes.MESSAGE_TOO_LARGE)
@@ -279,7 +290,8 @@ class Publishing(BrokerBase):
         exchange.messages_in += 1
         disk = self.disk
         try:
-            position, offset = self.store.publish_one(data, q.id, self._cap(q), disk.admit if disk.limit else None)
+            position, offset = self.store.publish_one(data, q.id, self._cap(q), disk.admit if disk.limit else None,
+                                                      flags)
         except (QueueCapReached, StoreFull) as exc:
             raise self._refusal(exc) from exc
         disk.failure = None

@@ -754,30 +754,30 @@ static PyObject *crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return PyLong_FromUnsignedLong(crc);
 }
 
-/* encode() of one plain record (no tag, key or flags) with one placement, `queue_id` at `offset`:
+/* encode() of one record with no tag or key, with one placement, `queue_id` at `offset`, and `flags`:
    (its bytes, its packed index entry, the bytes it adds to the queue), as encode_one in record.py
    makes them from encode()'s answer, without the batch's columns; None for what it leaves to encode()
    (a record over max_message_bytes, numbers out of range, data that is not bytes). */
 static PyObject *encode_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "encode_one() takes 6 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "encode_one() takes 7 arguments");
         return NULL;
     }
     PyObject *data = args[0];
     if (!PyBytes_CheckExact(data))
         Py_RETURN_NONE;
-    unsigned long long v[5];
-    for (int k = 0; k < 5; k++) {
+    unsigned long long v[6];
+    for (int k = 0; k < 6; k++) {
         v[k] = PyLong_CheckExact(args[k + 1]) ? PyLong_AsUnsignedLongLong(args[k + 1]) : (unsigned long long)-1;
         if (v[k] == (unsigned long long)-1) {
             PyErr_Clear();
             Py_RETURN_NONE;
         }
     }
-    uint64_t q = v[0], ts = v[1], pos = v[2], offset = v[3], max_bytes = v[4];
+    uint64_t q = v[0], ts = v[1], pos = v[2], offset = v[3], max_bytes = v[4], flags = v[5];
     Py_ssize_t dl = PyBytes_GET_SIZE(data);
     if (q > 0xFFFFFFFFull || ts >= (1ULL << 48) || pos >= (1ULL << 62) || (uint64_t)dl > max_bytes ||
-        offset == 0xFFFFFFFFFFFFFFFFull)
+        offset == 0xFFFFFFFFFFFFFFFFull || flags > 0xFF)
         Py_RETURN_NONE;
     int code = queue_code(q) | offset_code(offset);
     size_t plen = HEADER_SIZE + (size_t)(QUEUE_WIDTH[code & 3] + OFFSET_WIDTH[code >> 2]) + (size_t)dl;
@@ -793,7 +793,7 @@ static PyObject *encode_one(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     unsigned char *payload = put_prefix((unsigned char *)PyBytes_AS_STRING(buf), plen), *out = payload;
     out = put(out, ts, 6);
-    *out++ = 0;  /* flags */
+    *out++ = (unsigned char)flags;
     *out++ = (unsigned char)(L_END | code);
     out = put(out, q, QUEUE_WIDTH[code & 3]);
     out = put(out, offset, OFFSET_WIDTH[code >> 2]);
@@ -807,7 +807,7 @@ static PyObject *encode_one(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 static PyMethodDef methods[] = {
     {"encode_one", (PyCFunction)(void (*)(void))encode_one, METH_FASTCALL,
-     "encode_one(data, queue_id, timestamp, position, offset, max_message_bytes)"},
+     "encode_one(data, queue_id, timestamp, position, offset, max_message_bytes, flags)"},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(data, queues, tags, keys, flags, timestamp, position, next_offsets, max_message_bytes)"},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,

@@ -180,14 +180,15 @@ def encode_batch(batch: MessageColumns | Sequence[NewMessage], timestamp: int, p
 
 
 def encode_one(data: bytes, queue_id: int, timestamp: int, position: int, offset: int, max_message_bytes: int,
-               tag_hash_of: dict[bytes, int]) -> tuple[bytes, bytes, int]:
-    """encode_batch of one plain record (no tag, key or flags) placed at `offset` of one queue: its
-    bytes, its packed index entry and the bytes it adds to the queue (the compiled twin's encode_one,
-    which leaves what it does not handle to this)."""
+               tag_hash_of: dict[bytes, int], flags: int = 0) -> tuple[bytes, bytes, int]:
+    """encode_batch of one record with no tag or key, placed at `offset` of one queue: its bytes, its
+    packed index entry and the bytes it adds to the queue (the compiled twin's encode_one, which
+    leaves what it does not handle to this)."""
     if _recordc is not None and (got := _recordc.encode_one(data, queue_id, timestamp, position, offset,
-                                                            max_message_bytes)) is not None:
+                                                            max_message_bytes, flags)) is not None:
         return got  # type: ignore[no-any-return]
-    buf, _, entries = encode_batch(MessageColumns([data], [(queue_id,)]), timestamp, position, {queue_id: offset},
+    batch = MessageColumns([data], [(queue_id,)], flags=[flags] if flags else None)
+    buf, _, entries = encode_batch(batch, timestamp, position, {queue_id: offset},
                                    max_message_bytes, tag_hash_of)  # raises what the record breaks
     return buf, *entries[queue_id]
 

@@ -333,26 +333,26 @@ class Store:
         return self._end
 
     def publish_one(self, data: bytes, queue_id: int, cap: QueueCap | None = None,
-                    admit: Callable[[BatchSpace], None] | None = None) -> tuple[int, int]:
-        """`append` of one record placed in one queue, a single-message publish's call: its position and
-        its offset in the queue. The same record, checks and errors as `append`, without the per-batch
+                    admit: Callable[[BatchSpace], None] | None = None, flags: int = 0) -> tuple[int, int]:
+        """`append` of one record (no tag or key) placed in one queue, a single-message publish's call:
+        its position and its offset in the queue. The same record, checks and errors as `append`, without the per-batch
         structures (a third of an append's time for one record); what it does not handle itself (a new
         chunk, a record too large, an unknown queue) it leaves to `append`."""
         with self._lock:
             self.check_open()
             active, qi = self._active, self._queues.get(queue_id)
             if qi is None or active is None or active.sealed or active.version != VERSION:
-                return self._publish_one_by_append(data, queue_id, cap, admit)
+                return self._publish_one_by_append(data, queue_id, cap, admit, flags)
             ts = _now_ms()
             if ts < self._last_ts:
                 ts = self._last_ts
             pos = self._end
             buf, packed, added = encode_one(data, queue_id, ts, pos, qi.next, self.options.max_message_bytes,
-                                            self._tags)
+                                            self._tags, flags)
             size = len(buf)
             local = pos - active.base
             if size > self.options.max_batch_bytes or local + size > self._size:
-                return self._publish_one_by_append(data, queue_id, cap, admit)
+                return self._publish_one_by_append(data, queue_id, cap, admit, flags)
             if cap is not None:
                 self._check_caps({queue_id: cap}, {queue_id: (packed, added)})
             if admit is not None:
@@ -372,8 +372,9 @@ class Store:
         return pos, offset
 
     def _publish_one_by_append(self, data: bytes, queue_id: int, cap: QueueCap | None,
-                               admit: Callable[[BatchSpace], None] | None) -> tuple[int, int]:
-        appended = self.append(MessageColumns([data], [(queue_id,)]), {queue_id: cap} if cap else None, admit)
+                               admit: Callable[[BatchSpace], None] | None, flags: int) -> tuple[int, int]:
+        batch = MessageColumns([data], [(queue_id,)], flags=[flags] if flags else None)
+        appended = self.append(batch, {queue_id: cap} if cap else None, admit)
         return appended.positions[0], appended.offsets[0]
 
     def append(self, batch: MessageColumns | Sequence[NewMessage], caps: Mapping[int, QueueCap] | None = None,

@@ -4,6 +4,7 @@ a restart. A real Broker on a temporary directory."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import orjson
@@ -115,6 +116,33 @@ def test_a_single_message_is_answered_counted_and_limited_as_in_a_batch(tmp_path
         assert answer == wire.encode_results([position], None, [5], b"\x01", b"q")
         batch = (await broker.publish("", _batch.encode(["n", "o"]), queue_name="q", binary_answer=True)).results
         assert wire.decode_results(answer).names == wire.decode_results(batch).names[:1] == [b"q"]
+
+    with_broker(tmp_path, publish)
+
+
+def test_a_single_message_of_bytes_takes_the_one_message_path_and_stores_what_a_batch_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A binary publish body of one message whose body is bytes (the client's publish of bytes) is
+    stored by Store.publish_one, not append: the same blob and flags as that message in a batch, read
+    back as body_base64; one with headers still takes the batch path."""
+
+    async def publish(broker: Broker) -> None:
+        await broker.declare_queue("q", {})
+        await broker.publish("", [{"body": "the first chunk"}], queue_name="q")  # (created by an append)
+        appends: list[int] = []
+        append = broker.store.append
+        monkeypatch.setattr(broker.store, "append", lambda batch, *a: appends.append(len(batch)) or append(batch, *a))
+        body = bytes(range(256))
+        for binary_answer in (False, True):
+            await broker.publish("", _batch.encode([body]), queue_name="q", binary_answer=binary_answer)
+        assert appends == []
+        await broker.publish("", _batch.encode([body, b"\xff"]), queue_name="q")
+        await broker.publish("", [{"body_base64": "AP8=", "headers": {"h": "v"}}], queue_name="q")
+        assert appends == [2, 1]
+        stored = broker.store.read(broker.queue("q").id, 1, 10)
+        assert [(flags, tag, data) for _, _, _, flags, tag, data in stored[:2]] == [stored[2][3:]] * 2
+        assert [m.get("body_base64") for _, m in _read(broker, "q")[1:]] == [base64.b64encode(body).decode()] * 3 + [
+            "/w==", "AP8="]
 
     with_broker(tmp_path, publish)
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -290,10 +292,12 @@ def test_columns_read_tags_keys_placements_and_long_records_as_fields_at_does(co
 
 
 def test_encode_one_is_encode_batch_of_one_record(codec: str) -> None:
-    for data in (b"", b"short", b"x" * 300, b"y" * 70_000):
-        buf, packed, added = encode_one(data, 5, 1_700_000_000_000, 4096, 17, 1 << 20, {})
-        expected, _, entries = encode_batch(MessageColumns([data], [(5,)]), 1_700_000_000_000, 4096, {5: 17},
-                                            1 << 20, {})
+    for data, flags in itertools.product((b"", b"short", b"x" * 300, b"y" * 70_000), (0, 1, 255)):
+        buf, packed, added = encode_one(data, 5, 1_700_000_000_000, 4096, 17, 1 << 20, {}, flags)
+        expected, _, entries = encode_batch(MessageColumns([data], [(5,)], flags=[flags]), 1_700_000_000_000, 4096,
+                                            {5: 17}, 1 << 20, {})
         assert (buf, packed, added) == (expected, *entries[5])
     with pytest.raises(MessageTooLarge):
         encode_one(b"z" * 101, 5, 0, 0, 0, 100, {})
+    with pytest.raises(ValueError, match=r"flags must be within 0\.\.255"):
+        encode_one(b"z", 5, 0, 0, 0, 100, {}, 256)

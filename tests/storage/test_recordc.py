@@ -225,14 +225,15 @@ def test_every_cut_of_a_page_reads_as_columns_python_reads_it() -> None:
        timestamp=st.sampled_from([0, 1_700_000_000_123, (1 << 48) - 1]),
        position=st.sampled_from([0, 4096, (1 << 62) - 1]) | st.integers(0, 1 << 40),
        offset=st.sampled_from([0, 65535, 65536, 2**24, 2**32, 2**63]) | st.integers(0, 2**40),
-       max_bytes=st.sampled_from([0, 100, 1 << 20]))
+       max_bytes=st.sampled_from([0, 100, 1 << 20]), flags=st.sampled_from([0, 1, 255]) | st.integers(0, 255))
 def test_the_compiled_single_record_encoder_writes_what_encode_records_does(
-        data: bytes, queue_id: int, timestamp: int, position: int, offset: int, max_bytes: int) -> None:
-    """encode_one (one plain record, one placement) gives encode_records' bytes, entry and byte count,
-    or None where encode_records refuses the record (too large), which record.py then raises for."""
-    got = _recordc.encode_one(data, queue_id, timestamp, position, offset, max_bytes)
+        data: bytes, queue_id: int, timestamp: int, position: int, offset: int, max_bytes: int, flags: int) -> None:
+    """encode_one (one record with no tag or key, one placement, its flags) gives encode_records' bytes,
+    entry and byte count, or None where encode_records refuses the record (too large), which record.py
+    then raises for."""
+    got = _recordc.encode_one(data, queue_id, timestamp, position, offset, max_bytes, flags)
     try:
-        buf, _, entries = encode_records(MessageColumns([data], [(queue_id,)]), timestamp, position,
+        buf, _, entries = encode_records(MessageColumns([data], [(queue_id,)], flags=[flags]), timestamp, position,
                                          {queue_id: offset}, max_bytes, {})
     except MessageTooLarge:
         assert got is None
@@ -242,7 +243,7 @@ def test_the_compiled_single_record_encoder_writes_what_encode_records_does(
 
 @settings(max_examples=200, deadline=None)
 @given(args=st.lists(st.sampled_from([None, True, 0, 1, -1, 2**32, 2**48, 2**62, 2**64, -(2**70), b"", b"ab", "x",
-                                      1.5, bytearray(b"a")]), min_size=6, max_size=6))
+                                      256, 1.5, bytearray(b"a")]), min_size=7, max_size=7))
 def test_the_single_record_encoder_given_anything_answers_or_raises_never_crashes(args: list[Any]) -> None:
     try:
         got = _recordc.encode_one(*args)

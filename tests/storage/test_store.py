@@ -437,8 +437,9 @@ def test_held_sums_every_queue_and_counts_again_only_those_that_changed(open_sto
 
 
 def test_publish_one_writes_what_publish_writes(tmp_path: Path) -> None:
-    """One record into one queue by publish_one and by publish: the same records, answers, counters,
-    refusals and admitted space, across chunk roll-overs (SMALL's chunks hold a few dozen records)."""
+    """One record into one queue by publish_one and by publish, with and without flags: the same
+    records, answers, counters, refusals and admitted space, across chunk roll-overs (SMALL's chunks
+    hold a few dozen records)."""
     twins = [Store.open(tmp_path / name, SMALL) for name in ("one", "batch")]
     one, batch = twins
     for s in twins:
@@ -446,9 +447,9 @@ def test_publish_one_writes_what_publish_writes(tmp_path: Path) -> None:
         s.create_queue(2)
     spaces: list[list[storage.BatchSpace]] = [[], []]
     for i in range(300):
-        data, queue = f"message {i}".encode() * (1 + i % 7), 1 + i % 2
-        position, offset = one.publish_one(data, queue, None, spaces[0].append)
-        appended = batch.append(storage.MessageColumns([data], [(queue,)]), None, spaces[1].append)
+        data, queue, flags = f"message {i}".encode() * (1 + i % 7), 1 + i % 2, i % 3
+        position, offset = one.publish_one(data, queue, None, spaces[0].append, flags)
+        appended = batch.append(storage.MessageColumns([data], [(queue,)], flags=[flags]), None, spaces[1].append)
         assert (position, offset) == (appended.positions[0], appended.offsets[0])
     assert spaces[0] == spaces[1]
     cap = storage.QueueCap(one.next_offset(1), None)  # full: both refuse, nothing written
