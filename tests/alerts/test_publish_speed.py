@@ -7,11 +7,12 @@ still be hanging on the SMTP server during the next round with the rule off, whi
 alerts against alerts. Each round with the rule on re-fires the 50 alerts (disabling a rule drops
 its alerts), so each has one digest mail hanging on the server while it publishes.
 
-The machine is shared (and in `make test` another test runs beside this one), so the two are
-measured in short interleaved rounds, each round with the rule on compared to the round with it
-off just before it: the median of those paired ratios of the publish rate is what must hold, which a
-burst of load from elsewhere moves much less than the medians of each kind. The 99th percentile
-publish latency and the server's CPU time per message are printed too."""
+The machine is shared (and in `make test` another test runs beside this one, sometimes one that
+takes both cores for seconds), so the two are measured in short interleaved rounds, and the best
+round of each kind is compared: the round least disturbed from elsewhere. A stall that alerts cause
+(a loop blocked on the SMTP server, a rule evaluation that holds it) is in every round with the rule
+on, the best one included; load from elsewhere is not. The 99th percentile publish latency and the
+server's CPU time per message are printed too."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def test_publishing_speed_does_not_drop_while_smtp_is_down(tmp_path: Path, black
             api.put("/api/v1/queues/bench")
             publish(api, pid, 0.5)  # warm up
             off, on = [], []
-            rounds = 7
+            rounds = 9
             for _ in range(rounds):
                 set_rule(api, enabled=False)
                 wait_for_no_mail(api)
@@ -127,5 +128,5 @@ def test_publishing_speed_does_not_drop_while_smtp_is_down(tmp_path: Path, black
     # every round with the rule on had its digest mail hanging on the server: 50 alerts' events each
     assert len(failures) >= QUEUES * (rounds - 1)
     assert 'chunkmq_alert_firing{group="g",kind="lag_messages",queue="lagging-0",rule="100"} 1.0' in metrics
-    ratios = [o.rate / f.rate for f, o in zip(off, on, strict=True)]
-    assert statistics.median(ratios) >= 0.7, (ratios, off, on)
+    best_off, best_on = max(r.rate for r in off), max(r.rate for r in on)
+    assert best_on >= 0.7 * best_off, (best_on / best_off, off, on)
