@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.protocol import Protocol
 
 from tests.mailbox import Mailbox
 from tests.pg import PgCluster
@@ -136,3 +137,22 @@ def mailbox() -> Iterator[Mailbox]:
     box.controller.start()
     yield box
     box.controller.stop()
+
+
+@pytest.fixture
+def websockets_parsed(monkeypatch: pytest.MonkeyPatch) -> Callable[[type[Protocol]], list[bytes]]:
+    """`watch(protocol_class)`: the list of every chunk websockets' parser (that class's
+    `receive_data`) is given from then on, for tests of what reaches the stream past it."""
+
+    def watch(cls: type[Protocol]) -> list[bytes]:
+        parsed: list[bytes] = []
+        receive_data = cls.receive_data
+
+        def counted(self: Protocol, data: bytes) -> None:
+            parsed.append(bytes(data))
+            receive_data(self, data)
+
+        monkeypatch.setattr(cls, "receive_data", counted)
+        return parsed
+
+    return watch

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -26,7 +26,7 @@ from websockets.asyncio.client import connect
 from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
-from websockets.protocol import State
+from websockets.protocol import Protocol, State
 from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
@@ -462,18 +462,11 @@ def test_a_delivery_to_a_waiting_consumer_and_a_confirm_are_written_by_the_proto
 
 
 def test_a_chunk_that_is_one_whole_frame_goes_to_the_hook_without_websockets_parser(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, websockets_parsed: Callable[[type[Protocol]], list[bytes]]) -> None:
     """The protocol hands a chunk that is exactly one whole data frame to the stream's FRAME_HOOK
     itself; frames cut across chunks, several in one chunk, fragmented messages and pings go
     through websockets as before, and the protocol keeps finding where the next frame starts."""
-    parsed: list[int] = []  # chunks websockets' parser was given
-    receive_data = ServerProtocol.receive_data
-
-    def counted(self: ServerProtocol, data: bytes) -> None:
-        parsed.append(len(data))
-        receive_data(self, data)
-
-    monkeypatch.setattr(ServerProtocol, "receive_data", counted)
+    parsed = websockets_parsed(ServerProtocol)  # chunks websockets' parser was given
 
     def publish(seq: int, body: str) -> bytes:
         return orjson.dumps({"type": "publish", "seq": seq, "messages": [{"body": body, "routing_key": "q"}]})

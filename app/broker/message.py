@@ -399,6 +399,7 @@ def parse_binary_batch(body: bytes, exchange: str, max_messages: int) -> ParsedB
     for i, (key, payload, flag) in enumerate(zip(routing_keys, payloads, columns.flags, strict=True)):
         if flag:
             blob = encode_blob(_escaped(exchange), _escaped(key), None, payload, True)
+            # bodies of bytes are all a binary batch puts in `full` (_publish_now's one-message path counts on it)
             full[i] = Outgoing(key, NO_HEADERS, None, None, blob, FLAG_BINARY)
         else:
             try:

@@ -19,10 +19,8 @@ from chunkmq.broker.errors import (
     Unroutable,
 )
 from chunkmq.broker.message import (
-    FLAG_BINARY,
     FLAG_SCOPED_KEY,
     NO_HEADERS,
-    Outgoing,
     parse_batch,
     parse_binary_batch,
     plain_message,
@@ -54,12 +52,6 @@ class PublishOutcome:
 
 
 _NOT_DUPLICATE = b'"duplicate":false}'
-
-
-def _bytes_only(message: Outgoing) -> bool:
-    """A binary body with nothing else (no headers, tag or key): what _publish_one stores as bytes."""
-    return message.flags == FLAG_BINARY and not message.headers and message.tag is None \
-        and message.idempotency_key is None
 
 
 def as_duplicate(result: bytes) -> bytes:
@@ -143,8 +135,9 @@ class Publishing(BrokerBase):
         else:
             batch = parse_batch(raw, exchange.name, self.message_limits)
         full = batch.full
-        # (JSON's: plain_message above)
-        if binary and len(batch.blobs) == 1 and (not full or _bytes_only(full[0])):
+        # A binary batch's messages have no headers, tag or key (its `full` holds only bodies of bytes):
+        # one of them, text or bytes, takes the one-message path (JSON's took plain_message above).
+        if binary and len(batch.blobs) == 1:
             one = self._publish_one(exchange, target, batch.routing_keys[0], batch.blobs[0], binary_answer,
                                     full[0].flags if full else 0)
             if one is not None:

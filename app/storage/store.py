@@ -335,9 +335,9 @@ class Store:
     def publish_one(self, data: bytes, queue_id: int, cap: QueueCap | None = None,
                     admit: Callable[[BatchSpace], None] | None = None, flags: int = 0) -> tuple[int, int]:
         """`append` of one record (no tag or key) placed in one queue, a single-message publish's call:
-        its position and its offset in the queue. The same record, checks and errors as `append`, without the per-batch
-        structures (a third of an append's time for one record); what it does not handle itself (a new
-        chunk, a record too large, an unknown queue) it leaves to `append`."""
+        its position and its offset in the queue. The same record, checks and errors as `append`,
+        without the per-batch structures (a third of an append's time for one record); what it does
+        not handle itself (a new chunk, a record too large, an unknown queue) it leaves to `append`."""
         with self._lock:
             self.check_open()
             active, qi = self._active, self._queues.get(queue_id)

@@ -6,7 +6,7 @@ frames, fragments, frames cut across chunks, extensions) stays websockets'.
 
 No extension is ever negotiated on a stream (both sides connect without compression), so the RSV bits
 are always 0. A client's frames are masked, a server's are not. Standard library only: the masking
-itself is websockets' `apply_mask` (C), passed in by the client.
+itself is websockets' `apply_mask` (C), which the client and the server's protocol call.
 """
 
 from __future__ import annotations

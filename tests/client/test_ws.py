@@ -15,6 +15,7 @@ import pytest
 from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import Close, Frame, Opcode
+from websockets.protocol import Protocol
 from websockets.server import ServerProtocol
 from websockets.sync.server import ServerConnection, serve
 
@@ -182,19 +183,13 @@ def test_a_send_waits_for_a_slow_reader_whatever_the_last_reads_timeout() -> Non
         thread.join(5)
 
 
-def test_a_read_that_is_one_whole_message_skips_websockets_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_that_is_one_whole_message_skips_websockets_parser(
+        websockets_parsed: Callable[[type[Protocol]], list[bytes]]) -> None:
     """A read that is exactly one whole text or binary frame is taken without websockets' parser;
     fragments, several frames in a read, control frames and a frame cut across reads go through it,
     and whole frames after them skip it again. Text that is not UTF-8 fails the connection (1007).
     What the client sends reads back through websockets as the same messages."""
-    parsed: list[bytes] = []  # reads websockets' parser was given
-    receive_data = ClientProtocol.receive_data
-
-    def counted(self: ClientProtocol, data: bytes) -> None:
-        parsed.append(bytes(data))
-        receive_data(self, data)
-
-    monkeypatch.setattr(ClientProtocol, "receive_data", counted)
+    parsed = websockets_parsed(ClientProtocol)  # reads websockets' parser was given
     big = bytes(range(256)) * 300  # over a read of 64 KiB: cut
     chunks = [
         [Frame(Opcode.TEXT, b"one")],
