@@ -57,7 +57,9 @@ $(CHROMIUM):
 
 # The run ends with the branch coverage total and fails below [tool.coverage.report] fail_under
 # (pyproject.toml); `.venv/bin/coverage report` lists the files afterwards.
+# .ci/commit-messages: every commit after main's baseline has the message form of docs/decisions.md.
 test: $(STAMP) java postgresql | $(CHROMIUM)
+	$(BIN)/python .ci/commit-messages
 	$(BIN)/ruff check app tests bench
 	$(MAKE) mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider --cov --cov-report=
