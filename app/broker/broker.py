@@ -100,6 +100,16 @@ class DedupRecovery:
     scanned_keys: int = 0  # keys found by the scan
     seconds: float = 0.0
 
+    def __str__(self) -> str:
+        """The log's sentence: where the keys came from and how long it took (the repr has the fields)."""
+        if self.scanned_from is None:
+            source = (f"no usable snapshot, {self.scanned_keys} from {self.records_scanned} records scanned over "
+                      "the window")
+        else:
+            source = (f"{self.snapshot_keys} from {self.segments} snapshot segments, {self.scanned_keys} more from "
+                      f"{self.records_scanned} records scanned from position {self.scanned_from}")
+        return f"{source}, in {self.seconds * 1000:.1f} ms"
+
 
 def parse_exchange(name: str, body: Mapping[str, Any], *, builtin: bool = False) -> tuple[ExchangeType, str | None]:
     """Validate an exchange declare (PUT /exchanges/{name}): its (type, alternate exchange).
@@ -280,6 +290,7 @@ class Broker(Publishing, Consuming):
         stats.records_scanned, stats.scanned_keys, stats.seconds = scanned, keyed, seconds
         self._dedup_written_to = loaded.position if loaded is not None else -1
         log.info("idempotency window rebuilt: %d keys; %s", len(self.dedup), stats)
+        log.debug("idempotency window rebuilt: %r", stats)
 
     def _rescope_legacy_key(self, key: str, result: bytes) -> str | None:
         """The scoped key of a bare key from a format 1 snapshot: scoped to the exchange its message went

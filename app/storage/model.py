@@ -212,6 +212,21 @@ class RecoveryReport:
     replaced_deleted: list[int] = field(default_factory=list)  # left by a collector crash (gc.py step 4)
     seconds: float = 0.0
 
+    def __str__(self) -> str:
+        """The log's sentence: what recovery did, in words and numbers (the repr has every field)."""
+        start = "after the checkpoint" if self.checkpoint_found else "with no checkpoint"
+        done = [f"recovered {self.records_replayed} records {start} (log scanned from position {self.scanned_from} "
+                f"to {self.end_position}) in {self.seconds * 1000:.1f} ms"]
+        done.append(f"truncated {self.bytes_truncated} bytes" if self.bytes_truncated else "nothing truncated")
+        repairs = [(self.batches_dropped, "incomplete batches dropped"),
+                   (self.index_entries_zeroed, "stale index entries zeroed"),
+                   (len(self.queues_rebuilt), "queue indexes rebuilt"),
+                   (len(self.quarantined), "chunks quarantined"),
+                   (len(self.resealed), "chunks resealed"),
+                   (len(self.replaced_deleted), "replaced chunks deleted")]
+        done += [f"{count} {what}" for count, what in repairs if count]
+        return "; ".join(done)
+
 
 def tag_hash(tag: bytes) -> int:
     """0 for no tag; otherwise CRC32 of the tag, never 0 (0 is mapped to 1)."""

@@ -285,6 +285,7 @@ def recover(store: Store) -> RecoveryReport:
     report.seconds = time.monotonic() - t0
     if report.bytes_truncated or report.quarantined or report.queues_rebuilt or report.resealed:
         log.warning("storage recovery repaired the store: %s", report)
+    log.debug("storage recovery: %r", report)
     if cp is None or report.records_replayed or report.index_entries_zeroed:
         try:
             store.flush()  # so the next restart does not replay this tail again

@@ -16,8 +16,8 @@ from tests.api.client import ok, publish, queue
 from tests.server import ServerProcess
 
 _RECOVERY = re.compile(
-    r"idempotency window rebuilt: (\d+) keys; DedupRecovery\(segments=(\d+), snapshot_keys=(\d+), "
-    r"scanned_from=(None|\d+), records_scanned=(\d+), scanned_keys=(\d+)"
+    r"idempotency window rebuilt: (\d+) keys; (?:(\d+) from (\d+) snapshot segments|no usable snapshot), "
+    r"(\d+) (?:more )?from (\d+) records scanned (?:from position (\d+)|over the window)"
 )
 
 
@@ -31,9 +31,9 @@ def recovery(server: ServerProcess) -> dict[str, Any]:
     """The last start's rebuild of the window, from the server log."""
     found = _RECOVERY.findall(server.log())
     assert found, server.log()[-3000:]
-    keys, segments, snapshot_keys, scanned_from, records, scanned_keys = found[-1]
-    return {"keys": int(keys), "segments": int(segments), "snapshot_keys": int(snapshot_keys),
-            "scanned_from": None if scanned_from == "None" else int(scanned_from),
+    keys, snapshot_keys, segments, scanned_keys, records, scanned_from = found[-1]
+    return {"keys": int(keys), "segments": int(segments or 0), "snapshot_keys": int(snapshot_keys or 0),
+            "scanned_from": int(scanned_from) if scanned_from else None,
             "records_scanned": int(records), "scanned_keys": int(scanned_keys)}
 
 

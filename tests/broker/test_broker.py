@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from chunkmq.broker.broker import Broker, parse_binding, parse_exchange
+from chunkmq.broker.broker import Broker, DedupRecovery, parse_binding, parse_exchange
 from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from chunkmq.broker.routing import ExchangeType
 from tests.broker.conftest import with_broker
@@ -207,3 +207,13 @@ def test_an_older_data_directory_is_tightened_once(tmp_path: Path) -> None:
     os.chmod(loose, 0o755)  # not this version's doing: the marker says the walk was done
     with_broker(tmp_path, nothing)
     assert stat.S_IMODE(loose.stat().st_mode) == 0o755
+
+
+def test_the_idempotency_window_rebuild_is_logged_as_a_sentence() -> None:
+    scanned = DedupRecovery(records_scanned=300, scanned_keys=5, seconds=0.0012)
+    assert str(scanned) == "no usable snapshot, 5 from 300 records scanned over the window, in 1.2 ms"
+    loaded = DedupRecovery(segments=2, snapshot_keys=10, scanned_from=1234, records_scanned=40, scanned_keys=2,
+                           seconds=0.25)
+    assert str(loaded) == ("10 from 2 snapshot segments, 2 more from 40 records scanned from position 1234, "
+                           "in 250.0 ms")
+    assert repr(loaded).startswith("DedupRecovery(segments=2, snapshot_keys=10")

@@ -1,12 +1,16 @@
 """The storage engine's value types (app/storage/model.py): batches as columns, what an append
-stored, the tag hash, and chunk states as a store reports them."""
+stored, the tag hash, chunk states as a store reports them, and the recovery report's log sentence."""
 
 from __future__ import annotations
 
+import logging
+import re
 import zlib
 from collections.abc import Callable
 
-from chunkmq.storage import ChunkState, NewMessage, Store, tag_hash
+import pytest
+
+from chunkmq.storage import ChunkState, NewMessage, RecoveryReport, Store, tag_hash
 from chunkmq.storage.model import AppendedBatch, MessageColumns
 
 
@@ -41,3 +45,23 @@ def test_chunk_states_as_the_store_reports_them(open_store: Callable[..., Store]
     assert len(states) > 2 and states[-1] is ChunkState.ACTIVE
     assert set(states[:-1]) == {ChunkState.SEALED}
     assert ChunkState.SEALED == "sealed"  # a StrEnum: JSON and templates show the plain word
+
+
+def test_a_first_start_logs_recovery_as_a_sentence_and_the_fields_at_debug(
+        open_store: Callable[..., Store], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="chunkmq.storage")
+    open_store()
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any(re.fullmatch(r"storage recovery: recovered 0 records with no checkpoint \(log scanned from position 0 "
+                            r"to 0\) in \d+\.\d ms; nothing truncated", m) for m in info), info
+    assert any(m.startswith("storage recovery: RecoveryReport(checkpoint_found=False") for m in debug), debug
+
+
+def test_a_recovery_that_repaired_says_what_it_repaired() -> None:
+    report = RecoveryReport(checkpoint_found=True, scanned_from=4096, end_position=9000, bytes_truncated=37,
+                            records_replayed=5, batches_dropped=1, queues_rebuilt=[3, 4], quarantined=[7],
+                            seconds=0.0123)
+    assert str(report) == ("recovered 5 records after the checkpoint (log scanned from position 4096 to 9000) "
+                           "in 12.3 ms; truncated 37 bytes; 1 incomplete batches dropped; 2 queue indexes rebuilt; "
+                           "1 chunks quarantined")
