@@ -27,8 +27,8 @@ from chunkmq.api.hot_routes import HotRoutes
 from chunkmq.api.operations import AlertCollector, BrokerCollector
 from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from chunkmq.broker.broker import Broker
-from chunkmq.cli import complete_uvicorn
 from chunkmq.config import Settings
+from chunkmq.http.server import complete_uvicorn
 from chunkmq.meta import MetaStore
 from chunkmq.meta.migrate import upgrade
 from chunkmq.metrics import registry
@@ -69,8 +69,8 @@ def warm_up() -> None:
     templates' environment) does not wait for it, then freeze what they built as start-up's objects
     are (tune_gc)."""
     importlib.import_module("numpy")
-    complete_uvicorn()  # the package's __init__, left out of `chunkmq serve`'s start (app/cli.py)
-    importlib.import_module("uvicorn.protocols.websockets.websockets_sansio_impl")  # the first stream's (app/cli.py)
+    complete_uvicorn()  # the package's __init__, left out of `chunkmq serve`'s start (app/http/server.py)
+    importlib.import_module("uvicorn.protocols.websockets.websockets_sansio_impl")  # app/http/websocket.py's
     web_render.environment()
     gc.freeze()
 

@@ -1,6 +1,6 @@
 """The bare ASGI floor of W8: an app that reads the request body and answers a small JSON (and, over
 WebSocket, answers each frame with a small JSON), run on exactly the server stack and options
-`chunkmq serve` uses (app/cli.py `uvicorn_options`). What chunkmq costs per request is its figure
+`chunkmq serve` uses (app/http/server.py `uvicorn_options`). What chunkmq costs per request is its figure
 minus this one's.
 
 `python -m bench.floor PORT` serves it on 127.0.0.1:PORT until SIGTERM.
@@ -46,8 +46,8 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 def main(port: int) -> None:
     import uvicorn
 
-    from chunkmq.cli import uvicorn_options
     from chunkmq.config import Settings
+    from chunkmq.http.server import uvicorn_options
 
     settings = Settings(host="127.0.0.1", port=port, log_level="warning", data_dir=Path(gettempdir()))
     uvicorn.run(app, **uvicorn_options(settings))

@@ -25,16 +25,17 @@ WARMED = ("numpy", "jinja2", "websockets", "uvicorn.main", "click")
 STARTED = """
 import asyncio, json, sys
 import chunkmq.cli as cli
+from chunkmq.http import server
 from chunkmq.start import serving_app
 
 def loaded(names):
     return sorted(m for m in sys.modules if m in names or any(m.startswith(n + ".") for n in names))
 
 args = cli.build_parser("serve").parse_args(["serve", "--data-dir", sys.argv[1]])
-config_class, _ = cli.uvicorn_server()  # as cli._serve
+config_class, _ = server.uvicorn_server()  # as cli._serve
 settings = cli._settings_from(args)
 app = serving_app(settings)
-config_class(app, **cli.uvicorn_options(settings)).load()  # as Server.run in cli._serve
+config_class(app, **server.uvicorn_options(settings)).load()  # as Server.run in cli._serve
 
 async def start() -> dict[str, list[str]]:
     inbox, outbox = asyncio.Queue(), asyncio.Queue()

@@ -144,7 +144,7 @@ def test_the_wheel_requires_only_the_clients_dependencies_and_the_broker_is_the_
     server = {r.name.lower().replace("_", "-") for r in requirements
               if r.marker is not None and r.marker.evaluate({"extra": "server"})}
     assert server >= SERVER_ONLY - {"starlette"}, SERVER_ONLY - server  # starlette comes with fastapi
-    # the subclassed uvicorn is held to the exact release the tests ran (tests/test_cli_uvicorn.py)
+    # the subclassed uvicorn is held to the exact release the tests ran (tests/http/test_uvicorn_shape.py)
     (uvicorn,) = (r for r in requirements if r.name == "uvicorn")
     assert list(uvicorn.specifier) and all(s.operator == "==" for s in uvicorn.specifier)
     assert uvicorn.specifier.contains("0.54.0") and not uvicorn.specifier.contains("0.54.1")

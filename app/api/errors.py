@@ -178,7 +178,7 @@ async def send_error(send: Send, status: int, code: str, message: str,
 
 
 async def overloaded(scope: Scope, receive: Receive, send: Send) -> None:
-    """The answer past CHUNKMQ_MAX_CONNECTIONS, in place of uvicorn's plain-text 503 (app/cli.py):
+    """The answer past CHUNKMQ_MAX_CONNECTIONS, in place of uvicorn's plain-text 503 (app/http/protocol.py):
     sent before the request is read, so the connection closes after it."""
     await send_error(send, 503, codes.OVERLOADED,
                      "the server has as many open connections as CHUNKMQ_MAX_CONNECTIONS allows; try again shortly",

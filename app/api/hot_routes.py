@@ -11,7 +11,7 @@ here as the stack applies them, so a hot request is answered exactly as it would
 stack; any other method or path goes through the stack.
 
 A hot endpoint takes the request's scope and whole body and returns its answer (`Answer`): the app
-sends it through ASGI (`HotRoutes.serve`), and `chunkmq serve`'s HTTP protocol (app/cli.py) writes it
+sends it through ASGI (`HotRoutes.serve`), and `chunkmq serve`'s HTTP protocol (app/http/protocol.py) writes it
 straight to the socket, without ASGI's receive/send messages, for a request whose body it already
 holds (`HotRoutes.respond`).
 
@@ -67,7 +67,7 @@ class HotRoute:
     """A POST route whose endpoint takes (scope, body) and returns its Answer, or an awaitable of it
     when it must wait (a publish waiting for its fsync, a long poll): an answer known at once is
     written without a coroutine (a publish in fsync=interval). `limit(settings)`: the body's largest
-    size and the code of its refusal. `eager`: the endpoint may start outside a task (app/cli.py runs
+    size and the code of its refusal. `eager`: the endpoint may start outside a task (app/http/protocol.py runs
     it at once, in the parser's callback): it uses nothing that needs one, such as `asyncio.timeout`."""
 
     def __init__(self, path: str, endpoint: Callable[[Scope, bytes], Answer | Awaitable[Answer]],

@@ -38,7 +38,7 @@ error frame and the stream goes on. These end the stream:
           an error frame with the API.md error comes first (bad name, no/invalid token, not
           permitted, queue/group/exchange not found or deleted, queue not visible to consumers).
 Heartbeats: uvicorn pings every CHUNKMQ_WS_PING_INTERVAL s (20) and drops a peer that does not answer within
-CHUNKMQ_WS_PING_TIMEOUT s (20), even one whose TCP window is full (app/cli.py); the
+CHUNKMQ_WS_PING_TIMEOUT s (20), even one whose TCP window is full (app/http/websocket.py); the
 application-level ping frame is there for clients that cannot send protocol pings (browsers).
 """
 
@@ -77,7 +77,7 @@ MAX_CREDIT = 1_000_000  # per credit frame
 MAX_PUBLISH_IN_FLIGHT = 1024  # publish frames awaiting their confirm; the reader stops beyond it
 _PONG = b'{"type":"pong"}'
 # The scope key of a stream's frame hook: `hook(data, text) -> bool`, called by the server's WebSocket
-# protocol (app/cli.py) with each whole frame from the client while nothing is queued ahead of it; True
+# protocol (app/http/websocket.py) with each whole frame from the client while nothing is queued ahead of it; True
 # when the stream handled the frame there, False to have it queued for `receive` as usual.
 FRAME_HOOK = "chunkmq.frame_hook"
 # The scope key of the protocol's frame writer: `write(data, text) -> bool` writes a frame at once, in

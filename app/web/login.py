@@ -53,7 +53,7 @@ async def login(request: Request) -> Response:
     check_csrf(request.cookies.get(LOGIN_COOKIE, secrets.token_urlsafe(8)), form.get("csrf"))
     name, password = form.get("user", ""), form.get("password", "")
     limiter: LoginLimiter = request.app.state.web_limiter
-    # The peer's address; a proxy's X-Forwarded-For only when CHUNKMQ_FORWARDED_ALLOW_IPS names it (app/cli.py)
+    # The peer's address; a proxy's X-Forwarded-For only when CHUNKMQ_FORWARDED_ALLOW_IPS names it (app/http/server.py)
     client = request.client.host if request.client else "unknown"
     wait = limiter.address_wait(client)
     if wait:

@@ -1,6 +1,6 @@
 """WebSocket data frames (RFC 6455, section 5.2) as the streams' hot paths read and write them, past
 websockets' frame parser and writer: a chunk that is exactly one whole final text or binary frame,
-and the frame of one message. The server's protocol (app/cli.py) and the Python client's
+and the frame of one message. The server's protocol (app/http/protocol.py) and the Python client's
 DirectConnection (app/client/_ws.py) use it on every message of a stream; everything else (control
 frames, fragments, frames cut across chunks, extensions) stays websockets'.
 

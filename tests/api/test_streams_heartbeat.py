@@ -152,7 +152,7 @@ def test_a_consumer_that_stops_answering_pings_is_dropped_and_its_messages_go_to
 
 def test_a_dead_consumer_with_a_full_tcp_window_is_dropped_too(srv: ServerProcess) -> None:
     """uvicorn's own close waits for its write buffer to drain, which a peer that does not read never
-    lets happen; app/cli.py aborts such a connection instead."""
+    lets happen; app/http/websocket.py aborts such a connection instead."""
     q = "full-window"
     with httpx.Client(base_url=srv.url) as api:
         ok(api.put(f"/api/v1/queues/{q}", json={"ack_timeout_ms": 60_000}), 201)

@@ -21,8 +21,8 @@ import uvicorn
 from websockets.asyncio.client import connect
 
 from chunkmq.api.streams import _ConsumeStream
-from chunkmq.cli import _websocket_protocol
 from chunkmq.config import Settings
+from chunkmq.http.websocket import websocket_protocol
 from chunkmq.main import create_app
 from tests.api.test_streams import consume_url, run
 from tests.server import ServerProcess, free_port
@@ -62,7 +62,7 @@ async def _until(condition: object, timeout: float) -> bool:
 def test_closed_consume_streams_leave_no_stream_objects(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "data", auth="off", log_level="warning")
     port = free_port()
-    protocol = _websocket_protocol()
+    protocol = websocket_protocol()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, ws=protocol,
                             ws_per_message_deflate=False, log_level="warning")
     server = uvicorn.Server(config)

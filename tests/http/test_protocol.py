@@ -1,10 +1,10 @@
-"""`chunkmq serve`'s HTTP protocol (app/cli.py) in process, on real sockets.
+"""`chunkmq serve`'s HTTP protocol (app/http/protocol.py) in process, on real sockets.
 
 The hot routes answered without ASGI: each request is answered byte for byte as the same app
 answers it through ASGI (whose hot path tests/api/test_hot_routes.py holds to the middleware stack's
 answers), with the same access log line; pipelined requests, HTTP/1.0 and Expect: 100-continue keep
 uvicorn's behaviour. The connection's clocks: headers sent too slowly, and keep-alive idleness.
-(tests/test_cli_connections.py checks the limits on a server process.)"""
+(tests/http/test_connections.py checks the limits on a server process.)"""
 
 from __future__ import annotations
 
@@ -32,10 +32,10 @@ from websockets.uri import parse_uri
 
 from chunkmq.api import streams
 from chunkmq.broker.broker import Broker
-from chunkmq.cli import uvicorn_options
 from chunkmq.client._batch import decode, encode
 from chunkmq.client.models import OutgoingMessage
 from chunkmq.config import Settings
+from chunkmq.http.server import uvicorn_options
 from chunkmq.main import App, create_app
 from tests.api.test_hot_routes import LOCAL_REFUSALS, PUBLISH, REFUSALS
 from tests.server import free_port
@@ -105,12 +105,12 @@ async def servers(settings: Settings, **options: object) -> AsyncIterator[tuple[
 
 def test_hot_requests_are_answered_as_through_asgi(tmp_path: Path) -> None:
     lines: list[str] = []
-    by_protocol: list[bool] = []  # whether the line came from the protocol's own path (app/cli.py)
+    by_protocol: list[bool] = []  # whether the line came from the protocol's own path (app/http/protocol.py)
     handler = logging.Handler()
 
     def emit(record: logging.LogRecord) -> None:
         lines.append(record.getMessage().split(" - ", 1)[1])
-        by_protocol.append(Path(record.pathname).name == "cli.py")
+        by_protocol.append(Path(record.pathname).name == "protocol.py")
 
     handler.emit = emit  # type: ignore[method-assign]
     access = logging.getLogger("uvicorn.access")
@@ -203,7 +203,7 @@ def test_a_shutdown_ends_a_waiting_long_poll_as_it_ends_any_request(tmp_path: Pa
 
 
 def test_publishes_that_wait_are_answered_as_through_asgi(tmp_path: Path) -> None:
-    """A publish starts at once in the parser's callback (app/cli.py started_eagerly); one that
+    """A publish starts at once in the parser's callback (app/http/protocol.py started_eagerly); one that
     waits, for its token's first lookup or for its fsync, goes on in a task."""
     async def main() -> None:
         settings = Settings(auth="on", fsync="always", data_dir=tmp_path / "data")

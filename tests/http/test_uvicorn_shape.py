@@ -1,8 +1,8 @@
-"""The shape of uvicorn's private classes that `chunkmq serve` subclasses (app/cli.py).
+"""The shape of uvicorn's private classes that `chunkmq serve` subclasses (app/http/).
 
 pyproject.toml holds uvicorn to the release these checks passed with; when `make lock` or a
 range change brings another one, this file says what moved before a server misbehaves.
-tests/test_cli_connections.py checks the behaviour itself on real servers.
+tests/http/test_connections.py checks the behaviour itself on real servers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from packaging.version import Version
 from uvicorn.protocols.http import flow_control, httptools_impl
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-from chunkmq.cli import _http_protocol, _websocket_protocol
+from chunkmq.http.protocol import http_protocol
+from chunkmq.http.websocket import websocket_protocol
 
 
 def _parameters(function: Callable[..., Any]) -> list[str]:
@@ -61,7 +62,7 @@ def test_the_response_cycle_writes_its_head_then_its_body_and_calls_on_response(
 
 
 def test_what_the_protocol_s_hot_path_reads_and_the_cycle_state_it_stands_in_for() -> None:
-    """app/cli.py answers hot requests itself (HotCycle): it fills the scope as on_headers_complete
+    """app/http/protocol.py answers hot requests itself (HotCycle): it fills the scope as on_headers_complete
     does, and uvicorn's methods that touch a request's cycle use only what HotCycle has."""
     base = httptools_impl.HttpToolsProtocol
     assert _parameters(base.on_message_complete) == ["self"]
@@ -86,7 +87,7 @@ def test_what_the_protocol_s_hot_path_reads_and_the_cycle_state_it_stands_in_for
 
 
 def test_the_keep_alive_clock_the_subclass_takes_over() -> None:
-    """app/cli.py replaces on_response_complete (its keep-alive timer on the connection's one timer)
+    """app/http/protocol.py replaces on_response_complete (its keep-alive timer on the connection's one timer)
     and _unset_keepalive_if_required: uvicorn's must still be what it copies, and the keep-alive
     timer must be set nowhere else."""
     base = httptools_impl.HttpToolsProtocol
@@ -158,12 +159,12 @@ def test_the_websocket_protocol_s_data_received_the_subclass_goes_around() -> No
 
 
 def test_the_subclasses_build_on_these_classes() -> None:
-    assert issubclass(_http_protocol(10.0), httptools_impl.HttpToolsProtocol)
-    assert issubclass(_websocket_protocol(), WebSocketsSansIOProtocol)
+    assert issubclass(http_protocol(10.0), httptools_impl.HttpToolsProtocol)
+    assert issubclass(websocket_protocol(), WebSocketsSansIOProtocol)
 
 
 def test_the_package_init_that_serve_leaves_out_only_names_what_complete_uvicorn_adds() -> None:
-    """`cli.uvicorn_server` starts without uvicorn/__init__.py, with Config set on the package: what
+    """`server.uvicorn_server` starts without uvicorn/__init__.py, with Config set on the package: what
     uvicorn imports from the package itself must be Config alone, and the __init__ what it was."""
     from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Connections a client never finishes (app/cli.py's HTTP protocol) and the connection limit, against
+"""Connections a client never finishes (app/http/protocol.py) and the connection limit, against
 a real server over raw sockets."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from chunkmq.cli import OneWrite
+from chunkmq.http.protocol import OneWrite
 from tests.server import ServerProcess
 
 

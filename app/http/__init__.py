@@ -1,0 +1,1 @@
+"""The HTTP edge of `chunkmq serve`: its uvicorn server and protocols."""
