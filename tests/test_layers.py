@@ -7,7 +7,8 @@ ones inside functions included, read from the source with ast.
 - the API and the console never import storage (they go through the broker);
 - the API, the console and the alerts never read the broker's internals (queues, routing, meta,
   store...): reads go through app/broker/views.py, writes through the broker's operations;
-- app/broker has no import cycle.
+- no import cycle anywhere in chunkmq: a module never needs, even lazily or for its types only, a
+  module that needs it back.
 """
 
 from __future__ import annotations
@@ -29,27 +30,43 @@ def _module(path: Path) -> str:
     return ".".join(("chunkmq", *(parts[:-1] if parts[-1] == "__init__" else parts)))
 
 
+def _folder(package: str) -> Path:
+    """chunkmq -> app/, chunkmq.broker -> app/broker/."""
+    return APP.joinpath(*package.split(".")[1:])
+
+
+# Every module of chunkmq, the compiled ones (app/broker/_blobc*.so) included.
+MODULES = {_module(p) for p in APP.rglob("*.py")} | {_module(p.with_name(p.name.split(".")[0] + ".py"))
+                                                     for p in APP.rglob("*.so")}
+
+
+def file_imports(tree: ast.Module, module: str, is_package: bool) -> Iterator[str]:
+    """The names a module's source imports, relative ones resolved. `from p import x` imports the
+    module p.x when there is one (p's __init__ is then only the parent every submodule has), else the
+    name x from p: a dependency on p's __init__, whose re-export it needs."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: len(module.split(".")) - node.level + is_package]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module or ""
+            if name == "__future__":
+                continue
+            for alias in node.names:
+                sub = f"{name}.{alias.name}"
+                yield sub if sub in MODULES else name
+
+
 def imports(package: str) -> Iterator[tuple[str, str]]:
     """(module, imported name) for every import in the package's files, relative ones resolved."""
-    folder = APP / package.removeprefix("chunkmq.").replace(".", "/")
-    for path in sorted(folder.rglob("*.py")):
+    for path in sorted(_folder(package).rglob("*.py")):
         module = _module(path)
-        is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    yield module, alias.name
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = module.split(".")[: len(module.split(".")) - node.level + is_package]
-                    name = ".".join([*base, node.module] if node.module else base)
-                else:
-                    name = node.module or ""
-                if name == "__future__":
-                    continue
-                yield module, name
-                for alias in node.names:  # `from chunkmq import storage` imports chunkmq.storage
-                    yield module, f"{name}.{alias.name}"
+        for name in file_imports(ast.parse(path.read_text(), str(path)), module, path.name == "__init__.py"):
+            yield module, name
 
 
 def _inside(name: str, package: str) -> bool:
@@ -142,7 +159,7 @@ def test_the_internal_reads_check_sees_what_it_checks(tmp_path: Path) -> None:
 
 def import_graph(package: str) -> dict[str, set[str]]:
     """Module -> the modules of the same package it imports (TYPE_CHECKING and lazy imports too)."""
-    modules = {_module(p) for p in (APP / package.removeprefix("chunkmq.").replace(".", "/")).rglob("*.py")}
+    modules = {_module(p) for p in _folder(package).rglob("*.py")}
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, name in imports(package):
         if name in modules and name != module:
@@ -182,12 +199,41 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_the_broker_has_no_import_cycle() -> None:
-    """views and history take a Protocol of what they read, not the Broker that holds them."""
-    assert cycles(import_graph("chunkmq.broker")) == []
+# The circles still to break, one commit each.
+KNOWN_CYCLES = [
+    ["chunkmq.api.operations", "chunkmq.api.router", "chunkmq.main", "chunkmq.start"],
+    ["chunkmq.client._ws", "chunkmq.client.consumer", "chunkmq.client.producer", "chunkmq.client.sync"],
+    ["chunkmq.meta.models", "chunkmq.meta.rows"],
+    ["chunkmq.storage.gc", "chunkmq.storage.recovery", "chunkmq.storage.retention", "chunkmq.storage.store"],
+]
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    """A lazy import or one for the types only is no circle at import time, but it is one in the
+    design: counted (docs/decisions.md, "Layers")."""
+    assert sorted(cycles(import_graph("chunkmq"))) == KNOWN_CYCLES
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert cycles(graph) == [["a", "b", "c"]]
     assert "chunkmq.broker.views" in import_graph("chunkmq.broker")["chunkmq.broker.history"]
+
+
+def test_the_package_graph_sees_what_it_checks() -> None:
+    """The whole package's graph holds every module and its imports across packages, lazy ones too;
+    one import back closes a circle it finds."""
+    graph = import_graph("chunkmq")
+    assert {"chunkmq", "chunkmq.cli", "chunkmq.storage.store", "chunkmq.web.pages"} <= graph.keys()
+    assert any(_inside(n, "chunkmq.storage") for n in graph["chunkmq.broker.broker"])
+    assert "chunkmq.main" in graph["chunkmq.start"]  # imported inside a function (the second stage)
+    graph["chunkmq.storage.chunk"].add("chunkmq.storage.store")
+    assert any({"chunkmq.storage.chunk", "chunkmq.storage.store"} <= set(c) for c in cycles(graph))
+
+
+def test_an_import_of_a_submodule_is_not_one_of_its_package() -> None:
+    """`from . import files` needs storage/files.py; `from chunkmq.storage import Store` needs the
+    package's __init__ (its re-export), and `from .store import Store` store.py."""
+    source = "from . import files\nfrom chunkmq.storage import Store\nfrom .store import Store as S\n"
+    found = list(file_imports(ast.parse(source), "chunkmq.storage.gc", False))
+    assert found == ["chunkmq.storage.files", "chunkmq.storage", "chunkmq.storage.store"]
