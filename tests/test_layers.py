@@ -204,7 +204,6 @@ KNOWN_CYCLES = [
     ["chunkmq.api.operations", "chunkmq.api.router", "chunkmq.main", "chunkmq.start"],
     ["chunkmq.client._ws", "chunkmq.client.consumer", "chunkmq.client.producer", "chunkmq.client.sync"],
     ["chunkmq.meta.models", "chunkmq.meta.rows"],
-    ["chunkmq.storage.gc", "chunkmq.storage.recovery", "chunkmq.storage.retention", "chunkmq.storage.store"],
 ]
 
 

@@ -70,7 +70,7 @@ from .queue_index import ENTRY
 from .record import record_length, timestamp_at
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .internals import StoreInternals
 
 log = logging.getLogger("chunkmq.storage")
 
@@ -86,7 +86,7 @@ class _Pacer:
     a few milliseconds. CPU time of this thread, not wall time: time spent waiting for the GIL while
     the publish path holds it is not work and must not lengthen the sleeps."""
 
-    def __init__(self, store: Store, duty: float, stop: threading.Event | None,
+    def __init__(self, store: StoreInternals, duty: float, stop: threading.Event | None,
                  run: threading.Event | None = None) -> None:
         self.store = store
         self.duty = duty
@@ -114,7 +114,7 @@ class _Pacer:
             self.started = time.thread_time()
 
 
-def plan(store: Store, threshold: float, live: dict[int, int], durable: int) -> list[list[Chunk]]:
+def plan(store: StoreInternals, threshold: float, live: dict[int, int], durable: int) -> list[list[Chunk]]:
     """Runs of neighbouring sealed files to rewrite into one file each (see the module docstring),
     among the files wholly below ``durable``, a position the recovery point has reached: recovery
     never replays records of a file the collector may rewrite (a chunk sealed after step 0 waits
@@ -151,7 +151,7 @@ def _worth_alone(c: Chunk, live: int, threshold: float, size: int) -> bool:
     return live < threshold * c.data_bytes
 
 
-def collect(store: Store, threshold: float, duty: float, stop: threading.Event | None = None,
+def collect(store: StoreInternals, threshold: float, duty: float, stop: threading.Event | None = None,
             run: threading.Event | None = None) -> GcReport:
     """One pass: every run the plan finds, rewritten in order (step 0 of the docstring first).
     ``stop`` set: the pass ends at its next step; ``run`` cleared: the pass waits at its next step."""
@@ -185,7 +185,7 @@ def collect(store: Store, threshold: float, duty: float, stop: threading.Event |
     return report
 
 
-def _live_records(store: Store, run: list[Chunk], floors: dict[int, int]) -> list[tuple[int, int]]:
+def _live_records(store: StoreInternals, run: list[Chunk], floors: dict[int, int]) -> list[tuple[int, int]]:
     """(position, length) of every record some queue needs in the run's positions, ascending."""
     lo, hi = run[0].base, run[-1].end
     found: dict[int, int] = {}
@@ -201,7 +201,7 @@ def _live_records(store: Store, run: list[Chunk], floors: dict[int, int]) -> lis
     return sorted(found.items())
 
 
-def _rewrite(store: Store, run: list[Chunk], floors: dict[int, int], pacer: _Pacer, report: GcReport) -> None:
+def _rewrite(store: StoreInternals, run: list[Chunk], floors: dict[int, int], pacer: _Pacer, report: GcReport) -> None:
     size = store.chunk_size
     number, last = run[0].number, run[-1].last
     version = run[0].version  # records are copied verbatim: the new file keeps their record format
@@ -288,7 +288,7 @@ def _allocated(path: os.PathLike[str]) -> int:
 class Collector:
     """The collector thread: one pass each time it is woken (after retention), paced to ``duty``."""
 
-    def __init__(self, store: Store, threshold: float, duty: float) -> None:
+    def __init__(self, store: StoreInternals, threshold: float, duty: float) -> None:
         self._store = store
         self._threshold = threshold
         self._duty = duty

@@ -35,7 +35,7 @@ from .queue_index import QueueIndex, used_entries
 from .record import END_OF_BATCH, iter_records, length_before, placements_at, tag_at
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .internals import StoreInternals
 
 log = logging.getLogger("chunkmq.storage")
 
@@ -135,7 +135,7 @@ def _checkpoint_tail_valid(c: Chunk, local: int) -> bool:
     return local == 0 or length_before(c.mm, H, H + local, c.version) > 0
 
 
-def recover(store: Store) -> RecoveryReport:
+def recover(store: StoreInternals) -> RecoveryReport:
     t0 = time.monotonic()
     root, size, opts = store.root, store.chunk_size, store.options
     report = RecoveryReport()

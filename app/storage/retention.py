@@ -24,7 +24,7 @@ from .model import RetentionReport
 from .queue_index import QueueIndex
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .internals import StoreInternals
 
 log = logging.getLogger("chunkmq.storage")
 
@@ -38,7 +38,7 @@ def _points_into(qi: QueueIndex, floor: int, lo: int, hi: int) -> bool:
     return bool(p1) and p1 - 1 < hi
 
 
-def _lowest_readable(store: Store, qi: QueueIndex, upto: int) -> int:
+def _lowest_readable(store: StoreInternals, qi: QueueIndex, upto: int) -> int:
     """Lowest offset o <= upto such that every record in [o, upto) still exists (no gaps)."""
     size = store.chunk_size
     o = upto
@@ -51,7 +51,7 @@ def _lowest_readable(store: Store, qi: QueueIndex, upto: int) -> int:
     return o
 
 
-def retain(store: Store, floors: Mapping[int, int], free_bytes: int) -> RetentionReport:
+def retain(store: StoreInternals, floors: Mapping[int, int], free_bytes: int) -> RetentionReport:
     """``floors``: the queues whose floor changed since the last call; every other queue keeps the
     floor it was last given (its first offset if never). The work is proportional to what changed:
     the sealed chunks are checked only when a floor moved, a chunk was sealed, a queue was deleted
@@ -160,14 +160,14 @@ def _floor(qi: QueueIndex) -> int:
     return min(max(qi.wanted if qi.wanted is not None else qi.first, qi.first), qi.next)
 
 
-def _exists(store: Store, qi: QueueIndex, offset: int) -> bool:
+def _exists(store: StoreInternals, qi: QueueIndex, offset: int) -> bool:
     if offset >= qi.next:
         return True
     p1 = qi.entry(offset)[0]
     return bool(p1) and (p1 - 1) // store.chunk_size in store.chunk_map
 
 
-def _first_existing(store: Store, qi: QueueIndex, offset: int) -> int:
+def _first_existing(store: StoreInternals, qi: QueueIndex, offset: int) -> int:
     """First offset >= ``offset`` whose record exists, jumping a missing chunk at a time."""
     size = store.chunk_size
     while offset < qi.next and not _exists(store, qi, offset):

@@ -26,7 +26,7 @@ from .chunk import Chunk
 from .errors import BatchTooLarge, CorruptChunk, QueueCapReached, StorageError, StoreClosed, UnknownQueue
 from .errors import os_failure as _fail
 from .flusher import Done, Flusher
-from .gc import Collector
+from .gc import Collector, collect
 from .model import (
     AppendedBatch,
     BatchSpace,
@@ -66,6 +66,8 @@ from .record import (
     timestamp_at,
 )
 from .record import columns as record_columns
+from .recovery import recover
+from .retention import retain
 
 if TYPE_CHECKING:
     import asyncio
@@ -114,20 +116,8 @@ class Store:
     """A message log with per-queue offset indexes. Open with Store.open(directory, options).
 
     The modules that work on a store's state from outside this file (recovery.py, retention.py,
-    gc.py) use this internal interface only, never the private attributes:
-
-    - ``chunk_size``: bytes of a chunk's data region (global position // chunk_size = chunk number);
-    - ``writer_lock``: the lock every writer holds (appends, queue changes, retention, a gc commit);
-    - ``closed`` and ``check_open()``: whether the store was closed (StoreClosed from check_open);
-    - ``queue_indexes``: queue id -> its QueueIndex (mutate only under the writer lock);
-    - ``chunk_map``: chunk number -> its Chunk, the numbers a rewritten file replaced included;
-      ``chunk_files()``: every chunk file once, by number; ``active_chunk``: where appends go;
-    - ``forget(chunk)``: take a chunk file and all its numbers out of the map (writer lock held);
-    - ``adopt(chunks, queues, next_number)``: install what recovery found (Store.open only);
-    - ``touch(q)`` / ``first_moved(q)``: a queue's counters (or its first offset) were changed
-      outside this file (writer lock held), so the next recovery point and the rounds that read
-      ``changed_queues`` see it; ``floors_changed`` and ``punch_due``: retention's own bookkeeping;
-    - and the public ``end_position``, ``live_bytes()``, ``flush()``, ``root``, ``options``.
+    gc.py) use only its internal interface, internals.StoreInternals (a Protocol), never the
+    private attributes.
     """
 
     recovery: RecoveryReport
@@ -177,8 +167,6 @@ class Store:
     @classmethod
     def open(cls, directory: Path, options: StoreOptions = StoreOptions()) -> Store:
         """Open (or create) a store in ``directory`` and run recovery (see recovery.py)."""
-        from .recovery import recover
-
         if options.chunk_size < 4096 or options.index_chunk_entries < 1:
             raise ValueError("chunk_size must be >= 4096 and index_chunk_entries >= 1")
         if options.max_batch_bytes >= 1 << 32 or options.max_message_bytes >= (1 << 32) - 1024:
@@ -939,8 +927,6 @@ class Store:
     def retain(self, floors: Mapping[int, int], *, free_bytes: int = 0) -> RetentionReport:
         """Delete what no queue needs any more; with ``free_bytes``, also the oldest sealed chunks
         that queues still need, until that many bytes are freed (see retention.py)."""
-        from .retention import retain
-
         report = retain(self, floors, free_bytes)
         if self._collector is not None:
             self._collector.wake()  # floors moved: chunks may have become sparse
@@ -949,8 +935,6 @@ class Store:
     def collect(self, threshold: float | None = None) -> GcReport:
         """One collector pass now, at full speed: rewrite the sealed chunks whose live share is below
         ``threshold`` (default: the option, or 0.5), merging sparse neighbours (see gc.py)."""
-        from .gc import collect
-
         if threshold is None:
             threshold = self.options.gc_threshold or 0.5
         return collect(self, threshold, 1.0)
