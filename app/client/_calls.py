@@ -46,6 +46,11 @@ _ASK_BATCH_HEADERS = {"accept": _batch.MEDIA_TYPE}
 _JSON_ASK_BATCH_HEADERS = {"content-type": "application/json", "accept": _batch.MEDIA_TYPE}
 
 
+def auth_headers(token: str | None) -> dict[str, str]:
+    """The headers every request and stream of a client with this token sends."""
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
 @dataclass(frozen=True, slots=True)
 class Call(Generic[T]):
     """One request of the API: what to send, and how its answer becomes the result."""

@@ -25,8 +25,8 @@ from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
 from websockets.uri import parse_uri
 
+from chunkmq.client._calls import auth_headers
 from chunkmq.client.errors import ChunkmqError, ConnectionFailed, api_error
-from chunkmq.client.sync import auth_headers
 from chunkmq.wire import frames
 
 # Close codes after which reconnecting can help: going away, abnormal (no close frame), server error,

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 
 from chunkmq.client import _calls as calls
-from chunkmq.client._calls import NO_JSON, Call, MessageLike
+from chunkmq.client._calls import NO_JSON, Call, MessageLike, auth_headers
 from chunkmq.client._http import BACKOFF, IDEMPOTENT, RETRY_STATUSES, Response, ssl_context
 from chunkmq.client.consumer import AsyncConsumer
 from chunkmq.client.errors import ConnectionFailed
@@ -36,7 +36,6 @@ from chunkmq.client.models import (
     QueueInfo,
 )
 from chunkmq.client.producer import AsyncProducer
-from chunkmq.client.sync import auth_headers
 
 T = TypeVar("T")
 

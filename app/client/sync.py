@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chunkmq.client import _calls as calls
-from chunkmq.client._calls import NO_JSON, Call, MessageLike
+from chunkmq.client._calls import NO_JSON, Call, MessageLike, auth_headers
 from chunkmq.client._http import Transport, env_proxy
 from chunkmq.client.models import (
     AckResult,
@@ -35,10 +35,6 @@ if TYPE_CHECKING:
     from chunkmq.client.producer import Producer
 
 T = TypeVar("T")
-
-
-def auth_headers(token: str | None) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"} if token else {}
 
 
 class Client:
