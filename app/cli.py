@@ -468,7 +468,7 @@ def _alerts_delete(args: argparse.Namespace) -> int:
 
 
 def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from chunkmq.meta.rows import ALERT_KINDS
+    from chunkmq.meta.alert_kinds import ALERT_KINDS
 
     where = _where_parser()
     where.add_argument("--url", help="a running server (http://host:port): go through its API instead")

@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from chunkmq.meta.rows import ALERT_KINDS
+from chunkmq.meta.alert_kinds import ALERT_KINDS
 from chunkmq.meta.types import BigInt, CanonicalJSON, UtcDateTime, utcnow
 
 EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers", "hash")

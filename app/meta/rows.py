@@ -10,11 +10,6 @@ if TYPE_CHECKING:  # the row functions read ORM objects; the rows themselves nee
     from chunkmq.meta import models
 
 
-# What an alert rule watches (app/alerts/rules.py); here rather than in models.py, so that the CLI's
-# parser names them without loading SQLAlchemy.
-ALERT_KINDS = ("lag_messages", "lag_seconds", "stalled", "no_consumers", "dead_letters", "queue_full", "disk")
-
-
 @dataclass(frozen=True, slots=True)
 class ExchangeRow:
     id: int
