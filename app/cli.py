@@ -37,7 +37,8 @@ def _serve(args: argparse.Namespace) -> int:
     config_class, server_class = uvicorn_server()
     from uvicorn.config import STARTUP_FAILURE
 
-    from chunkmq.start import ConfigError, check_settings, serving_app
+    from chunkmq.boot import ConfigError, check_settings
+    from chunkmq.start import serving_app
     from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
 
     settings = _settings_from(args)

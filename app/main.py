@@ -26,13 +26,13 @@ from chunkmq.api.guard import Guard, every_request
 from chunkmq.api.hot_routes import HotRoutes
 from chunkmq.api.operations import AlertCollector, BrokerCollector
 from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
+from chunkmq.boot import AppState, check_settings, configure_logging, tune_gc
 from chunkmq.broker.broker import Broker
 from chunkmq.config import Settings
 from chunkmq.http.server import complete_uvicorn
 from chunkmq.meta import MetaStore
 from chunkmq.meta.migrate import upgrade
 from chunkmq.metrics import registry
-from chunkmq.start import AppState, check_settings, configure_logging, tune_gc
 from chunkmq.storage.files import private_dir
 from chunkmq.storage.lock import DirectoryLock
 from chunkmq.web import render as web_render

@@ -16,10 +16,10 @@ from chunkmq.api import schemas
 from chunkmq.api.access import AUTHORIZE
 from chunkmq.api.auth import Principal
 from chunkmq.api.deps import broker_of, json, raw_json
+from chunkmq.boot import readiness
 from chunkmq.broker import views
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.errors import NotFound
-from chunkmq.start import readiness
 from chunkmq.wire import codes
 
 router = APIRouter(tags=["operations"])
