@@ -182,6 +182,7 @@ def collect(store: StoreInternals, threshold: float, duty: float, stop: threadin
     report.seconds = time.perf_counter() - t0
     if report.rewrites:
         log.info("collector: %s", report)
+        log.debug("collector: %r", report)
     return report
 
 

@@ -187,6 +187,12 @@ class GcReport:
     bytes_freed: int = 0  # allocated bytes given back to the file system
     seconds: float = 0.0
 
+    def __str__(self) -> str:
+        """The log's sentence: what the pass rewrote and what it freed (the repr has the chunk numbers)."""
+        return (f"rewrote {len(self.chunks_replaced)} chunk files into {self.rewrites}, copying "
+                f"{self.bytes_copied} bytes of live records and freeing {self.bytes_freed} bytes, "
+                f"in {self.seconds * 1000:.1f} ms")
+
 
 @dataclass(slots=True)
 class RetentionReport:
@@ -195,6 +201,18 @@ class RetentionReport:
     bytes_freed: int = 0
     first_offsets: dict[int, int] = field(default_factory=dict)  # queues whose floor moved: new first offset
     dropped: dict[int, tuple[int, int]] = field(default_factory=dict)  # by free_bytes (drop_oldest): (messages, bytes)
+
+    def __str__(self) -> str:
+        """The log's sentence: what went and what it freed (the repr has the chunks and the queues)."""
+        done = [f"deleted {len(self.chunks_deleted)} chunk files and {self.index_files_deleted} index files, "
+                f"freeing {self.bytes_freed} bytes"]
+        if self.first_offsets:
+            done.append(f"the first offset of {len(self.first_offsets)} queues moved")
+        if self.dropped:
+            messages = sum(m for m, _ in self.dropped.values())
+            size = sum(b for _, b in self.dropped.values())
+            done.append(f"dropped {messages} messages ({size} bytes) of {len(self.dropped)} queues to free disk space")
+        return "; ".join(done)
 
 
 @dataclass(slots=True)

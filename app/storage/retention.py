@@ -151,6 +151,7 @@ def retain(store: StoreInternals, floors: Mapping[int, int], free_bytes: int) ->
     files.make_reserve(store.root)
     if report.chunks_deleted or report.index_files_deleted:
         log.info("retention: %s", report)
+        log.debug("retention: %r", report)
     return report
 
 

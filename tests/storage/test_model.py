@@ -1,5 +1,6 @@
 """The storage engine's value types (app/storage/model.py): batches as columns, what an append
-stored, the tag hash, chunk states as a store reports them, and the recovery report's log sentence."""
+stored, the tag hash, chunk states as a store reports them, and the recovery, retention and collector
+reports' log sentences."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from chunkmq.storage import ChunkState, NewMessage, RecoveryReport, Store, tag_hash
+from chunkmq.storage import ChunkState, GcReport, NewMessage, RecoveryReport, RetentionReport, Store, tag_hash
 from chunkmq.storage.model import AppendedBatch, MessageColumns
 
 
@@ -65,3 +66,36 @@ def test_a_recovery_that_repaired_says_what_it_repaired() -> None:
     assert str(report) == ("recovered 5 records after the checkpoint (log scanned from position 4096 to 9000) "
                            "in 12.3 ms; truncated 37 bytes; 1 incomplete batches dropped; 2 queue indexes rebuilt; "
                            "1 chunks quarantined")
+
+
+def test_retention_and_the_collector_log_sentences_and_the_fields_at_debug(
+        open_store: Callable[..., Store], caplog: pytest.LogCaptureFixture) -> None:
+    s = open_store()
+    s.create_queue(1)
+    s.create_queue(2)
+    s.append([NewMessage(b"slow-0", [2])])  # queue 2 pins chunk 0 with one message: sparse once the rest goes
+    for i in range(60):
+        s.append([NewMessage(f"fast{i}-{j}".encode() + b"p" * 60, [1]) for j in range(5)])
+    caplog.set_level(logging.DEBUG, logger="chunkmq.storage")
+    kept = s.retain({1: s.next_offset(1), 2: 0})
+    collected = s.collect()
+    assert kept.chunks_deleted and collected.rewrites == 1
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert f"retention: deleted {len(kept.chunks_deleted)} chunk files and {kept.index_files_deleted} index files, " \
+           f"freeing {kept.bytes_freed} bytes; the first offset of 1 queues moved" in info, info
+    assert any(re.fullmatch(rf"collector: rewrote 1 chunk files into 1, copying {collected.bytes_copied} bytes of "
+                            rf"live records and freeing {collected.bytes_freed} bytes, in \d+\.\d ms", m)
+               for m in info), info
+    assert f"retention: {kept!r}" in debug and f"collector: {collected!r}" in debug, debug
+    assert not any("Report(" in m for m in info), info
+
+
+def test_a_retention_that_dropped_and_a_merge_say_how_many() -> None:
+    report = RetentionReport(chunks_deleted=[3, 4], index_files_deleted=1, bytes_freed=16384,
+                             first_offsets={1: 10, 2: 7}, dropped={1: (10, 900), 2: (7, 600)})
+    assert str(report) == ("deleted 2 chunk files and 1 index files, freeing 16384 bytes; the first offset of 2 "
+                           "queues moved; dropped 17 messages (1500 bytes) of 2 queues to free disk space")
+    merged = GcReport(rewrites=1, chunks_replaced=[5, 6, 7], bytes_copied=3000, bytes_freed=20000, seconds=0.0042)
+    assert str(merged) == ("rewrote 3 chunk files into 1, copying 3000 bytes of live records and freeing 20000 bytes, "
+                           "in 4.2 ms")
