@@ -315,31 +315,6 @@ def test_a_store_written_in_record_format_1_stays_readable(tmp_path: Path) -> No
         assert sum(1 for _ in reader.read_chunk(s.chunks()[0].path)) > 0
 
 
-def test_recovery_retention_and_gc_use_the_stores_internal_interface_only(tmp_path: Path) -> None:
-    """recovery.py, retention.py and gc.py reach the store through internals.StoreInternals (the
-    Protocol they take instead of importing store.py), never through its private attributes."""
-    import ast
-
-    import chunkmq.storage as storage_package
-    from chunkmq.storage.internals import StoreInternals
-
-    folder = Path(storage_package.__file__).parent
-    members = {n for n in vars(StoreInternals) if not n.startswith("_")} | set(StoreInternals.__annotations__)
-    reaches = []
-    for name in ("recovery.py", "retention.py", "gc.py"):
-        for node in ast.walk(ast.parse((folder / name).read_text())):
-            if isinstance(node, ast.Attribute) and not node.attr.startswith("__"):
-                owner = node.value
-                if ((isinstance(owner, ast.Name) and owner.id == "store") or
-                        (isinstance(owner, ast.Attribute) and owner.attr == "store")) and node.attr not in members:
-                    reaches.append(f"{name}:{node.lineno} {node.attr}")
-    assert reaches == []
-    assert {"chunk_size", "writer_lock", "adopt", "forget", "floors_changed"} <= members
-    assert [m for m in members if f"``{m}" not in (StoreInternals.__doc__ or "")] == []
-    with Store.open(tmp_path / "s") as store:
-        assert [m for m in members if not hasattr(store, m)] == []
-
-
 def test_caps_refuse_a_whole_batch_with_its_exact_sizes(tmp_path: Path) -> None:
     s = storage.Store.open(tmp_path / "s", StoreOptions(chunk_size=64 * 1024))
     s.create_queue(1)
