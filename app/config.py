@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     # networks, "*" for any); empty: none, the peer's own address counts (the console's login limit).
     forwarded_allow_ips: str = ""
     log_level: str = "info"
+    # Web apps on these origins (comma-separated, as a browser sends them: https://app.example:8443)
+    # may call /api/v1 (CORS, app/api/cors.py); empty: no CORS headers, cross-origin pages are refused.
+    cors_origins: str = ""
     # Console (app/web): idle sessions end after this; failed logins per client address and per user
     # name are limited to `attempts` in a sliding window; the pages poll their numbers this often.
     console_session_idle_seconds: int = Field(8 * 3600, ge=60)
@@ -110,6 +113,11 @@ class Settings(BaseSettings):
     # A failed mail is tried again after smtp_retry_seconds, doubling up to 5 minutes, smtp_attempts in all.
     smtp_retry_seconds: float = Field(5.0, gt=0)
     smtp_attempts: int = Field(6, ge=1)
+
+    @property
+    def cors_allowed(self) -> frozenset[str]:
+        """CHUNKMQ_CORS_ORIGINS as a set, each origin without a trailing slash."""
+        return frozenset(o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip())
 
     @property
     def console_base_url(self) -> str:

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from chunkmq import __version__, web
 from chunkmq.alerts.jobs import Alerts
-from chunkmq.api import allow, docs, errors, logs, publish, pull, router, schemas
+from chunkmq.api import allow, cors, docs, errors, logs, publish, pull, router, schemas
 from chunkmq.api.auth import TokenAuth
 from chunkmq.api.guard import Guard, every_request
 from chunkmq.api.hot_routes import HotRoutes
@@ -198,8 +198,10 @@ def create_app(settings: Settings | None = None) -> App:
     if checks:
         app.add_middleware(Guard, checks=checks)
     app.add_middleware(allow.HeadAsGet)
+    if settings.cors_allowed:  # outside Guard: its refusals carry the CORS headers too
+        app.add_middleware(cors.ApiCors, allowed=settings.cors_allowed)
     hot_routes = [*publish.routes, pull.route]
-    app.hot_routes = HotRoutes(checks, hot_routes)
+    app.hot_routes = HotRoutes(checks, hot_routes, cross_origin=bool(settings.cors_allowed))
     app.router.routes.extend(route.in_router() for route in hot_routes)  # OPTIONS, HEAD and 405 name them
     router.install(app)  # every route behind its rule (app/api/access.py)
     web.install(app, settings)  # console pages after the API's routes: /api/v1 is matched first

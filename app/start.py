@@ -107,7 +107,8 @@ class Staged:
         self.plain = plain
         self.state = AppState()
         self.state.settings = settings
-        self.hot_routes = HotRoutes(every_request(settings), [*publish.routes, pull.route])
+        self.hot_routes = HotRoutes(every_request(settings), [*publish.routes, pull.route],
+                                    cross_origin=bool(settings.cors_allowed))
         self.full: App | None = None  # the full app, once built and running
         self.built = asyncio.Event()
         self._begin = asyncio.Event()  # the second stage may begin

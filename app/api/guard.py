@@ -7,10 +7,11 @@ checks close the doors a browser leaves open:
   request whose Host is not the bound address (or localhost) is refused with 400 `invalid_host`.
   Every route, the console's too.
 - Origin and content type on `/api/v1` state changes (POST, PUT, PATCH, DELETE, and WebSocket
-  handshakes): a foreign `Origin` is refused with 403 `cross_origin`, and a body that is not
-  `application/json` or a binary batch (`application/vnd.chunkmq.batch`) with 415: a page cannot
-  send either without a CORS preflight. The console's forms post to its own pages, on the same
-  origin, with CSRF tokens, outside `/api/v1`.
+  handshakes): a foreign `Origin` (one not in CHUNKMQ_CORS_ORIGINS) is refused with 403
+  `cross_origin`, and a body that is not `application/json` or a binary batch
+  (`application/vnd.chunkmq.batch`) with 415: a page cannot send either without a CORS preflight.
+  The console's forms post to its own pages, on the same origin, with CSRF tokens, outside
+  `/api/v1`.
 
 With tokens on, neither applies: a page cannot read or guess a bearer token.
 """
@@ -39,8 +40,9 @@ _BODY_TYPES_RAW = frozenset(t.encode() for t in _BODY_TYPES)  # the usual header
 class LocalChecks:
     """The checks above, for a server bound to `host`."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, origins: frozenset[str] = frozenset()) -> None:
         self.hosts = {host, "127.0.0.1", "localhost", "[::1]"}
+        self.origins = origins  # CHUNKMQ_CORS_ORIGINS: pages the operator lets in (app/api/cors.py)
         self.seen: set[str] = set()  # Host values that passed
 
     def _host_ok(self, value: str | None) -> bool:
@@ -75,7 +77,9 @@ class LocalChecks:
             return None
         if raw_origin is not None:
             origin = raw_origin.decode("latin-1")
-            if origin == "null" or urlsplit(origin).netloc.lower() != (host or "").lower():
+            if origin in self.origins:
+                pass
+            elif origin == "null" or urlsplit(origin).netloc.lower() != (host or "").lower():
                 return 403, codes.CROSS_ORIGIN, f"requests from another site ({origin}) may not change the broker"
         if kind == "http" and raw_type is not None and raw_type not in _BODY_TYPES_RAW:
             content_type = raw_type.decode("latin-1")
@@ -88,7 +92,7 @@ def every_request(settings: Settings) -> list[Check]:
     """What every HTTP request and WebSocket handshake must pass before any route, in order: the one
     list that both the middleware stack (`Guard`) and the hot routes (app/api/hot_routes.py) apply.
     A check that must cover every request is added here, not as a middleware of its own."""
-    return [LocalChecks(settings.host).check] if settings.auth == "off" else []
+    return [LocalChecks(settings.host, settings.cors_allowed).check] if settings.auth == "off" else []
 
 
 def first_problem(checks: list[Check], kind: str, scope: Scope) -> tuple[int, str, str] | None:

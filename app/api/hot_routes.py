@@ -161,8 +161,11 @@ async def send_answer(send: Send, answer: Answer) -> None:
 class HotRoutes:
     """Matches a request to a hot route and answers it, after `checks` (guard.every_request)."""
 
-    def __init__(self, checks: list[Check], routes: list[HotRoute]) -> None:
+    def __init__(self, checks: list[Check], routes: list[HotRoute], *, cross_origin: bool = False) -> None:
         self.checks = checks
+        # CORS is configured (CHUNKMQ_CORS_ORIGINS): a request with an Origin header takes the
+        # stack, whose CORS middleware (app/api/cors.py) adds its headers; others stay hot
+        self.cross_origin = cross_origin
         self.routes = [(route.path_regex, route) for route in routes]
         # path -> its route and parameters, or None: producers publish to the same few paths, and
         # matching the regexes was about 2 us of a single-message publish
@@ -204,8 +207,10 @@ class HotRoutes:
     def match(self, scope: Scope) -> HotRoute | None:
         """The route of a hot ASGI request, with its path parameters put into the scope; None for any
         other request. Starlette's routes match `path` minus `root_path`: a server behind a path
-        prefix takes the stack."""
+        prefix takes the stack, and so does a request with an Origin header while CORS is configured."""
         if scope.get("root_path"):
+            return None
+        if self.cross_origin and any(name == b"origin" for name, _ in scope["headers"]):
             return None
         found = self.route(scope["method"], scope["path"])
         if found is None:

@@ -242,6 +242,10 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
                 if name == b"transfer-encoding" or (
                         name == b"content-length" and not (value.isdigit() and int(value) <= HIGH_WATER_LIMIT)):
                     return False
+                if name == b"origin" and hot.cross_origin:
+                    # CORS is configured: the stack's CORS middleware (app/api/cors.py) answers a
+                    # request from a page, with its headers, rather than a second copy of it here
+                    return False
                 connection = connection or name == b"connection"
             # An origin-form target ("/path?query"), as httptools.parse_url splits it; a fragment, an
             # absolute form or an escaped path matches no hot route and takes uvicorn's path.
