@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     # timeout is dropped, so a dead consumer stops holding credit and its in-flight messages time out.
     ws_ping_interval: float = Field(20.0, gt=0)
     ws_ping_timeout: float = Field(20.0, gt=0)
+    # A server-sent event stream (app/api/events.py) with nothing to send writes a comment this often,
+    # so that proxies do not close it as idle.
+    sse_heartbeat_seconds: float = Field(15.0, gt=0)
     # History of queue and group metrics (charts, the history API, alert trends), app/broker/history.py:
     # a sample every interval, kept at that resolution for history_fine_seconds (the newest
     # history_memory_seconds of it also in memory), and as one point per history_coarse_step_seconds

@@ -24,7 +24,8 @@ def _blocks() -> list[tuple[str, str]]:
 
 def test_every_python_block_of_the_guide_runs_against_a_real_broker(tmp_path: Path) -> None:
     blocks = _blocks()
-    assert {lang for lang, _ in blocks} == {"python", "text"}  # nothing else, nothing untested
+    # nothing else, nothing untested: the js block runs in Chromium (tests/api/test_cors_browser.py)
+    assert {lang for lang, _ in blocks} == {"python", "text", "js", "sh"}
     server = ServerProcess(tmp_path / "data").start()
     try:
         env = {**os.environ, "CHUNKMQ_URL": server.url,
@@ -38,6 +39,14 @@ def test_every_python_block_of_the_guide_runs_against_a_real_broker(tmp_path: Pa
             assert result.returncode == 0, f"{code}\n--- stderr:\n{result.stderr}"
             ran += 1
         assert ran >= 12
+        shell = [code for lang, code in blocks if lang == "sh"]
+        # the first ends with `curl -N`, which runs until stopped: stopped here after 3 s (124)
+        streamed = subprocess.run(["timeout", "3", "bash", "-ec", shell[0]], env=env, capture_output=True, text=True)
+        assert streamed.returncode == 124, streamed.stderr
+        assert 'id: 0\ndata: {"queue":"shell-demo","offset":0' in streamed.stdout, streamed.stdout
+        acked = subprocess.run(["bash", "-ec", shell[1]], env=env, capture_output=True, text=True, timeout=30)
+        assert acked.returncode == 0 and '"ack_floor":1' in acked.stdout, acked.stdout + acked.stderr
+        assert len(shell) == 2
     finally:
         server.stop()
 

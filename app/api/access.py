@@ -117,6 +117,7 @@ RULES: dict[str, Need] = {
     "POST /api/v1/queues/{queue}/groups/{group}/seek": on("queue", "queue", "read"),
     "GET /api/v1/queues/{queue}/groups/{group}/history": on("queue", "queue", "read"),
     "WEBSOCKET /api/v1/queues/{queue}/groups/{group}/stream": on("queue", "queue", "read"),
+    "GET /api/v1/queues/{queue}/groups/{group}/events": on("queue", "queue", "read"),
     "GET /api/v1/bindings": TOKEN,
     "POST /api/v1/bindings": TOKEN,  # write on the body's queue, read on its exchange: checked by the endpoint
     "DELETE /api/v1/bindings/{binding_id}": TOKEN,  # the same, on the binding it finds
@@ -144,6 +145,11 @@ def rule(method: str, path: str) -> Need:
     return need
 
 
+#: HTTP routes that take the token as `?token=` too, as every WebSocket route does: an EventSource
+#: cannot set headers (app/api/events.py)
+QUERY_TOKEN_PATHS = frozenset({"/api/v1/queues/{queue}/groups/{group}/events"})
+
+
 async def authorize(conn: HTTPConnection) -> Principal:
     """The caller of a routed request, authorised by its route's rule (once per request: FastAPI
     caches it for the endpoint's own `Depends(authorize)`)."""
@@ -152,7 +158,7 @@ async def authorize(conn: HTTPConnection) -> Principal:
     state = conn.app.state
     try:
         token = bearer(conn.headers.get("authorization"))
-        if conn.scope["type"] == "websocket":
+        if conn.scope["type"] == "websocket" or route.path in QUERY_TOKEN_PATHS:
             token = token or conn.query_params.get("token")
         return await rule(method, route.path).authorize(
             state.auth, token, conn.path_params, state.settings.metrics_require_token)

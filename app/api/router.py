@@ -10,11 +10,11 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute, APIWebSocketRoute
 
-from chunkmq.api import alerts, bindings, definitions, exchanges, groups, history, operations, queues, streams
+from chunkmq.api import alerts, bindings, definitions, events, exchanges, groups, history, operations, queues, streams
 from chunkmq.api.access import AUTHORIZE, RouteWithoutRule, rule
 
 routers: tuple[APIRouter, ...] = tuple(
-    m.router for m in (groups, streams, history, exchanges, queues, bindings, definitions, operations, alerts)
+    m.router for m in (groups, streams, history, exchanges, queues, bindings, definitions, operations, alerts, events)
 )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi.routing import APIWebSocketRoute
+from fastapi.routing import APIRoute, APIWebSocketRoute
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -77,6 +77,7 @@ CASES: dict[str, Case] = {
     "POST /api/v1/queues/{queue}/groups/{group}/seek": Case(body={"to": "earliest"}),
     "GET /api/v1/queues/{queue}/groups/{group}/history": Case(),
     "WEBSOCKET /api/v1/queues/{queue}/groups/{group}/stream": Case(),
+    "GET /api/v1/queues/{queue}/groups/{group}/events": Case(),
     "GET /api/v1/bindings": Case(),
     "POST /api/v1/bindings": Case(body={"exchange": X, "queue": Q}, exact={"write": Q, "read": X},
                                     stranger=403),
@@ -109,11 +110,14 @@ def world(server: ServerProcess) -> Iterator[World]:
 
 
 def routes(server: ServerProcess) -> set[str]:
-    """The OpenAPI document's operations and the WebSocket routes, as RULES names them."""
+    """The OpenAPI document's operations, the WebSocket routes and the event streams (routes left out
+    of the document), as RULES names them."""
     paths = httpx.get(f"{server.url}/openapi.json").json()["paths"]
     found = {f"{m.upper()} {p}" for p, ops in paths.items() for m in ops}
-    return found | {f"WEBSOCKET {r.path}" for router in routers for r in router.routes
-                    if isinstance(r, APIWebSocketRoute)}
+    hidden = {f"{m} {r.path}" for router in routers for r in router.routes
+              if isinstance(r, APIRoute) and not r.include_in_schema for m in r.methods}
+    return found | hidden | {f"WEBSOCKET {r.path}" for router in routers for r in router.routes
+                             if isinstance(r, APIWebSocketRoute)}
 
 
 def test_every_route_has_a_case_and_a_rule(server: ServerProcess) -> None:
@@ -184,6 +188,10 @@ class World:
                     assert closed.rcvd is not None
                     return closed.rcvd.code - 4000, str(frame) + closed.rcvd.reason
                 raise AssertionError(f"{key}: {frame!r}")
+        if path.endswith("/events"):  # a stream that never ends: its status and its first bytes
+            with self.http.stream(method, path, headers=self.auth(token)) as streamed:
+                text = next(streamed.iter_text()) if streamed.is_success else streamed.read().decode()
+                return streamed.status_code, text
         response = self.http.request(method, path, params=case.query, headers=self.auth(token),
                                      json=case.body if case.body is not None or method in ("PUT", "POST") else None)
         return response.status_code, response.text
