@@ -84,12 +84,16 @@ class Settings(BaseSettings):
     # Web apps on these origins (comma-separated, as a browser sends them: https://app.example:8443)
     # may call /api/v1 (CORS, app/api/cors.py); empty: no CORS headers, cross-origin pages are refused.
     cors_origins: str = ""
-    # Console (app/web): idle sessions end after this; failed logins per client address and per user
-    # name are limited to `attempts` in a sliding window; the pages poll their numbers this often.
+    # Console (app/web): idle sessions end after this; the pages poll their numbers this often.
+    # Failed logins (web/session.py LoginLimiter): after `attempts` in a row a user waits
+    # `lock_seconds`, doubled after each further failure up to `max_lock_seconds`; an address that
+    # failed for `address_names` user names within the window is refused until they age out.
     console_session_idle_seconds: int = Field(8 * 3600, ge=60)
     console_login_attempts: int = Field(5, ge=1)
     console_login_window_seconds: int = Field(300, ge=1)
-    console_login_lock_seconds: int = Field(30, ge=1)  # a locked user may try again after this (web/session.py)
+    console_login_lock_seconds: int = Field(30, ge=1)
+    console_login_max_lock_seconds: int = Field(900, ge=1)
+    console_login_address_names: int = Field(10, ge=2)
     console_refresh_seconds: float = Field(2.0, gt=0)
     console_page_size: int = Field(50, ge=1, le=1000)
     # A group with lag whose ack floor has not moved for this long is flagged stalled.

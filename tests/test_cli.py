@@ -85,7 +85,8 @@ def _login(server: ServerProcess, user: str, password: str, forwarded_for: str) 
 
 
 def test_x_forwarded_for_counts_only_from_a_proxy_the_setting_names(tmp_path: Path) -> None:
-    limits = {"CHUNKMQ_CONSOLE_LOGIN_ATTEMPTS": "3", "CHUNKMQ_CONSOLE_LOGIN_LOCK_SECONDS": "600"}
+    limits = {"CHUNKMQ_CONSOLE_LOGIN_ATTEMPTS": "3", "CHUNKMQ_CONSOLE_LOGIN_LOCK_SECONDS": "600",
+              "CHUNKMQ_CONSOLE_LOGIN_ADDRESS_NAMES": "3"}
     direct = ServerProcess(tmp_path / "direct" / "data", **limits).start()
     try:  # no proxy named: the header cannot pick the address the limit counts
         for user in ("u1", "u2", "u3"):
@@ -97,9 +98,11 @@ def test_x_forwarded_for_counts_only_from_a_proxy_the_setting_names(tmp_path: Pa
     proxied = ServerProcess(tmp_path / "proxied" / "data", CHUNKMQ_FORWARDED_ALLOW_IPS="127.0.0.1", **limits).start()
     try:
         password = (proxied.data_dir / "admin-password").read_text().strip()
-        for _ in range(3):  # a flood from one client behind the proxy locks that client, and admin briefly
-            assert _login(proxied, "admin", "wrong password", "10.0.0.1").status_code == 401
+        for user in ("u1", "u2", "u3"):  # guesses across names from one client behind the proxy: refused there
+            assert _login(proxied, user, "wrong password", "10.0.0.1").status_code == 401
         assert "from this address" in _login(proxied, "admin", password, "10.0.0.1").text
+        for _ in range(3):  # wrong passwords for admin, from another client: admin waits
+            assert _login(proxied, "admin", "wrong password", "10.0.0.3").status_code == 401
         locked = _login(proxied, "admin", password, "10.0.0.2")
         assert locked.status_code == 429 and "for this user" in locked.text
         where = ("--data-dir", str(proxied.data_dir))

@@ -25,7 +25,9 @@ from chunkmq.wire import codes
 def install(app: FastAPI, settings: Settings) -> None:
     app.state.web_sessions = SessionStore(settings.console_session_idle_seconds)
     app.state.web_limiter = LoginLimiter(settings.console_login_attempts, settings.console_login_window_seconds,
-                                         settings.console_login_lock_seconds, settings.data_dir / UNLOCKS_FILE)
+                                         settings.console_login_lock_seconds, settings.data_dir / UNLOCKS_FILE,
+                                         address_names=settings.console_login_address_names,
+                                         max_lock_seconds=settings.console_login_max_lock_seconds)
     # At most one build of the shared views per half refresh period, whatever the number of tabs.
     app.state.web_snapshots = Snapshots(min(1.0, settings.console_refresh_seconds / 2))
     for router in (login.router, pages.router, actions.router, alerts.router):

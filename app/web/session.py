@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import os
 import secrets
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -102,69 +102,103 @@ def request_unlock(data_dir: Path, user: str) -> None:
     tmp.replace(path)
 
 
-class LoginLimiter:
-    """Failed console logins, limited per client address and per user name, so that a flood of wrong
-    passwords neither goes on nor locks the right user out for long:
+@dataclass(slots=True)
+class _Strikes:
+    """A user's failed logins in a row: how many, and when the latest was (monotonic)."""
 
-    - an address with `attempts` failures within `window` seconds is refused until the oldest of
-      them is `window` old, whatever the user and password: the flood stops there;
-    - a user with `attempts` failures within `window` (from any addresses) is locked for
-      `lock_seconds` after the latest failure; then the right password logs in (and clears the
-      failures), a wrong one locks again. Refused attempts count for nothing, so a flood from one
-      address delays the user by `lock_seconds` at most, from any other address;
-    - `chunkmq user unlock NAME` (request_unlock) ends a user's lock at once.
+    count: int = 0
+    last: float = 0.0
+
+
+class LoginLimiter:
+    """Failed console logins, limited so that guessing slows down without letting an attacker lock
+    anyone else out (an office behind one NAT shares one address):
+
+    - per user name, from any addresses: after `attempts` failures in a row the user must wait
+      `lock_seconds` after the latest one, twice as long after each further failure, up to
+      `max_lock_seconds`; the right password after the wait logs in and clears the count. A user's
+      failures are forgotten `window` seconds after their wait ends. Other users, from the same
+      address or any other, are not slowed at all;
+    - per address, only for guesses across many names: an address that failed for `address_names`
+      different user names within `window` seconds is refused, whatever the user and password,
+      until the oldest of those failures is `window` old;
+    - refused attempts count for nothing, so they cannot make a wait longer;
+    - `chunkmq user unlock NAME` (request_unlock) ends a user's wait at once.
     """
 
-    def __init__(self, attempts: int, window: float, lock_seconds: float, unlocks: Path | None = None) -> None:
+    def __init__(self, attempts: int, window: float, lock_seconds: float, unlocks: Path | None = None, *,
+                 address_names: int = 10, max_lock_seconds: float = 900.0) -> None:
         self.attempts = attempts
         self.window = window
         self.lock_seconds = lock_seconds
+        self.max_lock_seconds = max(max_lock_seconds, lock_seconds)
+        self.address_names = address_names
         self.unlocks = unlocks
-        self._failures: dict[str, deque[float]] = {}
+        self._users: dict[str, _Strikes] = {}
+        self._addresses: dict[str, dict[str, float]] = {}  # address -> user name -> its latest failure there
         self._locked_at: dict[str, float] = {}  # user -> wall time of the failure that locked it
 
-    def _recent(self, key: str, now: float) -> deque[float]:
-        failures = self._failures.get(key)
-        if failures is None:
-            return deque()  # not stored: reads must not grow the table
-        while failures and failures[0] <= now - self.window:
-            failures.popleft()
-        if not failures:
-            del self._failures[key]
-        return failures
+    def lock_for(self, failures: int) -> float:
+        """How long a user waits after `failures` failures in a row."""
+        if failures < self.attempts:
+            return 0.0
+        return float(min(self.lock_seconds * 2 ** min(failures - self.attempts, 32), self.max_lock_seconds))
+
+    def _strikes(self, user: str, now: float) -> _Strikes | None:
+        strikes = self._users.get(user)
+        if strikes is not None and now - strikes.last > self.lock_for(strikes.count) + self.window:
+            del self._users[user]  # forgotten (reads must not grow the table)
+            self._locked_at.pop(user, None)
+            return None
+        return strikes
+
+    def _names(self, address: str, now: float) -> dict[str, float]:
+        names = self._addresses.get(address)
+        if names is None:
+            return {}
+        for name in [n for n, at in names.items() if at <= now - self.window]:
+            del names[name]
+        if not names:
+            del self._addresses[address]
+        return names
 
     def address_wait(self, address: str) -> int:
         """Seconds until `address` may try again; 0 when it may now."""
         now = time.monotonic()
-        failures = self._recent(f"addr:{address}", now)
-        if len(failures) < self.attempts:
+        names = self._names(address, now)
+        if len(names) < self.address_names:
             return 0
-        return max(1, round(failures[0] + self.window - now))
+        return max(1, math.ceil(min(names.values()) + self.window - now))
 
     def user_wait(self, user: str) -> int:
         """Seconds until `user` may try again; 0 when it may now."""
         now = time.monotonic()
-        failures = self._recent(f"user:{user}", now)
-        if len(failures) < self.attempts:
+        strikes = self._strikes(user, now)
+        if strikes is None:
             return 0
-        wait = failures[-1] + self.lock_seconds - now
+        wait = strikes.last + self.lock_for(strikes.count) - now
         if wait <= 0:
             return 0
         if self._unlock_requested(user):
             self.unlock(user)
             return 0
-        return max(1, round(wait))
+        return max(1, math.ceil(wait))
 
     def failed(self, address: str, user: str) -> None:
         now = time.monotonic()
-        if len(self._failures) > 100_000:  # bounded memory under a spray of names
-            self._failures.clear()
+        if len(self._users) + len(self._addresses) > 100_000:  # bounded memory under a spray of names
+            self._users.clear()
+            self._addresses.clear()
             self._locked_at.clear()
-        for key in (f"addr:{address}", f"user:{user}"):
-            recent = self._recent(key, now)
-            recent.append(now)
-            self._failures[key] = recent
-        if len(self._failures[f"user:{user}"]) >= self.attempts:
+        strikes = self._strikes(user, now)
+        if strikes is None:
+            strikes = self._users[user] = _Strikes()
+        strikes.count += 1
+        strikes.last = now
+        names = self._names(address, now)
+        names[user] = now
+        self._addresses[address] = names
+        if strikes.count >= self.attempts:
             self._locked_at[user] = time.time()
 
     def succeeded(self, user: str) -> None:
@@ -173,7 +207,7 @@ class LoginLimiter:
         self.unlock(user)
 
     def unlock(self, user: str) -> None:
-        self._failures.pop(f"user:{user}", None)
+        self._users.pop(user, None)
         self._locked_at.pop(user, None)
 
     def _unlock_requested(self, user: str) -> bool:

@@ -27,7 +27,7 @@ def anyio_backend() -> str:
 async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
     settings = Settings(
         data_dir=tmp_path / "data", chunk_size=1 << 20, index_chunk_entries=1000, console_login_attempts=3,
-        console_login_lock_seconds=1,
+        console_login_lock_seconds=1, console_login_address_names=3,
         console_page_size=20,
     )
     app = create_app(settings)

@@ -12,6 +12,13 @@ from tests.web.conftest import Console, admin_password, console_client, csrf_of,
 
 pytestmark = pytest.mark.anyio
 
+ALICE = "alice's long password"
+
+
+async def _user(app: FastAPI, name: str) -> None:
+    await asyncio.to_thread(app.state.meta.create_user, name, ALICE, False)
+
+
 PAGES = ["/", "/exchanges", "/exchanges/amq.default", "/queues", "/queues/q", "/groups", "/storage", "/access",
          "/definitions"]
 
@@ -61,26 +68,40 @@ async def test_login_form_needs_its_csrf_cookie(app: FastAPI, anon: httpx.AsyncC
     assert "chunkmq_session" not in response.headers.get("set-cookie", "")
 
 
-async def test_wrong_password_then_rate_limited(app: FastAPI, anon: httpx.AsyncClient) -> None:
-    for _ in range(3):  # console_login_attempts=3 in the fixture
+async def test_wrong_passwords_delay_their_user_and_no_one_else(app: FastAPI, anon: httpx.AsyncClient) -> None:
+    await _user(app, "alice")
+    for _ in range(3):  # console_login_attempts=3, console_login_lock_seconds=1 in the fixture
         response = await login(anon, "admin", "wrong")
         assert response.status_code == 401
         assert (response.template, response.context["error"]) == ("login.html", "wrong user name or password")
     blocked = await login(anon, "admin", admin_password(app))  # even the right password now waits
     assert blocked.status_code == 429 and blocked.template == "login.html"
-    assert "too many failed logins from this address" in blocked.context["error"]
+    assert "too many failed logins for this user" in blocked.context["error"]
+    # alice, behind the same address, logs in at once
+    assert (await login(anon, "alice", ALICE)).status_code == 303
 
 
-async def test_a_flood_from_one_address_does_not_lock_the_user_out_of_another(
+async def test_a_flood_for_one_user_from_one_address_keeps_that_address_open(
         app: FastAPI, anon: httpx.AsyncClient) -> None:
-    for _ in range(3):  # console_login_attempts=3, console_login_lock_seconds=1 in the fixture
+    await _user(app, "alice")
+    for _ in range(3):
         assert (await login(anon, "admin", "wrong")).status_code == 401
     async with console_client(app, client=("5.6.7.8", 4000)) as elsewhere:
         locked = await login(elsewhere, "admin", admin_password(app))
         assert locked.status_code == 429 and "too many failed logins for this user" in locked.context["error"]
-        for _ in range(5):  # the flood goes on: refused at its address, it does not lock the user again
+        for _ in range(5):  # the flood goes on: refused for the user, it does not lengthen the wait
             assert (await login(anon, "admin", "wrong")).status_code == 429
+        assert (await login(anon, "alice", ALICE)).status_code == 303
         await asyncio.sleep(1.1)
+        assert (await login(elsewhere, "admin", admin_password(app))).status_code == 303
+
+
+async def test_guesses_across_names_refuse_the_address(app: FastAPI, anon: httpx.AsyncClient) -> None:
+    for name in ("u1", "u2", "u3"):  # console_login_address_names=3 in the fixture
+        assert (await login(anon, name, "wrong")).status_code == 401
+    refused = await login(anon, "admin", admin_password(app))
+    assert refused.status_code == 429 and "too many failed logins from this address" in refused.context["error"]
+    async with console_client(app, client=("5.6.7.8", 4000)) as elsewhere:
         assert (await login(elsewhere, "admin", admin_password(app))).status_code == 303
 
 

@@ -38,8 +38,8 @@ def test_sessions_end_when_idle_and_per_user(clock: list[float]) -> None:
     assert store.get(a.id) is None and store.get(None) is None and store.get("forged") is None
 
 
-def test_an_address_that_fails_too_often_is_refused_for_the_window(clock: list[float]) -> None:
-    limiter = LoginLimiter(attempts=3, window=300, lock_seconds=30)
+def test_an_address_that_guesses_across_names_is_refused_for_the_window(clock: list[float]) -> None:
+    limiter = LoginLimiter(attempts=3, window=300, lock_seconds=30, address_names=3)
     for user in ("a", "b", "c"):  # three names: no user reaches the limit
         assert limiter.address_wait("1.2.3.4") == 0
         limiter.failed("1.2.3.4", user)
@@ -51,21 +51,43 @@ def test_an_address_that_fails_too_often_is_refused_for_the_window(clock: list[f
     assert limiter.address_wait("1.2.3.4") == 0
 
 
-def test_a_user_is_locked_briefly_and_the_right_password_then_logs_in(clock: list[float]) -> None:
-    limiter = LoginLimiter(attempts=3, window=300, lock_seconds=30)
-    for _ in range(3):  # a flood from one address: the address is refused after three
+def test_wrong_passwords_for_one_user_never_slow_another(clock: list[float]) -> None:
+    limiter = LoginLimiter(attempts=3, window=300, lock_seconds=30, address_names=3)
+    for _ in range(3):
         limiter.failed("6.6.6.6", "admin")
-    assert limiter.address_wait("6.6.6.6") == 300
-    assert limiter.user_wait("admin") == 30  # from any address, for a short while only
-    clock[0] += 31
-    assert limiter.user_wait("admin") == 0  # the flood's address is still refused: nothing re-locks it
-    limiter.succeeded("admin")
-    assert limiter.user_wait("admin") == 0 and limiter.address_wait("6.6.6.6") == 269
-    for address in ("1.1.1.1", "2.2.2.2", "3.3.3.3"):  # a spread-out guess: each failure locks it again
+        clock[0] += 31
+        limiter.failed("6.6.6.6", "admin")  # after each wait, again: the office's attacker
+    assert limiter.address_wait("6.6.6.6") == 0  # one name: the address is not refused
+    assert limiter.user_wait("alice") == 0  # alice behind the same address logs in
+    assert limiter.user_wait("admin") > 0
+
+
+def test_the_attacked_user_waits_longer_after_each_failure(clock: list[float]) -> None:
+    limiter = LoginLimiter(attempts=3, window=300, lock_seconds=30, max_lock_seconds=200)
+    for _ in range(2):
+        limiter.failed("6.6.6.6", "admin")
+        assert limiter.user_wait("admin") == 0  # below the limit: no wait
+    waits = []
+    for address in ("1.1.1.1", "2.2.2.2", "3.3.3.3", "4.4.4.4", "5.5.5.5"):  # from any address
         limiter.failed(address, "admin")
+        waits.append(limiter.user_wait("admin"))
+        clock[0] += waits[-1]  # a try right after the wait ends
+        assert limiter.user_wait("admin") == 0
+    assert waits == [30, 60, 120, 200, 200]  # doubling, up to the maximum
+    limiter.succeeded("admin")  # the right password after the wait: the count starts again
+    limiter.failed("1.1.1.1", "admin")
+    assert limiter.user_wait("admin") == 0
+
+
+def test_a_users_failures_are_forgotten_a_window_after_the_wait(clock: list[float]) -> None:
+    limiter = LoginLimiter(attempts=2, window=300, lock_seconds=30)
+    limiter.failed("1.1.1.1", "admin")
+    limiter.failed("1.1.1.1", "admin")
     assert limiter.user_wait("admin") == 30
-    clock[0] += 31
-    limiter.failed("4.4.4.4", "admin")
+    clock[0] += 30 + 301
+    limiter.failed("1.1.1.1", "admin")  # counted as the first again
+    assert limiter.user_wait("admin") == 0
+    limiter.failed("1.1.1.1", "admin")
     assert limiter.user_wait("admin") == 30
 
 
