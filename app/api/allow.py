@@ -26,6 +26,7 @@ from chunkmq.broker.names import check_name
 
 OPTIONS = "OPTIONS"
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+HEAD = "chunkmq.head"  # in the scope of a HEAD request served as a GET: a stream sends its head only
 
 
 def allowed(routes: list[BaseRoute], path: str) -> list[str]:
@@ -93,5 +94,5 @@ class HeadAsGet:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "HEAD":
-            scope = {**scope, "method": "GET"}  # a copy: the server's own scope keeps HEAD
+            scope = {**scope, "method": "GET", HEAD: True}  # a copy: the server's own scope keeps HEAD
         await self.app(scope, receive, send)

@@ -32,8 +32,9 @@ from collections.abc import AsyncIterator
 
 import orjson
 from fastapi import APIRouter, Request
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
+from chunkmq.api.allow import HEAD
 from chunkmq.api.errors import api_error, error_body
 from chunkmq.api.streams import MAX_FRAME_MESSAGES
 from chunkmq.broker.broker import Broker
@@ -65,13 +66,15 @@ def _prefetch(request: Request) -> int:
 
 
 @router.get(PATH, include_in_schema=False)  # a stream, as the WebSocket routes: not in the OpenAPI document
-async def events(request: Request, queue: str, group: str) -> StreamingResponse:
+async def events(request: Request, queue: str, group: str) -> Response:
     broker: Broker = request.app.state.broker
     prefetch = _prefetch(request)
     consumer = check_name(request.query_params.get("consumer") or f"sse-{secrets.token_hex(6)}", "consumer id")
     q, g = await broker.consumer_group(queue, group)
     if request.headers.get("last-event-id") is not None and g.release_consumer(consumer, monotonic_ms()):
         q.notify()
+    if request.scope.get(HEAD):  # the head only: no message is delivered into a body nobody reads
+        return Response(media_type=MEDIA_TYPE, headers=HEADERS)
     heartbeat = broker.settings.sse_heartbeat_seconds
     return StreamingResponse(event_stream(broker, q, g, consumer, prefetch, heartbeat),
                              media_type=MEDIA_TYPE, headers=HEADERS)

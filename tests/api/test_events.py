@@ -173,6 +173,16 @@ async def test_a_reconnect_with_last_event_id_gets_its_in_flight_messages_at_onc
         assert [(m["offset"], m["delivery_count"]) for m in again.messages()] == [(1, 2)]
 
 
+async def test_head_sends_the_head_and_delivers_nothing(app_api: httpx.AsyncClient) -> None:
+    ok(await app_api.put("/queues/h", json={}), 201)
+    await _publish(app_api, "h", "a")
+    token = app_api.token  # type: ignore[attr-defined]
+    head = await app_api.head("http://local" + _path("h", token=token))
+    assert head.status_code == 200 and head.headers["content-type"].startswith("text/event-stream")
+    groups = {g["name"]: g for g in ok(await app_api.get("/queues/h/groups"))}
+    assert groups["g"]["in_flight"] == 0
+
+
 async def test_a_comment_keeps_an_idle_stream_open(app_api: httpx.AsyncClient) -> None:
     ok(await app_api.put("/queues/idle", json={}), 201)
     token = app_api.token  # type: ignore[attr-defined]
