@@ -56,6 +56,24 @@ MEDIA_TYPE = "text/event-stream"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # nginx: do not buffer the stream
 OPENED = b": connected\n\n"  # the first bytes: the answer's head goes out with them at once
 HEARTBEAT = b": keep-alive\n\n"
+# The scope key of a stream's end: `end()`, called by `chunkmq serve`'s HTTP protocol when the server
+# shuts down (app/http/protocol.py), so that the stream ends at once rather than at the shutdown's timeout.
+STREAM_END = "chunkmq.stream_end"
+
+
+class _Wakeup:
+    """What a stream waits for: the queue's notify (`wake`), or the server's shutdown (`end`)."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.ended = False
+
+    def wake(self) -> None:
+        self.event.set()
+
+    def end(self) -> None:
+        self.ended = True
+        self.event.set()
 
 
 def _prefetch(request: Request) -> int:
@@ -76,7 +94,9 @@ async def events(request: Request, queue: str, group: str) -> Response:
     if request.scope.get(HEAD):  # the head only: no message is delivered into a body nobody reads
         return Response(media_type=MEDIA_TYPE, headers=HEADERS)
     heartbeat = broker.settings.sse_heartbeat_seconds
-    return StreamingResponse(event_stream(broker, q, g, consumer, prefetch, heartbeat),
+    wakeup = _Wakeup()
+    request.scope[STREAM_END] = wakeup.end  # the server's own scope (HeadAsGet copies only a HEAD's)
+    return StreamingResponse(event_stream(broker, q, g, consumer, prefetch, heartbeat, wakeup),
                              media_type=MEDIA_TYPE, headers=HEADERS)
 
 
@@ -91,17 +111,18 @@ def _event(message: bytes) -> tuple[int, bytes]:
 
 
 async def event_stream(broker: Broker, queue: Queue, group: Group, consumer: str, prefetch: int,
-                       heartbeat: float) -> AsyncIterator[bytes]:
+                       heartbeat: float, wakeup: _Wakeup | None = None) -> AsyncIterator[bytes]:
     """The stream's bytes: deliveries to `consumer` while it has fewer than `prefetch` in flight on
     this connection, a comment after `heartbeat` seconds without any, until the client goes (the
-    response cancels it) or the queue or group is deleted."""
-    woken = asyncio.Event()
-    stop_pushing = queue.push_to(woken.set)
+    response cancels it), the queue or group is deleted, or the server shuts down (`wakeup.end`)."""
+    wakeup = wakeup or _Wakeup()
+    woken = wakeup.event
+    stop_pushing = queue.push_to(wakeup.wake)
     mine: set[int] = set()  # offsets delivered here, maybe still in flight for this consumer
     try:
         yield OPENED
         sent_at = time.monotonic()
-        while True:
+        while not wakeup.ended:
             try:
                 if not broker.is_current(queue):
                     raise NotFound(f"queue {queue.name!r} was deleted", code=codes.QUEUE_NOT_FOUND)

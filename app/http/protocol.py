@@ -293,6 +293,11 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             the shutdown waits for it, and cancels it at its timeout, as for any request."""
             if self._driven is not None:
                 self._driven.to_task()
+            # An event stream (app/api/events.py STREAM_END) never ends by itself: it is told to end
+            # now, so the shutdown neither waits for it nor cancels it at the timeout
+            end = getattr(self.cycle, "scope", {}).get("chunkmq.stream_end")
+            if end is not None:
+                end()
             super().shutdown()
 
         def _spawn(self, answering: Coroutine[Any, Any, None]) -> None:

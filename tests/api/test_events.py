@@ -284,3 +284,26 @@ def test_real_server_with_curl(sse_server: ServerProcess) -> None:
         assert "id: 1\ndata: " in again and '"body":"two"' in again and '"delivery_count":1' in again
         requests = [line for line in sse_server.log().splitlines() if "/events?" in line]
         assert requests and all(token not in line and "token=[redacted]" in line for line in requests)
+
+
+def test_a_shutdown_ends_open_streams_at_once(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_CHUNK_SIZE="1048576").start()
+    try:
+        token = (server.data_dir / "admin-token").read_text().strip()
+        url = f"{server.url}/api/v1/queues/bye/groups/g/events?token={token}"
+        assert httpx.put(f"{server.url}/api/v1/queues/bye", json={},
+                         headers={"authorization": f"Bearer {token}"}).status_code == 201
+        streams = [subprocess.Popen(["curl", "-sS", "-N", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                   for _ in range(2)]
+        for stream in streams:
+            assert stream.stdout is not None and stream.stdout.readline() == b": connected\n"
+        started = time.monotonic()
+        server.stop()  # SIGTERM (uvicorn raises it again once shut down)
+        took = time.monotonic() - started
+        for stream in streams:  # each stream was ended by the server: curl read its end, no error
+            _, err = stream.communicate(timeout=10)
+            assert stream.returncode == 0, err
+        assert took < 3, f"the shutdown took {took:.1f} s"  # not the 5 s graceful-shutdown timeout
+        assert "Traceback" not in server.log() and "timeout graceful shutdown" not in server.log()
+    finally:
+        server.kill()
