@@ -229,6 +229,28 @@ async def test_a_deleted_group_ends_the_stream_with_an_error_event(app_api: http
         "code": "group_not_found", "message": "group 'g' on queue 'd' was deleted"}}}]
 
 
+async def test_a_deleted_queue_ends_the_stream_with_an_error_event(app_api: httpx.AsyncClient) -> None:
+    ok(await app_api.put("/queues/gone", json={}), 201)
+    token = app_api.token  # type: ignore[attr-defined]
+    async with Stream(app_api.app, _path("gone", token=token)) as stream:  # type: ignore[attr-defined]
+        await stream.wait_for(lambda s: b"connected" in s.body)
+        ok(await app_api.delete("/queues/gone"), 204)
+        await stream.wait_for(lambda s: s.gone.is_set())
+    assert [e["data"]["error"]["code"] for e in stream.events()] == ["queue_not_found"]
+
+
+async def test_the_end_hook_ends_the_stream_cleanly(app_api: httpx.AsyncClient) -> None:
+    from chunkmq.api.events import STREAM_END
+
+    ok(await app_api.put("/queues/end", json={}), 201)
+    token = app_api.token  # type: ignore[attr-defined]
+    async with Stream(app_api.app, _path("end", token=token)) as stream:  # type: ignore[attr-defined]
+        await stream.wait_for(lambda s: b"connected" in s.body)
+        stream.scope[STREAM_END]()  # as chunkmq serve's protocol does at shutdown (in the server's scope)
+        await stream.wait_for(lambda s: s.gone.is_set(), timeout=1)
+    assert stream.body == b": connected\n\n"
+
+
 async def test_deliveries_are_counted_as_the_stream_counts_them(app_api: httpx.AsyncClient) -> None:
     def delivered(text: str) -> float:
         return sum(float(line.split()[-1]) for line in text.splitlines()
