@@ -13,8 +13,11 @@ A connection goes through these states, request after request:
   written as one write (OneWrite), with the head uvicorn would write;
 - pipelined request waiting: bytes that arrive while an answer is pending are parsed behind it and
   wait, with reading paused, until the answer before them is out (uvicorn's flow control);
-- upgrade: a request asking for a WebSocket hands the connection to the WebSocket protocol
-  (app/http/websocket.py) with the bytes that followed it.
+- upgrade: a request asking for a WebSocket has no cycle of its own (`self.cycle` stays the previous
+  request's, whose late parser callbacks it must not take: a hot cycle takes none after its end);
+  once every request before it is answered (at once, or with reading paused until then) it hands
+  the connection to the WebSocket protocol (app/http/websocket.py), whatever came before it, hot
+  or not.
 """
 
 from __future__ import annotations
@@ -132,6 +135,7 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
         _header_deadline: float | None = None
         _idle_deadline: float | None = None
         _driven: wake.Run | None = None  # the last hot request run at once (a long poll may wait in it)
+        _upgrade_waiting = False  # an upgrade request parsed while the request before it is unanswered
 
         def _watch(self, deadline: float) -> None:
             if self._timer is not None and self._timer_at <= deadline:
@@ -165,12 +169,27 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
         def _unset_keepalive_if_required(self) -> None:
             self._idle_deadline = None
 
+        def handle_websocket_upgrade(self) -> None:
+            """uvicorn's, once every request before the upgrade is answered: uvicorn hands the
+            connection over at once, and the answer still pending would then be written into the
+            WebSocket's stream, after or before its 101."""
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._upgrade_waiting = True
+                self.flow.pause_reading()  # nothing more is parsed: the scope stays the upgrade's
+                return
+            super().handle_websocket_upgrade()
+
         def on_response_complete(self) -> None:
             """uvicorn's, with the keep-alive clock on the connection's timer."""
             self.server_state.total_requests += 1
             if self.transport.is_closing():
                 return
             self._idle_deadline = None
+            if self._upgrade_waiting and self.cycle.response_complete:  # the last one before it
+                self._upgrade_waiting = False
+                super().handle_websocket_upgrade()
+                self.flow.resume_reading()  # the WebSocket's reading, on the same transport
+                return
             if self.flow.read_paused:
                 self.flow.resume_reading()
             if self.pipeline:  # the pipelined request that waited for this one
@@ -214,6 +233,8 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
                 return
             self._asgi_scope()
             super().on_headers_complete()
+            if self.parser.should_upgrade() and self._should_upgrade():
+                return  # no cycle of its own: self.cycle is still the previous request's (data_received)
             cycle = self.cycle  # this request's, just made (its task has not run yet)
             if cycle is not None and not isinstance(cycle.transport, OneWrite):
                 out = OneWrite(self.transport)
@@ -268,14 +289,14 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             cycle = self.cycle
             if type(cycle) is not HotCycle:
                 super().on_body(body)
-            elif not cycle.response_complete:
+            elif cycle.more_body:  # (else an upgrade's, parsed behind it: not this request's)
                 cycle.body = cycle.body + body if cycle.body else body
 
         def on_message_complete(self) -> None:
             cycle = self.cycle
             if type(cycle) is not HotCycle:
                 super().on_message_complete()
-            elif not cycle.response_complete:
+            elif cycle.more_body:  # (else an upgrade's end, parsed behind it, as on_body)
                 cycle.more_body = False
                 if not cycle.route.eager:
                     self._spawn(self._answer(cycle, None))
