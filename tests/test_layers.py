@@ -8,7 +8,10 @@ ones inside functions included, read from the source with ast.
 - the API, the console and the alerts never read the broker's internals (queues, routing, meta,
   store...): reads go through app/broker/views.py, writes through the broker's operations;
 - no import cycle anywhere in chunkmq: a module never needs, even lazily or for its types only, a
-  module that needs it back.
+  module that needs it back;
+- the HTTP server (app/http) imports only the API it serves, the wire module and the settings (and
+  uvicorn, httptools, websockets): it never reaches the broker or the storage but through the API,
+  and the API never imports it.
 """
 
 from __future__ import annotations
@@ -104,6 +107,19 @@ def test_the_client_imports_only_the_wire_module_and_its_own_files() -> None:
 @pytest.mark.parametrize("package", ["chunkmq.api", "chunkmq.web"])
 def test_the_api_and_the_console_never_import_storage(package: str) -> None:
     assert [f"{m} imports {n}" for m, n in imports(package) if _inside(n, "chunkmq.storage")] == []
+
+
+HTTP_ALLOWED = ("chunkmq.http", "chunkmq.api", "chunkmq.wire", "chunkmq.config")
+HTTP_DEPENDENCIES = {"uvicorn", "httptools", "websockets"}
+
+
+def test_the_http_server_imports_only_the_api_the_wire_module_and_the_settings() -> None:
+    assert _violations("chunkmq.http", HTTP_ALLOWED, HTTP_DEPENDENCIES) == []
+    assert ("chunkmq.http.protocol", "chunkmq.api.hot_routes") in set(imports("chunkmq.http"))  # lazy ones seen
+
+
+def test_the_api_never_imports_the_http_server() -> None:
+    assert [f"{m} imports {n}" for m, n in imports("chunkmq.api") if _inside(n, "chunkmq.http")] == []
 
 
 def test_the_walk_sees_what_it_checks() -> None:
