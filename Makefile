@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 
-.PHONY: run test lint mypy lock bench bench-smoke screenshots vendor clean java asan postgresql
+.PHONY: run test lint mypy lock bench bench-smoke screenshots vendor clean java asan postgresql node
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ java:
 postgresql:
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; }
 
+# Node.js for the HTTP conformance suite (tests/http/): its built-in fetch and WebSocket as clients.
+node:
+	@command -v node >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs; }
+
 run: $(RUNTIME)
 	$(BIN)/chunkmq serve --host 127.0.0.1 --port 8000 --data-dir ./data
 
@@ -58,7 +62,7 @@ $(CHROMIUM):
 # The run ends with the branch coverage total and fails below [tool.coverage.report] fail_under
 # (pyproject.toml); `.venv/bin/coverage report` lists the files afterwards.
 # .ci/commit-messages: every commit after main's baseline has the message form of docs/decisions.md.
-test: $(STAMP) java postgresql | $(CHROMIUM)
+test: $(STAMP) java postgresql node | $(CHROMIUM)
 	$(BIN)/python .ci/commit-messages
 	$(BIN)/ruff check app tests bench
 	$(MAKE) mypy
