@@ -13,6 +13,8 @@ A connection goes through these states, request after request:
   written as one write (OneWrite), with the head uvicorn would write;
 - pipelined request waiting: bytes that arrive while an answer is pending are parsed behind it and
   wait, with reading paused, until the answer before them is out (uvicorn's flow control);
+- half-closed: a client's end of input (EOF) with a request read and not yet answered keeps the
+  connection open until that answer is out, then closes it; otherwise it closes at once;
 - upgrade: a request asking for a WebSocket has no cycle of its own (`self.cycle` stays the previous
   request's, whose late parser callbacks it must not take: a hot cycle takes none after its end);
   once every request before it is answered (at once, or with reading paused until then) it hands
@@ -381,6 +383,18 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
                 out.append(b"content-length: ")
                 head = cls._heads[(status, content_type)] = b"".join(out)
             return head
+
+        def eof_received(self) -> bool | None:
+            """A client that shut down its sending side after its request (a half-close) still gets
+            the answer: the connection stays open for writing until the last request read is answered,
+            with `connection: close`. uvicorn closes at once (asyncio's default for None), so an answer
+            not written within the callback that read the request (a pull, anything through ASGI)
+            was dropped. A request still missing part of its body is never completed: closed as before."""
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete or cycle.more_body:
+                return None
+            cycle.keep_alive = False
+            return True
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._header_deadline = self._idle_deadline = None

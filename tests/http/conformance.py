@@ -24,7 +24,6 @@ from tests.server import ServerProcess
 MATTER = ("content-type", "www-authenticate", "retry-after", "connection", "transfer-encoding", "allow")
 #: What differs between two messages published alike
 VARYING = frozenset({"id", "offset", "timestamp"})
-JSON_TYPE = ("content-type", "application/json")
 
 
 def asgi(path: str) -> str:

@@ -550,3 +550,33 @@ def test_an_upgrade_websockets_refuses_is_answered_and_bytes_after_it_change_not
             writer.close()
 
     asyncio.run(main())
+
+
+def test_an_upgrade_behind_an_unanswered_request_and_a_half_close_wait_for_the_answer(tmp_path: Path) -> None:
+    """A long poll still waiting when the upgrade pipelined behind it is read: the poll's answer comes
+    first, then the 101, hot and through ASGI. A client that shuts down its sending side behind a
+    waiting long poll still gets its answer, then the close."""
+    key = "dGhlIHNhbXBsZSBub25jZQ=="
+    poll = ("POST", "/api/v1/queues/q/groups/p/pull", b'{"max_messages": 1, "wait_ms": 200}',
+            {"content-type": "application/json"})
+
+    async def main() -> None:
+        async with servers(Settings(auth="off", data_dir=tmp_path / "data")) as (_, hot, asgi):
+            await exchange(hot, raw(hot, ("PUT", "/api/v1/queues/q", b"{}", {"content-type": "application/json"})))
+            for port in (hot, asgi):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(raw(port, poll) + (
+                    f"GET /api/v1/queues/q/groups/g/stream HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nupgrade: websocket\r\n"
+                    f"connection: Upgrade\r\nsec-websocket-key: {key}\r\nsec-websocket-version: 13\r\n\r\n").encode())
+                assert (await answer(reader)).endswith(b'{"messages":[]}')
+                assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101 ")
+                writer.close()
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(raw(port, poll))
+                writer.write_eof()
+                got = await answer(reader)
+                assert got.endswith(b'{"messages":[]}') and b"connection: close" in got, got
+                assert await asyncio.wait_for(reader.read(), 5) == b""
+                writer.close()
+
+    asyncio.run(main())

@@ -1,6 +1,7 @@
-"""A WebSocket handshake on a kept-alive connection that has served other requests (app/http/protocol.py),
-against a real server over one raw socket: after a hot POST (a publish, a pull), after a GET, and
-pipelined right behind any of them, the stream opens and delivers."""
+"""The conformance suite's upgrades: a WebSocket handshake on a kept-alive connection that has
+served other requests (app/http/protocol.py), against a real server over one raw socket. After a
+hot POST (a publish, a pull), after a GET, and pipelined right behind any of them, the stream opens
+and delivers."""
 
 from __future__ import annotations
 
