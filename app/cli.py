@@ -535,6 +535,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     every parser it makes (about 30, a tenth of a restart's first stage), and a command line parses
     the same with its own command's parser."""
     parser = _Parser(prog="chunkmq", description=__doc__)
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, show its traceback too (also CHUNKMQ_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, add in _COMMANDS.items():
         if command in (None, name):
@@ -543,28 +545,42 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Every error is one line on stderr and a non-zero exit status."""
+    """Every error is one line on stderr and a non-zero exit status; with `--debug` (or
+    CHUNKMQ_DEBUG=1) its traceback comes first, for a bug report."""
+    debug = os.environ.get("CHUNKMQ_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
     try:
         argv = sys.argv[1:] if argv is None else argv
-        args = build_parser(argv[0] if argv and argv[0] in _COMMANDS else None).parse_args(argv)
+        command = next((arg for arg in argv if not arg.startswith("-")), None)  # (--debug, --help come first)
+        args = build_parser(command if command in _COMMANDS else None).parse_args(argv)
+        debug = debug or args.debug
         return int(args.func(args) or 0)
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] == "chunkmq":
             raise
         # `pip install chunkmq` is the client alone: say which extra brings what is missing
         extra = "spark" if (e.name or "").partition(".")[0] in ("pyspark", "pandas") else "server"
+        _traceback(e, debug)
         print(f"chunkmq: this command needs the {extra} extra (no module named {e.name!r}): "
               f"pip install 'chunkmq[{extra}]'", file=sys.stderr)
         return 2
     except CliError as e:
+        _traceback(e, debug)
         print(f"chunkmq: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # a bug or an environment problem: still one line, with what it was
+        _traceback(e, debug)
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         print(f"chunkmq: {type(e).__name__}: {message}", file=sys.stderr)
         return 1
+
+
+def _traceback(error: BaseException, debug: bool) -> None:
+    if debug:
+        import traceback
+
+        traceback.print_exception(error, file=sys.stderr)
 
 
 if __name__ == "__main__":
