@@ -10,16 +10,19 @@ A connection goes through these states, request after request:
   of it on the connection) collects its body in a HotCycle; any other request is uvicorn's own
   RequestResponseCycle and goes to the app through ASGI;
 - hot answer: at `on_message_complete` the hot route runs (eagerly when it can) and its answer is
-  written as one write (OneWrite), with the head uvicorn would write;
+  written in one write, with the head uvicorn would write (an ASGI answer goes out in one write too,
+  through OneWrite);
 - pipelined request waiting: bytes that arrive while an answer is pending are parsed behind it and
   wait, with reading paused, until the answer before them is out (uvicorn's flow control);
 - half-closed: a client's end of input (EOF) with a request read and not yet answered keeps the
   connection open until that answer is out, then closes it; otherwise it closes at once;
-- upgrade: a request asking for a WebSocket has no cycle of its own (`self.cycle` stays the previous
-  request's, whose late parser callbacks it must not take: a hot cycle takes none after its end);
-  once every request before it is answered (at once, or with reading paused until then) it hands
-  the connection to the WebSocket protocol (app/http/websocket.py), whatever came before it, hot
-  or not.
+- upgrade: a request asking for a WebSocket gets no cycle: `self.cycle` stays the previous
+  request's, and the upgrade request's own parser callbacks (its end of message) must not reach it
+  (a HotCycle takes none after its end; uvicorn's cycle checks `should_upgrade`). Once the request
+  before it is answered (at once, or later with reading paused until then), the connection goes to
+  the WebSocket protocol (app/http/websocket.py) with the upgrade request, as uvicorn hands it over;
+  bytes that came in the same read behind the upgrade request are not passed on (a client sends
+  its first frame after the 101).
 """
 
 from __future__ import annotations

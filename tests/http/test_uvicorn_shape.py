@@ -86,6 +86,28 @@ def test_what_the_protocol_s_hot_path_reads_and_the_cycle_state_it_stands_in_for
     assert "self.access_logger.info(" in send and "get_path_with_query_string(self.scope)" in send
 
 
+def test_the_upgrade_and_the_end_of_input_the_subclass_takes_over() -> None:
+    """app/http/protocol.py defers handle_websocket_upgrade until the request before it is answered,
+    and answers a half-closed connection (eof_received): uvicorn's upgrade is still called from
+    data_received's HttpParserUpgrade with no argument, makes no cycle for the upgrade request (its
+    on_headers_complete returns first), rebuilds the request from the scope and url, and hands the
+    transport over; its eof_received still does nothing (asyncio then closes)."""
+    base = httptools_impl.HttpToolsProtocol
+    assert _parameters(base.handle_websocket_upgrade) == ["self"]
+    received = inspect.getsource(base.data_received)
+    assert "except httptools.HttpParserUpgrade:" in received and "self.handle_websocket_upgrade()" in received
+    headers = inspect.getsource(base.on_headers_complete)
+    upgrade_check = "if self.parser.should_upgrade() and self._should_upgrade():\n            return"
+    assert upgrade_check in headers and headers.index(upgrade_check) < headers.index("RequestResponseCycle(")
+    for method in (base.on_body, base.on_message_complete):  # the previous cycle is left alone
+        assert "self.parser.should_upgrade() and self._should_upgrade()" in inspect.getsource(method)
+    upgrade = inspect.getsource(base.handle_websocket_upgrade)
+    assert 'self.scope["method"]' in upgrade and 'self.scope["headers"]' in upgrade and "self.url" in upgrade
+    assert "self.transport.set_protocol(protocol)" in upgrade
+    lines = [line.strip() for line in inspect.getsource(base.eof_received).splitlines()]
+    assert lines[1:] == ["pass", ""] or lines[1:] == ["pass"]
+
+
 def test_the_keep_alive_clock_the_subclass_takes_over() -> None:
     """app/http/protocol.py replaces on_response_complete (its keep-alive timer on the connection's one timer)
     and _unset_keepalive_if_required: uvicorn's must still be what it copies, and the keep-alive
