@@ -61,12 +61,19 @@ def test_httpx(chunkmq: Broker, chunked: bool) -> None:
 
 
 def test_aiohttp(chunkmq: Broker) -> None:
-    """aiohttp's client, every case in one session (its paths as written: `encoded=True`), then its
-    WebSocket consumes the first message on the same session."""
+    """aiohttp's client, every case in one session (its paths as written: `encoded=True`) on one
+    connection, then its WebSocket consumes the first message on that same connection: the
+    handshake right after a hot pull (answered 400 before app/http/protocol.py's fix)."""
     queue = chunkmq.queue("aiohttp")
+    connections: list[object] = []  # each one aiohttp opened
+
+    async def opened(*_: object) -> None:
+        connections.append(_)
 
     async def session() -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_create_end.append(opened)
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1), trace_configs=[trace])
 
     with asyncio.Runner() as runner:  # one loop for the session; compare_cases calls `send` in turn
         client = runner.run(session())
@@ -83,10 +90,14 @@ def test_aiohttp(chunkmq: Broker) -> None:
 
         try:
             compare_cases(chunkmq, queue, lambda *request: runner.run(post(*request)))
+            pull = runner.run(post(f"/api/v1/queues/{queue}/groups/other/pull", b'{"max_messages":1}',
+                                   {**chunkmq.auth, "content-type": "application/json"}))
+            assert pull[0] == 200  # hot: the last request the connection serves before the upgrade
             frame = runner.run(consume())
         finally:
             runner.run(client.close())
     assert frame["type"] == "messages" and frame["messages"][0]["body"] == "hello"
+    assert len(connections) == 1  # the posts and the WebSocket: one connection, kept alive
 
 
 def test_websockets(chunkmq: Broker) -> None:
