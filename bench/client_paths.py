@@ -129,7 +129,8 @@ def main() -> None:
         try:
             for server in servers:
                 server.start()
-            mq = Client(f"http://127.0.0.1:{servers[0].endpoint().http_port}")
+            mine = servers[0].endpoint()
+            mq = Client(f"http://127.0.0.1:{mine.http_port}", token=mine.extra["token"])
             r = redis.Redis(host="127.0.0.1", port=servers[1].endpoint().port)
             for n in range(args.rounds):
                 queue = f"paths-{n}"

@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as tmp:
-        server = ChunkmqServer(Path(tmp))
+        server = ChunkmqServer(Path(tmp), auth="off")
         server.start()
         url = f"http://127.0.0.1:{server.port}"
         try:

@@ -160,7 +160,7 @@ def run(count: int, batches: list[int], clients: list[int], modes: list[str], si
     results: list[Result] = []
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix="chunkmq-bench-") as tmp:
-            server = ChunkmqServer(Path(tmp), fsync=mode)
+            server = ChunkmqServer(Path(tmp), fsync=mode, auth="off")
             server.start()
             url = f"http://127.0.0.1:{server.port}"
             try:

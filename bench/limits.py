@@ -79,7 +79,7 @@ class LimitServer(ChunkmqServer):
     """`chunkmq serve` with extra environment (connection cap, retention, allocator settings)."""
 
     def __init__(self, workdir: Path, env: dict[str, str] | None = None) -> None:
-        super().__init__(workdir)
+        super().__init__(workdir, auth="off")
         self.env = env or {}
         self.start_timeout = 600.0  # a 100k-queue or big-backlog restart
 

@@ -203,8 +203,10 @@ def _run_pass(cfg: Config, fsync: str, workloads: list[str], rec: Recorder, pool
                     for name in workloads_for(a, workloads):
                         rec.fail(a, ROUTINES[name][1], 0, f"server did not start: {e}"[:1000])
                 continue
+            endpoint = server.endpoint()
+            shown = {**endpoint.__dict__, "extra": {k: v for k, v in endpoint.extra.items() if k != "token"}}
             rec.write({"type": "server", "kind": kind, "class": klass, "start_s": round(time.monotonic() - t0, 3),
-                       "durability": server.durability(), "endpoint": server.endpoint().__dict__})
+                       "durability": server.durability(), "endpoint": shown})  # no credential in the results
             for a in mine:
                 if a not in rec.described:
                     rec.described.add(a)

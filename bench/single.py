@@ -57,10 +57,12 @@ def _lua_string(data: bytes) -> str:
     return '"' + "".join(f"\\{b:03d}" for b in data) + '"'
 
 
-def chunkmq_request(port: int, queue: str, size: int) -> Request:
+def chunkmq_request(port: int, queue: str, size: int, token: str = "") -> Request:
     body = orjson.dumps({"messages": [{"body": body_of(size).decode()}]})
-    return Request(f"http://127.0.0.1:{port}/api/v1/queues/{queue}/publish", body,
-                   {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if token:  # auth on, as chunkmq ships
+        headers["Authorization"] = f"Bearer {token}"
+    return Request(f"http://127.0.0.1:{port}/api/v1/queues/{queue}/publish", body, headers)
 
 
 def rabbitmq_request(port: int, queue: str, size: int) -> Request:

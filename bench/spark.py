@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
 
     spark = session(args.master, "chunkmq-bench")
     with tempfile.TemporaryDirectory(prefix="chunkmq-bench-spark-") as tmp:
-        server = ChunkmqServer(Path(tmp))
+        server = ChunkmqServer(Path(tmp), auth="off")
         server.start()
         try:
             only = tuple(w for w in args.only.split(",") if w in ALL)

@@ -179,13 +179,16 @@ def w8(s: Session, r: int) -> None:
     on 1 and on `w8_conns` connections (group commit across connections)."""
     cfg = s.cfg
     port = s.server.endpoint().http_port
+    token = s.server.endpoint().extra.get("token", "")
     ws = s.adapter == "chunkmq-ws"
     with s.queue(f"bench-w8-{r}") as q:
         if ws:
-            url, frame = f"ws://127.0.0.1:{port}/api/v1/exchanges/amq.default/stream", ws_publish_frame(q, cfg.size)
+            url = f"ws://127.0.0.1:{port}/api/v1/exchanges/amq.default/stream" + (f"?token={token}" if token else "")
+            frame = ws_publish_frame(q, cfg.size)
             load = lambda: run_ws(url, frame, cfg.w8_conns, cfg.w8_seconds)  # noqa: E731
         else:
-            request = (rabbitmq_request if s.adapter == "rabbitmq-http" else chunkmq_request)(port, q, cfg.size)
+            request = (rabbitmq_request(port, q, cfg.size) if s.adapter == "rabbitmq-http"
+                       else chunkmq_request(port, q, cfg.size, token))
             load = lambda: run_wrk(request, cfg.w8_conns, cfg.w8_seconds)  # noqa: E731
         with s.profiled("W8", r):
             _w8_sample(s, s.adapter, "w8", r, s.server, load)
@@ -204,7 +207,7 @@ def w8(s: Session, r: int) -> None:
         return
     with (run_when_up(ChunkmqAlways) as durable,
           Session(cfg, durable, s.adapter, s.pool, s.ready).queue(f"bench-w8a-{r}") as q):
-        request = chunkmq_request(durable.endpoint().port, q, cfg.size)
+        request = chunkmq_request(durable.endpoint().port, q, cfg.size, durable.endpoint().extra["token"])
         for conns in (1, cfg.w8_conns):
             _w8_sample(s, s.adapter, "w8_always_1" if conns == 1 else "w8_always_n", r, durable,
                        lambda c=conns: run_wrk(request, c, cfg.w8_seconds), rate_only=True, connections=conns)

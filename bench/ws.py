@@ -152,7 +152,7 @@ def main() -> None:
         asyncio.run(main_async(args.url.rstrip("/"), args))
         return
     with tempfile.TemporaryDirectory(prefix="chunkmq-bench-ws-") as tmp:
-        server = ChunkmqServer(Path(tmp), fsync=args.fsync)
+        server = ChunkmqServer(Path(tmp), fsync=args.fsync, auth="off")
         server.start()
         try:
             asyncio.run(main_async(f"http://127.0.0.1:{server.port}", args))

@@ -25,7 +25,7 @@ class ChunkmqHttpAdapter(Adapter):
              "batch's cumulative ack (ack_up_to)")
 
     def open(self) -> None:
-        self.client = Client(f"http://127.0.0.1:{self.endpoint.http_port}")
+        self.client = Client(f"http://127.0.0.1:{self.endpoint.http_port}", token=self.endpoint.extra.get("token"))
 
     def close(self) -> None:
         self.client.close()

@@ -1,4 +1,5 @@
-"""chunkmq itself: `.venv/bin/chunkmq serve` with auth off, bound to 127.0.0.1."""
+"""chunkmq itself as it ships: `.venv/bin/chunkmq serve` with its default settings (auth on, the default
+log level and access log), bound to 127.0.0.1; clients use the bootstrap admin token."""
 
 from __future__ import annotations
 
@@ -30,15 +31,19 @@ class ChunkmqServer(Server):
     kind = "chunkmq"
     start_timeout = 60.0
 
-    def __init__(self, workdir: Path, fsync: str = "interval") -> None:
+    def __init__(self, workdir: Path, fsync: str = "interval", auth: str = "on") -> None:
         super().__init__(workdir, fsync)
         self.port = free_port()
+        self.auth = auth  # "off" only for the single-purpose benchmarks that drive the API without a token
 
     def _process(self) -> ManagedProcess:
         _compile_package()
         argv = [*_chunkmq_command(), "serve", "--host", "127.0.0.1", "--port", str(self.port),
                 "--data-dir", str(self.data_dir), "--fsync", self.fsync]
-        env = {**os.environ, "CHUNKMQ_AUTH": "off", "CHUNKMQ_LOG_LEVEL": "warning"}
+        # The shipped defaults: drop any CHUNKMQ_* setting the caller's environment carries.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHUNKMQ_")}
+        if self.auth != "on":
+            env["CHUNKMQ_AUTH"] = self.auth
         return ManagedProcess(argv, env, self.workdir / "chunkmq.log")
 
     def _ready(self) -> bool:
@@ -46,8 +51,13 @@ class ChunkmqServer(Server):
         status = http_status(f"{base}/readyz")
         return status == 200 or (status == 404 and http_status(f"{base}/healthz") == 200)
 
+    def token(self) -> str:
+        """The admin token the server wrote at its first start (auth on, the default)."""
+        path = self.data_dir / "admin-token"
+        return path.read_text().strip() if path.exists() else ""
+
     def endpoint(self) -> Endpoint:
-        return Endpoint(self.kind, self.port, self.port)
+        return Endpoint(self.kind, self.port, self.port, {"token": self.token()})
 
     def durability(self) -> str:
         return {"interval": "fsync every 100 ms (fsync=interval, the default)",

@@ -1,4 +1,4 @@
-"""One real chunkmq server per adapter test module (auth off), as the benchmark's peers run."""
+"""One real chunkmq server per adapter test module, auth on with its admin token, as the benchmark runs it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from tests.server import ServerProcess
 
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
-    server = ServerProcess(tmp_path_factory.mktemp("chunkmq") / "data", CHUNKMQ_AUTH="off").start()
+    server = ServerProcess(tmp_path_factory.mktemp("chunkmq") / "data").start()
     try:
-        yield Endpoint("chunkmq", server.port, server.port)
+        token = (server.data_dir / "admin-token").read_text().strip()
+        yield Endpoint("chunkmq", server.port, server.port, {"token": token})
     finally:
         server.stop()

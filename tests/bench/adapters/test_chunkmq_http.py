@@ -27,7 +27,8 @@ def test_round_trip_of_every_body_with_acks(endpoint: Endpoint, bulk: bool) -> N
         assert a.consume(queue, len(bodies), time.monotonic() + 30, got.append) == len(bodies)
     assert got == bodies
     base = f"http://127.0.0.1:{endpoint.port}/api/v1/queues/{queue}"
-    group = httpx.get(f"{base}/groups/bench").json()
+    auth = {"Authorization": f"Bearer {endpoint.extra['token']}"}
+    group = httpx.get(f"{base}/groups/bench", headers=auth).json()
     assert (group["ack_floor"], group["in_flight"]) == (len(bodies), 0)
 
 

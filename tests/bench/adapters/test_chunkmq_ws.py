@@ -26,8 +26,9 @@ def test_round_trip_through_a_small_window_with_acks(endpoint: Endpoint, count: 
         assert a.consume(queue, len(bodies), time.monotonic() + 30, got.append) == len(bodies)
     assert got == bodies
     base = f"http://127.0.0.1:{endpoint.port}/api/v1/queues/{queue}"
+    auth = {"Authorization": f"Bearer {endpoint.extra['token']}"}
     deadline = time.monotonic() + 10  # the last ack frame may still be on its way when the socket closes
-    while (group := httpx.get(f"{base}/groups/bench").json())["ack_floor"] < len(bodies):
+    while (group := httpx.get(f"{base}/groups/bench", headers=auth).json())["ack_floor"] < len(bodies):
         assert time.monotonic() < deadline, group
         time.sleep(0.05)
     assert (group["ack_floor"], group["in_flight"]) == (len(bodies), 0)
