@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -84,6 +85,11 @@ class Settings(BaseSettings):
     # Web apps on these origins (comma-separated, as a browser sends them: https://app.example:8443)
     # may call /api/v1 (CORS, app/api/cors.py); empty: no CORS headers, cross-origin pages are refused.
     cors_origins: str = ""
+    # The access log (at INFO): "notable" writes a line for every request except the hot routes'
+    # (publish, pull) successful answers quicker than access_log_slow_seconds, which /metrics counts
+    # (app/http/access_log.py); "all" writes a line for every request.
+    access_log: Literal["notable", "all"] = "notable"
+    access_log_slow_seconds: float = Field(1.0, ge=0)
     # Console (app/web): idle sessions end after this; the pages poll their numbers this often.
     # Failed logins (web/session.py LoginLimiter): after `attempts` in a row a user waits
     # `lock_seconds`, doubled after each further failure up to `max_lock_seconds`; an address that

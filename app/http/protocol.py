@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # imported at run time by `serve`, once the cyclic GC is off 
     import asyncio
 
     from chunkmq.api.hot_routes import Answer
+    from chunkmq.http.access_log import HotAccessLog
 
 
 class OneWrite:
@@ -77,12 +78,13 @@ class HotCycle:
     loses the connection or shuts down. `message_event` is the cycle itself: a hot request is answered
     once its whole body is in (`on_message_complete`), so nothing waits for the event."""
 
-    __slots__ = ("body", "disconnected", "keep_alive", "more_body", "response_complete", "route", "scope")
+    __slots__ = ("body", "disconnected", "keep_alive", "more_body", "response_complete", "route", "scope", "started")
 
-    def __init__(self, route: Any, scope: dict[str, Any], keep_alive: bool) -> None:
+    def __init__(self, route: Any, scope: dict[str, Any], keep_alive: bool, started: float) -> None:
         self.route = route
         self.scope = scope
         self.keep_alive = keep_alive
+        self.started = started  # the loop's time at its headers (the access log's slow answers)
         self.body = b""  # nearly always one piece (on_body), so bytes rather than a bytearray to copy out
         self.more_body = True
         self.disconnected = False
@@ -100,7 +102,7 @@ class HotCycle:
 _FAILED = (500, b"text/plain; charset=utf-8", b"Internal Server Error", ())
 
 
-def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
+def http_protocol(header_timeout: float, hot_log: HotAccessLog | None = None) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol, except that a connection must send a request's whole headers
     within `header_timeout` seconds of connecting (or of its previous response), or it is closed,
     that every response goes out in one write (OneWrite), and that the hot routes are answered
@@ -119,7 +121,8 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     a fifth of the server's CPU on a one-message publish. Anything else, or a hot request that
     uvicorn would treat specially (Expect: 100-continue, a pipelined request behind another, past
     the connection limit, a chunked or large body, an escaped path, a path prefix, an app wrapped in
-    uvicorn's middlewares), takes uvicorn's own path to the app.
+    uvicorn's middlewares), takes uvicorn's own path to the app. `hot_log` says which hot answers
+    get an access-log line (app/http/access_log.py; default: every one, as uvicorn's).
     """
     from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, service_unavailable
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -128,6 +131,9 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     from chunkmq.api import wake
     from chunkmq.api.errors import overloaded
     from chunkmq.api.hot_routes import answer_of
+    from chunkmq.http.access_log import HotAccessLog
+
+    logged = hot_log or HotAccessLog()
 
     class HttpProtocol(HttpToolsProtocol):
         # One timer per connection for both of its clocks, each a loop time or None: the request's
@@ -287,7 +293,8 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             scope = self._asgi_scope(http_version)
             scope.update({"method": "POST", "path": path, "raw_path": raw_path, "query_string": query,
                           "path_params": params, "app": self.app})
-            self.cycle = HotCycle(route, scope, keep_alive and http_version != "1.0")  # type: ignore[assignment]
+            self.cycle = HotCycle(route, scope, keep_alive and http_version != "1.0",  # type: ignore[assignment]
+                                  self.loop.time())
             return True
 
         def on_body(self, body: bytes) -> None:
@@ -349,7 +356,7 @@ def http_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             if cycle.disconnected:
                 return
             status, content_type, body, headers = answer
-            if self.access_log:
+            if logged.answered(cycle.route.path, status, self.loop.time() - cycle.started) and self.access_log:
                 self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(cycle.scope), "POST",
                                         get_path_with_query_string(cycle.scope), cycle.scope["http_version"], status)
             if headers or not cycle.keep_alive:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from chunkmq.http.access_log import HotAccessLog
 from chunkmq.http.protocol import http_protocol
 from chunkmq.http.websocket import websocket_protocol_on_upgrade
 
@@ -22,7 +23,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         host=settings.host,
         port=settings.port,
         loop="uvloop",
-        http=http_protocol(settings.request_header_timeout_seconds),
+        http=http_protocol(settings.request_header_timeout_seconds,
+                           HotAccessLog.of(settings.access_log, settings.access_log_slow_seconds)),
         # Past this many open connections (WebSockets included) a new request is answered 503.
         limit_concurrency=settings.max_connections,
         ws=websocket_protocol_on_upgrade(),
@@ -35,7 +37,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         ws_ping_timeout=settings.ws_ping_timeout,
         log_level=settings.log_level,
         # uvicorn formats every request's access-log arguments before the logger drops the line:
-        # 4% of the server's time on binary publishes with the log level at warning.
+        # 4% of the server's time on binary publishes with the log level at warning. The hot
+        # routes' lines: app/http/access_log.py.
         access_log=settings.log_level.lower() in ("trace", "debug", "info"),
         timeout_graceful_shutdown=5,
         # X-Forwarded-* only from the proxies CHUNKMQ_FORWARDED_ALLOW_IPS names (uvicorn's own default

@@ -117,7 +117,8 @@ def test_hot_requests_are_answered_as_through_asgi(tmp_path: Path) -> None:
     access.addHandler(handler)
 
     async def main() -> None:
-        async with servers(Settings(auth="off", data_dir=tmp_path / "data", log_level="info")) as (_, hot, asgi):
+        settings = Settings(auth="off", data_dir=tmp_path / "data", log_level="info", access_log="all")
+        async with servers(settings) as (_, hot, asgi):
             for path in ("/api/v1/queues/q", "/api/v1/queues/q/groups/g",
                          "/api/v1/queues/e", "/api/v1/queues/e/groups/g"):
                 await exchange(hot, raw(hot, ("PUT", path, b"{}", {"content-type": "application/json"})))
