@@ -31,10 +31,12 @@ class ChunkmqServer(Server):
     kind = "chunkmq"
     start_timeout = 60.0
 
-    def __init__(self, workdir: Path, fsync: str = "interval", auth: str = "on") -> None:
+    def __init__(self, workdir: Path, fsync: str = "interval", auth: str = "on",
+                 settings: dict[str, str] | None = None) -> None:
         super().__init__(workdir, fsync)
         self.port = free_port()
         self.auth = auth  # "off" only for the single-purpose benchmarks that drive the API without a token
+        self.settings = settings or {}  # CHUNKMQ_* variables of a tuned variant (bench/configs.py)
 
     def _process(self) -> ManagedProcess:
         _compile_package()
@@ -44,6 +46,7 @@ class ChunkmqServer(Server):
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHUNKMQ_")}
         if self.auth != "on":
             env["CHUNKMQ_AUTH"] = self.auth
+        env.update(self.settings)
         return ManagedProcess(argv, env, self.workdir / "chunkmq.log")
 
     def _ready(self) -> bool:
