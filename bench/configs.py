@@ -47,16 +47,16 @@ def run(configs: list[str], repeat: int, conns: int, seconds: float, size: int) 
         try:
             for i, name in enumerate(configs):
                 auth, settings = CONFIGS[name]
-                server = ChunkmqServer(Path(tmp) / str(i), auth=auth, settings=settings)
-                server.start()
-                token = server.endpoint().extra.get("token", "")
+                mq = ChunkmqServer(Path(tmp) / str(i), auth=auth, settings=settings)
+                servers[name] = mq, chunkmq_request(mq.port, "q", size)  # stopped below if start fails
+                mq.start()
+                token = mq.endpoint().extra.get("token", "")
                 headers = {"Authorization": f"Bearer {token}"} if token else {}
-                httpx.put(f"http://127.0.0.1:{server.port}/api/v1/queues/q", json={},
-                          headers=headers).raise_for_status()
-                servers[name] = server, chunkmq_request(server.port, "q", size, token)
+                httpx.put(f"http://127.0.0.1:{mq.port}/api/v1/queues/q", json={}, headers=headers).raise_for_status()
+                servers[name] = mq, chunkmq_request(mq.port, "q", size, token)
             floor = FloorServer(Path(tmp) / "floor")
-            floor.start()
             servers[FLOOR] = floor, chunkmq_request(floor.port, "q", size)
+            floor.start()
             for _ in range(repeat):
                 for name, (server, request) in servers.items():
                     results[name].append(measure(server, request, conns, seconds))
