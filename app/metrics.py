@@ -29,8 +29,9 @@ class HotAnswers:
     access log writes only when they are errors or slow (app/http/access_log.py)."""
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily("chunkmq_hot_requests", "Answers of the hot routes (publish, pull), "
-                                     "by route and status", labels=["route", "status"])
+        family = CounterMetricFamily("chunkmq_hot_requests", "Answers of the hot routes (publish, pull) "
+                                     "written by the server's HTTP protocol, by route and status",
+                                     labels=["route", "status"])
         for (route, status), count in sorted(access_log.ANSWERED.items()):
             family.add_metric([route, str(status)], count)
         yield family
