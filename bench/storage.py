@@ -12,7 +12,7 @@ Cases:
 
 ``--codec`` times only the byte formats' codecs, in this process, on the pure-Python path and on the
 compiled twin: µs of CPU per record of encode_batch for batches of 1, 10, 100 and 1,000 records of
-100 bytes, of the column read of a page of 1,000 (record.columns, CRCs checked), of the wire batch's
+100 bytes, of the column read of a page of 1,000 (record_columns.columns, CRCs checked), of the wire batch's
 encoders and decoders (chunkmq.wire.batch) and of the blob parser (chunkmq.broker.blob.parse) for
 batches and pages of 1, 100 and 1,000 messages of 100 bytes.
 
@@ -246,7 +246,7 @@ def codec_timings(repeat: int = 5, total: int = 200_000) -> list[dict[str, objec
     import numpy as np
 
     from chunkmq.broker import _blobc, blob
-    from chunkmq.storage import MessageColumns, record
+    from chunkmq.storage import MessageColumns, record_columns, record_encode
     from chunkmq.storage import _recordc as compiled  # whatever CHUNKMQ_PURE_PYTHON says: both are timed
     from chunkmq.wire import _batchc
     from chunkmq.wire import batch as wire
@@ -265,15 +265,15 @@ def codec_timings(repeat: int = 5, total: int = 200_000) -> list[dict[str, objec
 
     for n in (1, 10, 100, 1000):
         batch = MessageColumns([b"x" * RECORD_BYTES] * n, [(1,)] * n)
-        on(record, "_recordc", compiled, f"encode_batch, batches of {n:,}", n,
-           lambda batch=batch: record.encode_batch(batch, 1_700_000_000_000, 0, {1: 70_000}, 1 << 20, {}))
+        on(record_encode, "_recordc", compiled, f"encode_batch, batches of {n:,}", n,
+           lambda batch=batch: record_encode.encode_batch(batch, 1_700_000_000_000, 0, {1: 70_000}, 1 << 20, {}))
     batch = MessageColumns([b"x" * RECORD_BYTES] * 1000, [(1,)] * 1000)
-    buf, appended, _ = record.encode_records(batch, 1_700_000_000_000, 0, {1: 70_000}, 1 << 20, {})
+    buf, appended, _ = record_encode.encode_records(batch, 1_700_000_000_000, 0, {1: 70_000}, 1 << 20, {})
     starts = np.array(appended.positions, np.int64)
     lengths = np.diff(np.append(starts, len(buf)))
     verify = np.ones(len(starts), bool)
-    on(record, "_recordc", compiled, "column read of 1,000, CRCs checked", 1000,
-       lambda: record.columns(buf, starts, lengths, verify))
+    on(record_columns, "_recordc", compiled, "column read of 1,000, CRCs checked", 1000,
+       lambda: record_columns.columns(buf, starts, lengths, verify))
     for n in (1, 100, 1000):
         for name, fn in _wire_cases(wire, blob, n).items():
             on(blob if name.startswith("blob") else wire, "_blobc" if name.startswith("blob") else "_batchc",

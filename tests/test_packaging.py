@@ -80,9 +80,9 @@ def test_without_a_c_compiler_the_build_goes_on_and_the_record_codec_runs_in_pyt
     assert not list(tmp_path.rglob("*.so"))
     # where the module is missing, the store runs (and says it runs) the Python codec
     script = ("import sys; sys.modules['chunkmq.storage._recordc'] = None\n"
-              "from chunkmq.storage import MessageColumns, record\n"
+              "from chunkmq.storage import MessageColumns, record, record_encode\n"
               "columns = MessageColumns([b'x'], [(1,)])\n"
-              "print(record.IMPLEMENTATION, len(record.encode_batch(columns, 0, 0, {1: 0}, 9, {})[0]))")
+              "print(record.IMPLEMENTATION, len(record_encode.encode_batch(columns, 0, 0, {1: 0}, 9, {})[0]))")
     ran = subprocess.run([sys.executable, "-c", script], env={**os.environ, "CHUNKMQ_PURE_PYTHON": ""},
                          capture_output=True, text=True, timeout=60, check=True)
     assert ran.stdout.split() == ["pure", "Python", "(the", "compiled", "extension", "is", "not", "built)", "18"]

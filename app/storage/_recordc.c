@@ -1,13 +1,14 @@
-/* The compiled twin of record.py's hot loops: the format-2 batch encoder and the column read.
+/* The compiled twin of the record codec's hot loops: the format-2 batch encoder and the column read.
 
-   record.py is the reference: its module docstring has the record layout, and its encode_records
-   and columns_python give the same bytes and columns as encode() and columns() here (the property
-   tests in tests/storage/test_recordc.py hold them together). record.py chooses between the two.
+   The Python modules are the reference: record.py's docstring has the record layout, and
+   record_encode.py's encode_records and record_columns.py's columns_python give the same bytes and
+   columns as encode() and columns() here (the property tests in tests/storage/test_recordc.py hold
+   them together). Those two modules choose between the twins.
 
    encode() handles the batches the store is given (bytes, int queue ids, int flags) and answers
-   None for any other input, which record.py then encodes in Python: so every error that is not
+   None for any other input, which record_encode.py then encodes in Python: so every error that is not
    about a limit (a TypeError, struct.error) is Python's own. A record over a limit is answered with
-   its index, and record.py raises for it as encode_records does. */
+   its index, and record_encode.py raises for it as encode_records does. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -373,7 +374,7 @@ static PyObject *placements_of(const Batch *b, Py_ssize_t i) {
 
 /* encode(data, queues, tags, keys, flags, timestamp, position, next_offsets, max_message_bytes)
    -> (buf, positions, queue_column, offset_column, counts or None, {queue id: (entries, bytes)}),
-   the index of the first record over a limit, or None for input it leaves to record.py. */
+   the index of the first record over a limit, or None for input it leaves to record_encode.py. */
 static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "encode() takes 9 arguments");
@@ -582,7 +583,7 @@ static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         status = FAILED;
         goto done;
     }
-    if (stop < b.n) {  /* record `stop` is over a limit: record.py raises for it */
+    if (stop < b.n) {  /* record `stop` is over a limit: record_encode.py raises for it */
         result = PyLong_FromSsize_t(stop);
         goto done;
     }
@@ -634,7 +635,7 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int writable) {
     return OK;
 }
 
-/* One row of columns(): its six fields into row[0..5] and whether it is valid (record.py's
+/* One row of columns(): its six fields into row[0..5] and whether it is valid (record_columns.py's
    columns_python says when). Every read stays inside buf[0:size]. */
 static int row(const unsigned char *buf, int64_t size, int64_t s, int64_t n, int verify, int64_t row[6]) {
     if (s < 0 || n < FRAME + HEADER_SIZE || s > size || n > size - s)
@@ -755,7 +756,7 @@ static PyObject *crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 }
 
 /* encode() of one record with no tag or key, with one placement, `queue_id` at `offset`, and `flags`:
-   (its bytes, its packed index entry, the bytes it adds to the queue), as encode_one in record.py
+   (its bytes, its packed index entry, the bytes it adds to the queue), as encode_one in record_encode.py
    makes them from encode()'s answer, without the batch's columns; None for what it leaves to encode()
    (a record over max_message_bytes, numbers out of range, data that is not bytes). */
 static PyObject *encode_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -819,7 +820,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_recordc",
-    .m_doc = "The compiled twin of record.py's hot loops.",
+    .m_doc = "The compiled twin of the record codec's hot loops.",
     .m_size = -1,
     .m_methods = methods,
 };

@@ -57,15 +57,14 @@ from .queue_index import (
 from .record import (
     VERSION,
     decode,
-    encode_batch,
-    encode_one,
     fields_at,
     iter_records,
     read_run,
     record_length,
     timestamp_at,
 )
-from .record import columns as record_columns
+from .record_columns import columns as record_columns
+from .record_encode import encode_batch, encode_one
 from .recovery import recover
 from .retention import retain
 
@@ -697,7 +696,7 @@ class Store:
     def read_columns(self, queue_id: int, offset: int, max_count: int) -> ColumnPage:
         """Messages at offsets >= max(offset, first_offset), up to max_count, as columns (ColumnPage):
         what read() returns, without a Python object per message. The records are copied out of
-        the log one span per chunk and parsed with numpy (record.columns); records of format-1 chunks
+        the log one span per chunk and parsed with numpy (record_columns.columns); records of format-1 chunks
         are decoded one by one and appended to the buffer."""
         import numpy as np
 

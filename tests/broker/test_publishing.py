@@ -1,4 +1,4 @@
-"""Large publishes (encoded column by column, app/storage/record.py encode_columns) through the
+"""Large publishes (encoded column by column, app/storage/record_encode.py encode_columns) through the
 broker: routed to several queues, with tags and idempotency keys, JSON and binary, read back after
 a restart. A real Broker on a temporary directory."""
 
@@ -16,7 +16,7 @@ from chunkmq.broker.message import decode_data
 from chunkmq.broker.wake import Wake
 from chunkmq.client import _batch
 from chunkmq.config import FsyncSetting
-from chunkmq.storage.record import COLUMNS_MIN
+from chunkmq.storage.record_encode import COLUMNS_MIN
 from chunkmq.wire import batch as wire
 from tests.broker.conftest import with_broker
 

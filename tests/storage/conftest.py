@@ -46,10 +46,11 @@ def open_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
 
 @pytest.fixture(scope="module", params=["compiled", "python"])
 def codec(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A test of the record codec runs twice: on record.py's compiled twin (whatever
-    CHUNKMQ_PURE_PYTHON says), then on its pure-Python path."""
-    from chunkmq.storage import _recordc, record
+    """A test of the record codec runs twice: on the compiled twin (whatever CHUNKMQ_PURE_PYTHON
+    says), then on the pure-Python path, in each module that chooses between them."""
+    from chunkmq.storage import _recordc, record_columns, record_encode
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(record, "_recordc", _recordc if request.param == "compiled" else None)
+        for module in (record_encode, record_columns):
+            mp.setattr(module, "_recordc", _recordc if request.param == "compiled" else None)
         yield request.param

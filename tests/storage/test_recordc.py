@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkmq.storage import MessageColumns, MessageTooLarge, UnknownQueue, _recordc, record
-from chunkmq.storage.record import columns, columns_python, encode_batch, encode_compiled, encode_records
+from chunkmq.storage import MessageColumns, MessageTooLarge, UnknownQueue, _recordc, record_columns, record_encode
+from chunkmq.storage.record_columns import columns, columns_python
+from chunkmq.storage.record_encode import encode_batch, encode_compiled, encode_records
 from chunkmq.storage.store import _Offsets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,9 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True, scope="module")
 def compiled() -> Iterator[None]:
-    """record.py's dispatch on the compiled twin, whatever CHUNKMQ_PURE_PYTHON says."""
+    """The codec's dispatch on the compiled twin, whatever CHUNKMQ_PURE_PYTHON says."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(record, "_recordc", _recordc)
+        for module in (record_encode, record_columns):
+            mp.setattr(module, "_recordc", _recordc)
         yield
 
 
