@@ -120,6 +120,9 @@ def _item(n: Notification, links: Links) -> _Item:
     limit = "threshold" if n.notice is not Notice.RESOLVED else "back under"
     headline = (f"{DESCRIPTIONS[kind]}: {_number(o.value)} {unit}, "
                 f"{limit} {_number(n.rule.threshold)} {unit}")
+    if o.paused and kind in GROUP_KINDS:  # lag that grows because someone paused the group
+        title += " (paused)"
+        headline = f"group paused, not stalled: {headline}"
     steps = buckets(n.trend, n.at_ms)
     known = [v for v in steps if v is not None]
     top = max(known, default=0) or 1

@@ -91,6 +91,7 @@ class Observation:
     lag: int = 0
     lag_seconds: float = 0.0
     consumers: int = 0
+    paused: bool = False  # the group is paused (POST .../pause): its lag grows by choice, not a stall
 
 
 def matches(rule: AlertRuleRow, queue: str, group: str | None = None) -> bool:
@@ -98,7 +99,7 @@ def matches(rule: AlertRuleRow, queue: str, group: str | None = None) -> bool:
 
 
 def _of_group(q: QueueView, g: GroupView, value: float) -> Observation:
-    return Observation(q.name, g.name, value, g.lag, g.lag_seconds, len(g.consumers))
+    return Observation(q.name, g.name, value, g.lag, g.lag_seconds, len(g.consumers), g.paused)
 
 
 def _of_queue(q: QueueView, value: float) -> Observation:

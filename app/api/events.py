@@ -118,6 +118,7 @@ async def event_stream(broker: Broker, queue: Queue, group: Group, consumer: str
     wakeup = wakeup or _Wakeup()
     woken = wakeup.event
     stop_pushing = queue.push_to(wakeup.wake)
+    detach = broker.attach_consumer(queue, group, consumer)  # single active consumer
     mine: set[int] = set()  # offsets delivered here, maybe still in flight for this consumer
     try:
         yield OPENED
@@ -158,3 +159,4 @@ async def event_stream(broker: Broker, queue: Queue, group: Group, consumer: str
                 pass
     finally:
         stop_pushing()
+        detach()

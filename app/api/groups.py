@@ -63,6 +63,24 @@ async def seek(queue: str, group: str, request: Request) -> Response:
     return json(group_view(broker, broker.queue(queue), g))
 
 
+@router.post("/{group}/pause", openapi_extra=schemas.body(schemas.PauseBody, required=False), responses=schemas.answers(
+    schemas.Group, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND,
+    codes.BODY_TOO_LARGE))
+async def pause(queue: str, group: str, request: Request) -> Response:
+    broker = broker_of(request)
+    g = await broker.pause_group(queue, group, await json_object(request, required=False))
+    return json(group_view(broker, broker.queue(queue), g))
+
+
+@router.post("/{group}/resume", openapi_extra=schemas.body(schemas.ResumeBody, required=False),
+             responses=schemas.answers(schemas.Group, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND,
+                                       codes.GROUP_NOT_FOUND, codes.BODY_TOO_LARGE))
+async def resume(queue: str, group: str, request: Request) -> Response:
+    broker = broker_of(request)
+    g = await broker.resume_group(queue, group, await json_object(request, required=False))
+    return json(group_view(broker, broker.queue(queue), g))
+
+
 @router.delete("/{group}", status_code=204, responses=schemas.answers(
     None, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND, status=204, description="Deleted"))
 async def delete_group(queue: str, group: str, request: Request) -> Response:

@@ -101,6 +101,17 @@ class GroupDeclare(_Strict):
     start: Literal["earliest", "latest"] = "earliest"
     tag_filter: list[Annotated[str, Field(min_length=1, max_length=255)]] | None = Field(
         None, min_length=1, description="tags to receive; null: every message")
+    single_active_consumer: bool | None = Field(
+        None, description="one attached consumer at a time receives the messages; null or absent: unchanged (off)")
+
+
+class PauseBody(_Strict):
+    until_ms: int | None = Field(
+        None, gt=0, le=_INT64, description="epoch ms, in the future: the pause ends then; null: until resumed")
+
+
+class ResumeBody(_Strict):
+    pass
 
 
 class AckOffsets(_Strict):

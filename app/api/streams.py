@@ -199,6 +199,7 @@ class _ConsumeStream:
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_loop())
         stop_pushing = self.queue.push_to(self._push)
+        detach = self.broker.attach_consumer(self.queue, self.group, self.consumer)  # single active consumer
         self.ws.scope[FRAME_HOOK] = self._hook
         try:
             asked_to_close = await self._read_loop()
@@ -213,6 +214,7 @@ class _ConsumeStream:
                     await task
             if self.requeue and self.group.release_consumer(self.consumer, monotonic_ms()):
                 self.queue.notify()
+            detach()  # after the requeue: a next active consumer gets its messages first either way
         if asked_to_close:  # after the requeue: a consumer that sees the close can count on it
             with contextlib.suppress(Exception):
                 await self.ws.close(CLOSE_NORMAL)

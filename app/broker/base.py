@@ -21,6 +21,7 @@ from chunkmq.broker.group import Group, GroupChanges
 from chunkmq.broker.group import now_ms as now_ms  # re-exported: the broker's parts take it from here
 from chunkmq.broker.message import UNBOUNDED, MessageLimits, decode_data, parse_message
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
+from chunkmq.broker.pausing import PauseTimers
 from chunkmq.broker.queue import Queue
 from chunkmq.broker.routing import Exchange, RoutingTable
 from chunkmq.broker.stats import BrokerStats
@@ -69,6 +70,8 @@ class BrokerBase:
     durability: str
     committer: Committer
     group_changes: GroupChanges
+    pause_timers: PauseTimers
+    active_groups: set[Group]  # single-active-consumer groups
     dropped_changed: set[Queue]
     retention_due: set[int]
     aging: list[tuple[int, int]]

@@ -44,6 +44,7 @@ from chunkmq.broker.message import (
     render_all,
 )
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
+from chunkmq.broker.pausing import PauseTimers
 from chunkmq.broker.publishing import Publishing, PublishOutcome
 from chunkmq.broker.queue import Queue, QueueSettings
 from chunkmq.broker.resting import LaggingGroups
@@ -173,6 +174,8 @@ class Broker(Publishing, Consuming):
         self.committer = Committer(self.commit_groups, GROUP_COMMIT_SECONDS)
         # What changed since the rounds last looked (consuming.py): they visit only that.
         self.group_changes = GroupChanges()
+        self.pause_timers = PauseTimers()
+        self.active_groups: set[Group] = set()  # single-active-consumer groups: their leases end in sweeps
         self.dropped_changed: set[Queue] = set()  # queues whose messages_dropped the commit has not written
         self.retention_due: set[int] = set()  # queues retention must look at whatever else changed
         self.aging: list[tuple[int, int]] = []  # heap: (epoch ms the oldest message ages out, queue id)
@@ -238,6 +241,12 @@ class Broker(Publishing, Consuming):
         group = Group(row.queue_id, row.name, next_offset=floor, tag_filter=row.tag_filter, missed=row.missed,
                       tracker=self.group_changes)
         group.restore(next_offset, done, now)
+        if row.paused and (row.paused_until_ms is None or row.paused_until_ms > now_ms()):
+            group.pause(row.paused_until_ms)
+            self.pause_timers.add(group)
+        if row.single_active_consumer:
+            group.single_active_consumer = True
+            self.active_groups.add(group)
         return group
 
     def _add_queue(self, row: Any) -> Queue:

@@ -15,6 +15,7 @@ from chunkmq.broker.fields import MAX_INT, boolean, non_negative_int, reject_unk
 from chunkmq.broker.group import Group, monotonic_ms
 from chunkmq.broker.message import render_all, render_binary, render_one
 from chunkmq.broker.names import check_name
+from chunkmq.broker.pausing import parse_pause
 from chunkmq.broker.queue import Queue
 from chunkmq.broker.wake import Wake
 from chunkmq.meta import GroupState
@@ -37,18 +38,35 @@ class Consuming(BrokerBase):
 
     async def declare_group(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> tuple[Group, bool]:
         queue = self.queue(queue_name)
-        start, tag_filter = parse_group(group_name, body)
+        start, tag_filter, single = parse_group(group_name, body)
         existing = queue.groups.get(group_name)
         if existing is not None:
-            if "tag_filter" in body and existing.tag_filter != tag_filter:
+            new_filter = "tag_filter" in body and existing.tag_filter != tag_filter
+            new_single = single is not None and single != existing.single_active_consumer
+            if new_filter or new_single:
                 await asyncio.to_thread(
-                    self.meta.upsert_group, queue.id, group_name, start=start, tag_filter=tag_filter
+                    self.meta.upsert_group, queue.id, group_name, start=start,
+                    tag_filter=tag_filter if "tag_filter" in body else existing.tag_filter,
+                    single_active_consumer=single,
                 )
-                existing.set_tag_filter(tag_filter)
+                if new_filter:
+                    existing.set_tag_filter(tag_filter)
+                if new_single:
+                    self._set_single_active(queue, existing, bool(single))
             return existing, False
-        return await self._create_group(queue, group_name, start, tag_filter), True
+        return await self._create_group(queue, group_name, start, tag_filter, bool(single)), True
 
-    async def _create_group(self, queue: Queue, name: str, start: str, tag_filter: tuple[str, ...] | None) -> Group:
+    def _set_single_active(self, queue: Queue, group: Group, on: bool) -> None:
+        group.single_active_consumer = on
+        if on:
+            self.active_groups.add(group)
+        else:
+            self.active_groups.discard(group)
+            group.attached.active = None
+        queue.notify()  # the consumers that waited their turn may all receive now
+
+    async def _create_group(self, queue: Queue, name: str, start: str, tag_filter: tuple[str, ...] | None,
+                            single_active_consumer: bool = False) -> Group:
         """Create a group once, however many requests ask for it at the same moment (a thousand
         first pulls must not become a thousand database writes)."""
         key = (queue.id, name)
@@ -60,13 +78,16 @@ class Consuming(BrokerBase):
         try:
             offset = self._start_offset(queue, start)
             await asyncio.to_thread(
-                self.meta.upsert_group, queue.id, name, start=start, tag_filter=tag_filter, ack_floor=offset
+                self.meta.upsert_group, queue.id, name, start=start, tag_filter=tag_filter, ack_floor=offset,
+                single_active_consumer=single_active_consumer,
             )
             group = queue.groups.get(name)
             if group is None:
                 group = Group(queue.id, name, next_offset=offset, committed_floor=offset, tag_filter=tag_filter,
                               tracker=self.group_changes)
                 queue.groups[name] = group
+                if single_active_consumer:
+                    self._set_single_active(queue, group, True)
                 self.group_changes.touch_queue(queue.id)  # its floor may be lower than the queue's was
             future.set_result(group)
             return group
@@ -83,6 +104,7 @@ class Consuming(BrokerBase):
         group = self.group(queue, group_name)
         await asyncio.to_thread(self.meta.delete_group, queue.id, group_name)
         queue.groups.pop(group_name, None)
+        self.active_groups.discard(group)
         self.group_changes.touch_queue(queue.id)  # its floor may have held the queue's back
         self.history.forget(queue.id, group_name)
         group.close()
@@ -106,6 +128,22 @@ class Consuming(BrokerBase):
         nothing is ready. A publish wakes the wait at once: no polling. The answer is the JSON
         `{"messages": [...]}`, or with `binary` a binary batch (render_binary)."""
         queue, group = await self.consumer_group(queue_name, group_name)
+        if group.single_active_consumer:  # attached while it waits, then for a lease (app/broker/active.py)
+            group.attached.attach(consumer)
+            try:
+                return await self._pull(queue, group, max_messages, wait_ms, consumer, binary)
+            finally:
+                group.attached.detach(consumer, monotonic_ms() + self.lease_ms)
+        return await self._pull(queue, group, max_messages, wait_ms, consumer, binary)
+
+    @property
+    def lease_ms(self) -> int:
+        """How long a pulling consumer of a single-active-consumer group keeps its place after a pull."""
+        return round(self.settings.ws_ping_timeout * 1000)
+
+    async def _pull(self, queue: Queue, group: Group, max_messages: int, wait_ms: int, consumer: str,
+                    binary: bool) -> bytes:
+        queue_name, group_name = queue.name, group.name
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             delivered = self.deliver(queue, group, consumer, max_messages, binary=binary)
@@ -138,6 +176,10 @@ class Consuming(BrokerBase):
         """Hand out messages to one consumer, now in flight: rendered JSON objects, or with `binary`
         one binary batch of them (none delivered: an empty list)."""
         now = monotonic_ms()
+        if (group.paused and group.is_paused()) or (
+                group.single_active_consumer and not self._may_receive(queue, group, consumer, now)):
+            group.seen(consumer)
+            return []
         self._expire(queue, group, now)
         timeout = queue.settings.ack_timeout_ms
         if binary:  # first deliveries read and rendered as columns: no object per message
@@ -159,6 +201,38 @@ class Consuming(BrokerBase):
                                    for (offset, position, ts, _, tag, data), count in taken])] if taken else []
         qj = queue.name_json
         return render_all(qj, taken)
+
+    def _may_receive(self, queue: Queue, group: Group, consumer: str, now: int) -> bool:
+        """Whether `consumer` is the active one of a single-active-consumer group (choosing it when
+        none is); a consumer not attached (a plain pull) is attached by it."""
+        attached = group.attached
+        if consumer not in attached.attached(now):
+            attached.touch(consumer, now + self.lease_ms)
+        self._choose_active(queue, group, now)
+        return attached.active == consumer
+
+    def _choose_active(self, queue: Queue, group: Group, now: int) -> None:
+        """Choose the active consumer; one that is gone leaves its in-flight messages to the next,
+        ready at once and delivered ahead of new ones, and the next is woken for them."""
+        gone = group.attached.choose(now)
+        if gone is not None:
+            group.release_consumer(gone, now)
+            if group.attached.active is not None:
+                log.info("group %r of queue %r: consumer %r is active (%r left)",
+                         group.name, queue.name, group.attached.active, gone)
+            queue.notify()
+
+    def attach_consumer(self, queue: Queue, group: Group, consumer: str) -> Callable[[], None]:
+        """A stream of `consumer` opened on the group; the answer detaches it (the stream ended):
+        when it was the active one, the next takes over at once."""
+        group.attached.attach(consumer)
+
+        def detach() -> None:
+            group.attached.detach(consumer)
+            if group.single_active_consumer:
+                self._choose_active(queue, group, monotonic_ms())
+
+        return detach
 
     def _expire(self, queue: Queue, group: Group, now: int) -> None:
         exhausted = group.expire(now, queue.settings.max_deliveries)
@@ -242,10 +316,39 @@ class Consuming(BrokerBase):
 
     # ------------------------------------------------------------------ background work
 
+    @one_at_a_time
+    async def pause_group(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> Group:
+        """Pause a group until resumed, or until `until_ms`: written before the answer, so it stays
+        paused across a restart or a crash. Its consumers stay attached and receive nothing."""
+        queue = self.queue(queue_name)
+        group = self.group(queue, group_name)
+        until = parse_pause(body, now_ms())
+        await asyncio.to_thread(self.meta.set_group_pause, queue.id, group.name, True, until)
+        group.pause(until)
+        self.pause_timers.add(group)
+        return group
+
+    @one_at_a_time
+    async def resume_group(self, queue_name: str, group_name: str, body: Mapping[str, Any]) -> Group:
+        queue = self.queue(queue_name)
+        group = self.group(queue, group_name)
+        reject_unknown(body, ())
+        await asyncio.to_thread(self.meta.set_group_pause, queue.id, group.name, False)
+        group.resume()
+        queue.notify()
+        return group
+
     def sweep(self) -> None:
         """Expire ack deadlines and wake consumers whose redeliveries are due (every ~100 ms). Only the
-        groups with a deadline or a redelivery ahead are visited (GroupChanges.timed)."""
+        groups with a deadline or a redelivery ahead are visited (GroupChanges.timed). Timed pauses
+        that ended and pull leases of single-active-consumer groups that ran out are handled here too."""
         now = monotonic_ms()
+        for group in self.pause_timers.due(now_ms()):
+            if (resumed := self.queues_by_id.get(group.queue_id)) is not None:
+                resumed.notify()
+        for group in list(self.active_groups):
+            if (owner := self.queues_by_id.get(group.queue_id)) is not None:
+                self._choose_active(owner, group, now)
         timed = self.group_changes.timed
         due: set[Queue] = set()
         for group in list(timed):
@@ -424,10 +527,14 @@ class _Waiting:
         self.wake.fire([])
 
 
-def parse_group(name: str, body: Mapping[str, Any]) -> tuple[str, tuple[str, ...] | None]:
-    """Validate a group declare (PUT /queues/{q}/groups/{name}): its (start, tag filter)."""
+def parse_group(name: str, body: Mapping[str, Any]) -> tuple[str, tuple[str, ...] | None, bool | None]:
+    """Validate a group declare (PUT /queues/{q}/groups/{name}): its (start, tag filter, single active
+    consumer: None when not given)."""
     check_name(name, "group name")
-    reject_unknown(body, ("start", "tag_filter"))
+    reject_unknown(body, ("start", "tag_filter", "single_active_consumer"))
+    single = body.get("single_active_consumer")
+    if single is not None and type(single) is not bool:
+        raise InvalidInput("single_active_consumer must be true or false")
     start = body.get("start", "earliest")
     if start not in ("earliest", "latest"):
         raise InvalidInput("start must be earliest or latest")
@@ -438,7 +545,7 @@ def parse_group(name: str, body: Mapping[str, Any]) -> tuple[str, tuple[str, ...
         raise InvalidInput("tag_filter must be a list of tags (strings of 1-255 characters) or null")
     if tags == []:  # a group that matches nothing would never receive a message and report lag 0
         raise InvalidInput("tag_filter must name at least one tag, or be null for every message")
-    return start, tuple(tags) if tags is not None else None
+    return start, tuple(tags) if tags is not None else None, single
 
 
 def _offsets(body: Mapping[str, Any]) -> list[int]:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from chunkmq.broker.active import ActiveConsumers
 from chunkmq.storage import Store, StoredMessage, tag_hash
 from chunkmq.storage.model import ColumnPage
 
@@ -94,6 +95,11 @@ class Group:
     missed: int = 0  # messages lost to retention before this group consumed them
     acked: int = 0  # messages acknowledged since start (the history's ack rate)
     closed: bool = False
+    # A paused group delivers nothing; a timed pause ends at paused_until_ms (epoch ms).
+    paused: bool = False
+    paused_until_ms: int | None = None
+    single_active_consumer: bool = False
+    attached: ActiveConsumers = field(default_factory=ActiveConsumers)  # streams, polls: who is active
     # heap of (deadline, offset) per redelivery, and (deadline, first offset, offsets) per pull's first
     # deliveries: one entry for the batch, not one per message
     _deadlines: list[tuple[Any, ...]] = field(default_factory=list)
@@ -125,6 +131,11 @@ class Group:
         self.consumers[consumer] = now
         if (before is None or now - before > CONSUMER_FORGET_MS) and self.tracker is not None:
             self.tracker.touch_queue(self.queue_id)
+
+    def seen(self, consumer: str) -> None:
+        """A consumer asked for messages and got none by the group's choice (paused, or not the
+        active consumer): it is still listed among the group's consumers."""
+        self._seen(consumer)
 
     def _timed(self) -> None:
         if self.tracker is not None:
@@ -358,6 +369,22 @@ class Group:
         self._deadlines.clear()
         self._ready.clear()
         self.next_offset = self._floor_at_least = offset  # nothing is left below it: the floor
+
+    def pause(self, until_ms: int | None) -> None:
+        self.paused, self.paused_until_ms = True, until_ms
+
+    def resume(self) -> None:
+        self.paused, self.paused_until_ms = False, None
+
+    def is_paused(self) -> bool:
+        """Paused now: a timed pause whose time has passed ends here, whoever looks first."""
+        if not self.paused:
+            return False
+        until = self.paused_until_ms
+        if until is not None and until <= now_ms():
+            self.resume()
+            return False
+        return True
 
     def close(self) -> None:
         self.closed = True

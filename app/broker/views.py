@@ -69,6 +69,12 @@ class GroupView:
         metadata=_doc("messages removed (retention, limits, disk budget) before this group consumed them"))
     behind_retention: bool
     acked: int = field(metadata=_INTERNAL)  # messages acknowledged since the broker started
+    paused: bool = field(default=False, metadata=_doc("delivers nothing until resumed or paused_until_ms"))
+    paused_until_ms: int | None = field(default=None, metadata=_doc("epoch ms a timed pause ends; null: none"))
+    single_active_consumer: bool = field(
+        default=False, metadata=_doc("one attached consumer at a time receives the messages"))
+    active_consumer: str | None = field(
+        default=None, metadata=_doc("the consumer receiving, with single_active_consumer; null: none"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +288,10 @@ def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None 
         missed=group.missed,
         behind_retention=floor < store.first_offset(queue.id),
         acked=group.acked,
+        paused=(paused := group.paused and (group.paused_until_ms is None or group.paused_until_ms > now)),
+        paused_until_ms=group.paused_until_ms if paused else None,
+        single_active_consumer=group.single_active_consumer,
+        active_consumer=group.attached.active if group.single_active_consumer else None,
     )
 
 

@@ -145,6 +145,12 @@ class Group(Base):
     missed: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # A paused group delivers nothing; a timed pause ends by itself at paused_until_ms (epoch ms),
+    # so a row whose time has passed is not paused and the timed resume needs no write.
+    paused: Mapped[bool] = mapped_column(default=False, server_default="0")
+    paused_until_ms: Mapped[int | None] = mapped_column(BigInteger)
+    # One attached consumer at a time receives the group's messages (app/broker/active.py).
+    single_active_consumer: Mapped[bool] = mapped_column(default=False, server_default="0")
 
 
 class User(Base):

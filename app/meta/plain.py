@@ -102,7 +102,7 @@ class PlainMeta:
                     "SELECT id, exchange, queue, routing_key, arguments, created_at FROM bindings ORDER BY id"))
             groups = tuple(self._group(r) for r in db.execute(
                 "SELECT id, queue_id, name, ack_floor, start, tag_filter, created_at, updated_at, missed, "
-                "next_offset, done FROM groups ORDER BY id"))
+                "next_offset, done, paused, paused_until_ms, single_active_consumer FROM groups ORDER BY id"))
         return MetaSnapshot(exchanges, queues, bindings, groups)
 
     @staticmethod
@@ -110,7 +110,7 @@ class PlainMeta:
         tags = _json(r[5])
         done = tuple((int(a), int(b)) for a, b in _json(r[10]) or ())
         return GroupRow(r[0], r[1], r[2], r[3], r[4], None if tags is None else tuple(tags),
-                        _time(r[6]), _time(r[7]), r[8], r[9], done)
+                        _time(r[6]), _time(r[7]), r[8], r[9], done, bool(r[11]), r[12], bool(r[13]))
 
     def find_token(self, plain: str) -> TokenRow | None:
         """The token whose plain text is `plain`, or None (MetaStore.find_token's row)."""

@@ -262,9 +262,10 @@ class MetaStore:
         start: str = "earliest",
         tag_filter: Sequence[str] | None = None,
         ack_floor: int | None = None,
+        single_active_consumer: bool | None = None,
     ) -> GroupRow:
         """Create group `name` on queue `queue_id`, or update it. `ack_floor=None` keeps the stored
-        floor (0 for a new group)."""
+        floor (0 for a new group), `single_active_consumer=None` the stored setting (off)."""
         key = (queue_id, name)
         _check_choice("group", key, "start", start, m.GROUP_STARTS)
         if isinstance(tag_filter, str):  # a lone string would become a list of its characters
@@ -281,9 +282,22 @@ class MetaStore:
                 row.ack_floor = ack_floor
             row.start = start
             row.tag_filter = tags
+            if single_active_consumer is not None:
+                row.single_active_consumer = single_active_consumer
             row.updated_at = utcnow()
             s.flush()
             return group_row(row)
+
+    def set_group_pause(self, queue_id: int, name: str, paused: bool, until_ms: int | None = None) -> None:
+        """Pause group `name` (until epoch ms `until_ms`, or until resumed), or resume it."""
+        key = (queue_id, name)
+        with self._transaction("group", key) as s:
+            row = s.scalar(select(m.Group).where(m.Group.queue_id == queue_id, m.Group.name == name))
+            if row is None:
+                raise NotFound(f"group {key!r} does not exist", entity="group", key=key)
+            row.paused = paused
+            row.paused_until_ms = until_ms if paused else None
+            row.updated_at = utcnow()
 
     def delete_group(self, queue_id: int, name: str) -> None:
         key = (queue_id, name)

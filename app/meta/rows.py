@@ -60,6 +60,9 @@ class GroupRow:
     missed: int = 0
     next_offset: int | None = None  # None: the ack floor
     done: tuple[tuple[int, int], ...] = ()  # acknowledged [start, end) ranges above the floor
+    paused: bool = False
+    paused_until_ms: int | None = None  # epoch ms; a time passed: not paused
+    single_active_consumer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,7 @@ def group_row(o: models.Group) -> GroupRow:
     tags = None if o.tag_filter is None else tuple(o.tag_filter)
     done = tuple((int(a), int(b)) for a, b in o.done or ())
     return GroupRow(o.id, o.queue_id, o.name, o.ack_floor, o.start, tags, o.created_at, o.updated_at, o.missed,
-                    o.next_offset, done)
+                    o.next_offset, done, o.paused, o.paused_until_ms, o.single_active_consumer)
 
 
 def user_row(o: models.User) -> UserRow:

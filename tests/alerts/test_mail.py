@@ -95,6 +95,16 @@ def test_a_queue_without_a_group_says_so_and_names_are_escaped_and_quoted() -> N
     assert 'href="http://console.test/queues/%3Cb%3Eq%20a"' in html
 
 
+def test_an_alert_on_a_paused_group_says_it_is_paused_not_stalled() -> None:
+    paused = Observation("orders", "billing", 900, lag=1500, lag_seconds=900, consumers=1, paused=True)
+    msg = compose([Notification(Notice.FIRING, _rule("stalled", 600), paused, NOW)], _settings(), ["a@x.org"])
+    assert msg["Subject"] == ("[chunkmq] FIRING stalled orders/billing (paused): group paused, not stalled: "
+                              "ack floor not moving: 900 s, threshold 600 s")
+    assert "group paused, not stalled" in _text(msg, "html")
+    running = compose([_note(rule=_rule("stalled", 600))], _settings(), ["a@x.org"])
+    assert "paused" not in str(running["Subject"])
+
+
 def test_send_delivers_to_every_recipient_and_returns_the_servers_answer(mailbox: Mailbox) -> None:
     msg = compose([_note()], _settings(mailbox.port), ["a@x.org", "b@x.org"])
     assert asyncio.run(send(msg, _settings(mailbox.port))) == "250 2.0.0 queued"

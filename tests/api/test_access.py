@@ -75,6 +75,8 @@ CASES: dict[str, Case] = {
     "POST /api/v1/queues/{queue}/groups/{group}/ack": Case(body={"up_to": 0}),
     "POST /api/v1/queues/{queue}/groups/{group}/nack": Case(body={"offsets": [0]}),
     "POST /api/v1/queues/{queue}/groups/{group}/seek": Case(body={"to": "earliest"}),
+    "POST /api/v1/queues/{queue}/groups/{group}/pause": Case(body={}),
+    "POST /api/v1/queues/{queue}/groups/{group}/resume": Case(body={}),
     "GET /api/v1/queues/{queue}/groups/{group}/history": Case(),
     "WEBSOCKET /api/v1/queues/{queue}/groups/{group}/stream": Case(),
     "GET /api/v1/queues/{queue}/groups/{group}/events": Case(),

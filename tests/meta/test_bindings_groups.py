@@ -108,6 +108,22 @@ def test_group_upsert(routed: MetaStore) -> None:
     assert routed.load().groups == (moved,)
 
 
+def test_group_pause_and_single_active_consumer_are_stored(routed: MetaStore) -> None:
+    qid = routed.load().queues[0].id
+    g = routed.upsert_group(qid, "g")
+    assert (g.paused, g.paused_until_ms, g.single_active_consumer) == (False, None, False)
+    routed.set_group_pause(qid, "g", True, 1_900_000_000_000)
+    routed.upsert_group(qid, "g", single_active_consumer=True)
+    (row,) = routed.load().groups
+    assert (row.paused, row.paused_until_ms, row.single_active_consumer) == (True, 1_900_000_000_000, True)
+    routed.upsert_group(qid, "g", tag_filter=["a"])  # a setting not given is kept
+    routed.set_group_pause(qid, "g", False, 1_900_000_000_000)  # resumed: no time kept
+    (row,) = routed.load().groups
+    assert (row.paused, row.paused_until_ms, row.single_active_consumer) == (False, None, True)
+    with pytest.raises(NotFound):
+        routed.set_group_pause(qid, "nope", True)
+
+
 def test_group_names_are_unique_per_queue(routed: MetaStore) -> None:
     eu, us = (q.id for q in routed.load().queues)
     routed.upsert_group(eu, "g")

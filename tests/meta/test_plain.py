@@ -24,7 +24,8 @@ def filled(url: str) -> MetaStore:
     meta.create_binding("orders", "plain", "eu.#")
     meta.create_binding("lost", "capped", "", {"x-match": "any", "kind": "ä"})
     meta.upsert_group(plain_q.id, "workers", tag_filter=["a", "b"], ack_floor=5)
-    meta.upsert_group(plain_q.id, "audit", start="latest")
+    meta.upsert_group(plain_q.id, "audit", start="latest", single_active_consumer=True)
+    meta.set_group_pause(plain_q.id, "audit", True, 1_900_000_000_000)
     meta.save_group_states([GroupState(plain_q.id, "workers", 7, 12, ((8, 10),), 2)], [(plain_q.id, 3)])
     return meta
 
