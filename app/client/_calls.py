@@ -264,10 +264,13 @@ def get_group(queue: str, group: str) -> Call[GroupInfo]:
     return Call("GET", f"/api/v1/queues/{queue}/groups/{group}", GroupInfo.from_json)
 
 
-def declare_group(queue: str, group: str, start: str, tag_filter: list[str] | None) -> Call[GroupInfo]:
+def declare_group(queue: str, group: str, start: str, tag_filter: list[str] | None,
+                  single_active_consumer: bool | None = None) -> Call[GroupInfo]:
     body: dict[str, Any] = {"start": start}
     if tag_filter is not None:
         body["tag_filter"] = tag_filter
+    if single_active_consumer is not None:
+        body["single_active_consumer"] = single_active_consumer
     return Call("PUT", f"/api/v1/queues/{queue}/groups/{group}", GroupInfo.from_json, body)
 
 
@@ -319,6 +322,15 @@ def seek(queue: str, group: str, to: str | None, offset: int | None, timestamp: 
     if len(given) != 1:
         raise ValueError("give exactly one of to, offset, timestamp")
     return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/seek", GroupInfo.from_json, given)
+
+
+def pause(queue: str, group: str, until_ms: int | None) -> Call[GroupInfo]:
+    body = {} if until_ms is None else {"until_ms": until_ms}
+    return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/pause", GroupInfo.from_json, body)
+
+
+def resume(queue: str, group: str) -> Call[GroupInfo]:
+    return Call("POST", f"/api/v1/queues/{queue}/groups/{group}/resume", GroupInfo.from_json, {})
 
 
 # ------------------------------------------------------------------------------------ operations

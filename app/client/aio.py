@@ -193,8 +193,10 @@ class AsyncClient:
         return await self._run(calls.get_group(queue, group))
 
     async def declare_group(self, queue: str, group: str, start: str = "earliest",
-                      tag_filter: list[str] | None = None) -> GroupInfo:
-        return await self._run(calls.declare_group(queue, group, start, tag_filter))
+                      tag_filter: list[str] | None = None, *,
+                      single_active_consumer: bool | None = None) -> GroupInfo:
+        """`single_active_consumer`: one attached consumer at a time receives (None: unchanged)."""
+        return await self._run(calls.declare_group(queue, group, start, tag_filter, single_active_consumer))
 
     async def delete_group(self, queue: str, group: str) -> None:
         await self._run(calls.delete_group(queue, group))
@@ -224,6 +226,14 @@ class AsyncClient:
     async def seek(self, queue: str, group: str, *, to: str | None = None, offset: int | None = None,
              timestamp: int | None = None) -> GroupInfo:
         return await self._run(calls.seek(queue, group, to, offset, timestamp))
+
+    async def pause(self, queue: str, group: str, until_ms: int | None = None) -> GroupInfo:
+        """Deliver nothing to the group's consumers (they stay connected) until `resume`, or until
+        `until_ms` (epoch ms)."""
+        return await self._run(calls.pause(queue, group, until_ms))
+
+    async def resume(self, queue: str, group: str) -> GroupInfo:
+        return await self._run(calls.resume(queue, group))
 
     # operations
     async def overview(self) -> dict[str, Any]:

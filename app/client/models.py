@@ -224,11 +224,17 @@ class GroupInfo:
     consumers: list[str]
     tag_filter: list[str] | None
     raw: dict[str, Any] = field(repr=False)
+    paused: bool = False
+    paused_until_ms: int | None = None  # epoch ms a timed pause ends
+    single_active_consumer: bool = False
+    active_consumer: str | None = None  # with single_active_consumer: the consumer receiving
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> GroupInfo:
         return cls(d["name"], d["ack_floor"], d["next_offset"], d["lag"], d["in_flight"],
-                   [c["id"] for c in d.get("consumers", [])], d.get("tag_filter"), d)
+                   [c["id"] for c in d.get("consumers", [])], d.get("tag_filter"), d,
+                   d.get("paused", False), d.get("paused_until_ms"), d.get("single_active_consumer", False),
+                   d.get("active_consumer"))
 
 
 @dataclass(slots=True)

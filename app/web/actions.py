@@ -280,6 +280,29 @@ async def seek(name: str, request: Request) -> Response:
     return await outcome(request, session, queue_url(name), work)
 
 
+@router.post("/queues/{name}/groups/{group}/pause")
+async def pause_group(name: str, group: str, request: Request) -> Response:
+    session, form = await posted(request)
+
+    async def work() -> str:
+        until = form.get("until", "").strip()
+        g = await broker_of(request).pause_group(name, group, {"until_ms": utc_ms(until)} if until else {})
+        return f"group {group!r} of {name!r} paused" + (" until resumed" if g.paused_until_ms is None else "")
+
+    return await outcome(request, session, queue_url(name), work)
+
+
+@router.post("/queues/{name}/groups/{group}/resume")
+async def resume_group(name: str, group: str, request: Request) -> Response:
+    session, _ = await posted(request)
+
+    async def work() -> str:
+        await broker_of(request).resume_group(name, group, {})
+        return f"group {group!r} of {name!r} resumed"
+
+    return await outcome(request, session, queue_url(name), work)
+
+
 @router.post("/queues/{name}/groups/{group}/delete")
 async def delete_group(name: str, group: str, request: Request) -> Response:
     session, form = await posted(request)

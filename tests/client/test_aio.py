@@ -53,6 +53,11 @@ def test_rest_calls(shared_server: ServerProcess, name: str) -> None:
             assert refused.value.code == "invalid_ack"
             assert (await mq.seek(name, "g", to="earliest")).ack_floor == 0
             assert (await mq.group(name, "g")).consumers == ["c9"]
+            assert (await mq.pause(name, "g", until_ms=2**62)).paused_until_ms == 2**62
+            assert await mq.pull(name, "g", 2, consumer="c9") == []
+            assert not (await mq.resume(name, "g")).paused
+            single = await mq.declare_group(name, "g", single_active_consumer=True)
+            assert single.single_active_consumer and single.active_consumer is None
             assert [g.name for g in await mq.groups(name)] == ["g"]
             await mq.delete_group(name, "g")
             assert (await mq.queue(name)).messages == 4

@@ -86,6 +86,18 @@ def test_every_call(shared_server: ServerProcess, name: str) -> None:
         assert (info.ack_floor, info.in_flight, info.consumers) == (0, 0, ["c1", "default"])
         assert [g.name for g in mq.groups(name)] == ["g"]
         assert mq.pull(name, "g", 1, wait_ms=0) and mq.queue(name).groups[0].in_flight == 1
+        paused = mq.pause(name, "g")
+        assert (paused.paused, paused.paused_until_ms) == (True, None)
+        assert mq.pull(name, "g", 5, wait_ms=0) == []
+        until = int(time.time() * 1000) + 60_000
+        assert mq.pause(name, "g", until_ms=until).paused_until_ms == until
+        resumed = mq.resume(name, "g")
+        assert not resumed.paused and mq.pull(name, "g", 1, wait_ms=0)
+        single = mq.declare_group(name, "g", single_active_consumer=True)
+        assert single.single_active_consumer and single.active_consumer is None
+        mq.pull(name, "g", 1, wait_ms=0, consumer="c1")
+        assert mq.pull(name, "g", 1, wait_ms=0, consumer="c2") == []  # c1 is the active one
+        assert mq.group(name, "g").active_consumer == "c1"
         mq.delete_group(name, "g")
 
         assert mq.overview()

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.anyio
 ACTIONS = [
     "/exchanges", "/exchanges/ex/delete", "/bindings", "/bindings/1/delete", "/queues", "/queues/q/settings",
     "/queues/q/visibility", "/queues/q/publish", "/queues/q/purge", "/queues/q/delete", "/queues/q/redrive",
-    "/queues/q/seek", "/queues/q/groups/g/delete", "/access/tokens", "/access/tokens/1/delete", "/access/users",
+    "/queues/q/seek", "/queues/q/groups/g/delete", "/queues/q/groups/g/pause", "/queues/q/groups/g/resume",
+    "/access/tokens", "/access/tokens/1/delete", "/access/users",
     "/access/users/admin/delete", "/access/password", "/definitions", "/logout",
 ]
 
@@ -163,6 +164,31 @@ async def test_seek_and_delete_a_group(app: FastAPI, console: Console) -> None:
     assert "choose" in await console.act("/queues/s/seek", {"group": "g", "to": "sideways"})
     assert "deleted" in await console.act("/queues/s/groups/g/delete", {"confirm": "yes"})
     assert "g" not in broker.queues["s"].groups
+
+
+async def test_pause_and_resume_a_group_and_see_its_state(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("p", {})
+    await broker.declare_group("p", "g", {"single_active_consumer": True})
+    page = await console.get("/queues/p")
+    assert "/queues/p/groups/g/pause" in page.text and "single active consumer" in page.text
+    assert "paused" in await console.act("/queues/p/groups/g/pause", {})
+    group = broker.queues["p"].groups["g"]
+    assert group.paused and group.paused_until_ms is None
+    page = await console.get("/queues/p")
+    assert "/queues/p/groups/g/resume" in page.text and ">paused<" in page.text.replace("\n", "")
+    assert "resumed" in await console.act("/queues/p/groups/g/resume", {})
+    assert not group.paused
+    await console.act("/queues/p/groups/g/pause", {"until": "2999-01-01T00:00"})
+    assert group.paused_until_ms == 32472144000000
+    assert "paused until 2999-01-01" in (await console.get("/queues/p")).text
+    assert "until_ms" in await console.act("/queues/p/groups/g/pause", {"until": "2001-01-01T00:00"})  # past
+    assert "not a time" in await console.act("/queues/p/groups/g/pause", {"until": "soon"})
+    await broker.pull("p", "g", 1, 0, "c1")
+    await console.act("/queues/p/groups/g/resume", {})
+    await broker.pull("p", "g", 1, 0, "c1")
+    live = await console.client.get("/queues/p", headers={"HX-Request": "true"})
+    assert 'c1 <span class="muted">' in live.text and ">active</span>" in live.text
 
 
 async def test_redrive_moves_dead_letters_back(app: FastAPI, console: Console) -> None:
