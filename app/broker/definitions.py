@@ -7,7 +7,7 @@ A document holds no messages, no offsets and no secrets:
      "exchanges":   [{"name", "type", "alternate_exchange"}],
      "queues":      [{"name", ...queue settings (PUT /queues/{name})}],
      "bindings":    [{"exchange", "queue", "routing_key", "arguments"}],
-     "groups":      [{"queue", "name", "tag_filter"}],
+     "groups":      [{"queue", "name", "tag_filter", "single_active_consumer" (when true)}],
      "permissions": [{"token", "is_admin", "configure", "write", "read"}]}
 
 An import is checked whole before anything is applied, with the broker's own declare validators:
@@ -75,7 +75,8 @@ async def export_definitions(broker: Broker) -> dict[str, Any]:
         "queues": [{"name": q.name, **q.settings.as_dict()} for q in queues],
         "bindings": sorted(bindings, key=_binding_key),
         "groups": [
-            {"queue": q.name, "name": g.name, "tag_filter": list(g.tag_filter) if g.tag_filter is not None else None}
+            {"queue": q.name, "name": g.name, "tag_filter": list(g.tag_filter) if g.tag_filter is not None else None,
+             **({"single_active_consumer": True} if g.single_active_consumer else {})}
             for q in queues for g in sorted(q.groups.values(), key=lambda g: g.name)
         ],
         "permissions": sorted(permissions.values(), key=lambda p: (p["token"], canonical_json(p))),
@@ -200,25 +201,31 @@ def _plan(broker: Broker, body: Mapping[str, Any], tokens: list[TokenRow]) -> _P
     for where, e in _entries(body, "groups"):
         queue, name = e.get("queue"), e.get("name")
 
-        def group_filter(e: Mapping[str, Any] = e, queue: Any = queue, name: Any = name) -> tuple[str, ...] | None:
+        def group_settings(e: Mapping[str, Any] = e, queue: Any = queue,
+                           name: Any = name) -> tuple[tuple[str, ...] | None, bool]:
             check_name(queue, "queue name")
-            return parse_group(name, {k: v for k, v in e.items() if k not in ("queue", "name")})[1]
+            _, tags, single = parse_group(name, {k: v for k, v in e.items() if k not in ("queue", "name")})
+            return tags, bool(single)
 
-        tag_filter = _checked(where, e, group_filter)
+        settings = _checked(where, e, group_settings)
+        tag_filter, single = settings
         if not queue_known(queue):
             raise NotFound(f"{where}: queue {queue!r} is neither defined nor declared", code=codes.QUEUE_NOT_FOUND)
-        if not _once(seen, where, ("group", queue, name), tag_filter):
+        if not _once(seen, where, ("group", queue, name), settings):
             continue
         q = broker.queues.get(queue)
         existing_group = q.groups.get(name) if q is not None else None
         if existing_group is None:
-            plan.groups[(queue, name)] = {"tag_filter": list(tag_filter) if tag_filter is not None else None}
-        elif existing_group.tag_filter == tag_filter:
+            plan.groups[(queue, name)] = {"tag_filter": _listed(tag_filter),
+                                          **({"single_active_consumer": True} if single else {})}
+        elif existing_group.tag_filter == tag_filter and existing_group.single_active_consumer == single:
             plan.unchanged["groups"] += 1
         else:
+            existing = {"tag_filter": _listed(existing_group.tag_filter),
+                        "single_active_consumer": existing_group.single_active_consumer}
             plan.conflicts.append(f"{where}: group {name!r} on queue {queue!r} exists with other settings: "
-                                  + _differences({"tag_filter": _listed(existing_group.tag_filter)},
-                                                 {"tag_filter": _listed(tag_filter)}))
+                                  + _differences(existing, {"tag_filter": _listed(tag_filter),
+                                                            "single_active_consumer": single}))
 
     by_name: dict[str, list[dict[str, Any]]] = {}
     for t in tokens:

@@ -139,3 +139,21 @@ def test_a_conflict_with_what_exists_is_409_and_applies_nothing(
         assert await snapshot(broker) == before
 
     with_broker(tmp_path, work)
+
+
+def test_a_single_active_consumer_group_is_exported_and_imported(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        doc = {"queues": [{"name": "q"}], "groups": [
+            {"queue": "q", "name": "one", "single_active_consumer": True}, {"queue": "q", "name": "many"}]}
+        await import_definitions(broker, doc)
+        assert broker.queues["q"].groups["one"].single_active_consumer
+        groups = (await snapshot(broker))["groups"]
+        assert groups == [{"queue": "q", "name": "many", "tag_filter": None},
+                          {"queue": "q", "name": "one", "tag_filter": None, "single_active_consumer": True}]
+        assert (await import_definitions(broker, {"groups": groups}))["unchanged"]["groups"] == 2
+        with pytest.raises(PreconditionFailed, match="single_active_consumer"):
+            await import_definitions(broker, {"groups": [{"queue": "q", "name": "one"}]})
+        with pytest.raises(InvalidInput, match="single_active_consumer"):
+            await import_definitions(broker, {"groups": [{"queue": "q", "name": "x", "single_active_consumer": 1}]})
+
+    with_broker(tmp_path, work)
