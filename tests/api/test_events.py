@@ -329,3 +329,35 @@ def test_a_shutdown_ends_open_streams_at_once(tmp_path: Path) -> None:
         assert "Traceback" not in server.log() and "timeout graceful shutdown" not in server.log()
     finally:
         server.kill()
+
+
+async def test_a_paused_group_sends_no_events_until_resumed(app_api: httpx.AsyncClient) -> None:
+    ok(await app_api.put("/queues/pq", json={}), 201)
+    ok(await app_api.put("/queues/pq/groups/g", json={}), 201)
+    ok(await app_api.post("/queues/pq/groups/g/pause"))
+    await _publish(app_api, "pq", "a", "b")
+    auth = {"authorization": f"Bearer {app_api.token}"}  # type: ignore[attr-defined]
+    async with Stream(app_api.app, _path("pq", consumer="s1"), auth) as stream:  # type: ignore[attr-defined]
+        await asyncio.sleep(0.5)  # heartbeats (0.2 s) come, messages do not
+        assert stream.status == 200 and stream.messages() == [] and b":" in stream.body
+        ok(await app_api.post("/queues/pq/groups/g/resume"))
+        await stream.wait_for(_count(2))
+        assert [m["body"] for m in stream.messages()] == ["a", "b"]
+
+
+async def test_one_event_stream_at_a_time_receives_a_single_active_consumer_group(app_api: httpx.AsyncClient) -> None:
+    ok(await app_api.put("/queues/sq", json={}), 201)
+    ok(await app_api.put("/queues/sq/groups/g", json={"single_active_consumer": True}), 201)
+    await _publish(app_api, "sq", "a", "b")
+    auth = {"authorization": f"Bearer {app_api.token}"}  # type: ignore[attr-defined]
+    app = app_api.app  # type: ignore[attr-defined]
+    async with Stream(app, _path("sq", consumer="s2"), auth) as second:
+        await second.wait_for(_count(2))  # s2 attached first: it is the active one
+        async with Stream(app, _path("sq", consumer="s1"), auth) as first:
+            await _publish(app_api, "sq", "c")
+            await second.wait_for(_count(3))
+            assert first.status == 200 and first.messages() == []
+            assert ok(await app_api.get("/queues/sq/groups/g"))["active_consumer"] == "s2"
+            second.gone.set()  # s2 goes without acking: s1 takes over with all three
+            await first.wait_for(_count(3))
+            assert [(m["offset"], m["delivery_count"]) for m in first.messages()] == [(0, 2), (1, 2), (2, 2)]
