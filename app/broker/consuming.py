@@ -347,7 +347,10 @@ class Consuming(BrokerBase):
             if (resumed := self.queues_by_id.get(group.queue_id)) is not None:
                 resumed.notify()
         for group in list(self.active_groups):
-            if (owner := self.queues_by_id.get(group.queue_id)) is not None:
+            owner = self.queues_by_id.get(group.queue_id)
+            if owner is None or group.closed or owner.groups.get(group.name) is not group:
+                self.active_groups.discard(group)  # its queue or the group was deleted
+            else:
                 self._choose_active(owner, group, now)
         timed = self.group_changes.timed
         due: set[Queue] = set()

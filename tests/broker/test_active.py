@@ -79,6 +79,11 @@ def test_one_consumer_receives_and_the_next_gets_its_unacked_messages_first(tmp_
             await broker.declare_group("q", "g", {"single_active_consumer": "yes"})
         await broker.declare_group("q", "g", {"single_active_consumer": False})  # off: both receive
         assert offsets(await broker.pull("q", "g", 2, 0, "a")) == [5, 6]
+        await broker.declare_group("q", "g", {"single_active_consumer": True})
+        assert group in broker.active_groups
+        await broker.delete_queue("q", force=True)
+        broker.sweep()
+        assert group not in broker.active_groups
 
     with_broker(tmp_path, work, ws_ping_timeout=0.2)
 
