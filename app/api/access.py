@@ -105,6 +105,7 @@ RULES: dict[str, Need] = {
     "DELETE /api/v1/queues/{name}": on("queue", "name", "configure"),
     "POST /api/v1/queues/{name}/purge": on("queue", "name", "configure"),
     "GET /api/v1/queues/{name}/messages": on("queue", "name", "read"),
+    "POST /api/v1/queues/{name}/search": on("queue", "name", "read"),
     "POST /api/v1/queues/{name}/publish": on("queue", "name", "write"),
     "GET /api/v1/queues/{queue}/history": on("queue", "queue", "read"),
     "GET /api/v1/queues/{queue}/groups": on("queue", "queue", "see"),

@@ -1,4 +1,4 @@
-"""/api/v1/queues: declare, list, inspect, change, delete, purge, browse."""
+"""/api/v1/queues: declare, list, inspect, change, delete, purge, browse, search."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from chunkmq.api.access import AUTHORIZE
 from chunkmq.api.auth import Principal
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json, raw_json
+from chunkmq.broker import search as searching
 from chunkmq.broker.arrow import MEDIA_TYPE as ARROW_STREAM
 from chunkmq.broker.arrow import browse_arrow
 from chunkmq.broker.message import as_base64
@@ -105,3 +106,14 @@ async def browse(
         return Response(page, media_type=ARROW_STREAM, headers={"X-Next-Offset": str(next_offset)})
     body = broker_of(request).browse(name, offset, timestamp, limit)
     return raw_json(as_base64(body) if encoding == "base64" else body)
+
+
+@router.post("/{name}/search", openapi_extra=schemas.body(schemas.SearchBody), responses=schemas.answers(
+    schemas.SearchPage, codes.INVALID_NAME, codes.INVALID_BODY, codes.QUEUE_NOT_FOUND, codes.BODY_TOO_LARGE))
+async def search(name: str, request: Request) -> Response:
+    """Find messages by their body, headers, routing key, tag, id or idempotency key (docs/api.md, Search)."""
+    broker = broker_of(request)
+    queue = broker.queue(check_name(name, "queue name"))
+    query = searching.parse(await json_object(request))
+    result = await searching.search(broker, queue.id, query)
+    return raw_json(searching.render_page(result, queue.name_json))

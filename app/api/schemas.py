@@ -156,6 +156,35 @@ class SeekTimestamp(_Strict):
 SeekBody = RootModel[SeekTo | SeekOffset | SeekTimestamp]
 
 
+class SearchBody(_Strict):
+    """POST /api/v1/queues/{name}/search (app/broker/search.py): every filter optional, combined by AND."""
+
+    body_contains: str = Field(None, min_length=1, max_length=4096, pattern=_NO_NUL, json_schema_extra=_not_null)
+    body_contains_base64: str = Field(None, min_length=4, pattern=_BASE64, json_schema_extra=_not_null)
+    ignore_case: bool = False
+    body_regex: str = Field(None, min_length=1, max_length=4096, description="RE2 syntax",
+                            json_schema_extra=_not_null)
+    header_equals: dict[str, str] = Field(None, min_length=1, max_length=64, json_schema_extra=_not_null)
+    header_exists: list[Annotated[str, Field(min_length=1)]] = Field(
+        None, min_length=1, max_length=64, json_schema_extra=_not_null)
+    routing_key: str = Field(None, max_length=4096, pattern=_NO_NUL, json_schema_extra=_not_null)
+    routing_key_prefix: str = Field(None, min_length=1, max_length=4096, pattern=_NO_NUL,
+                                    json_schema_extra=_not_null)
+    tag: str = Field(None, min_length=1, max_length=4096, pattern=_NO_NUL, json_schema_extra=_not_null)
+    tag_prefix: str = Field(None, min_length=1, max_length=4096, pattern=_NO_NUL, json_schema_extra=_not_null)
+    message_id: str = Field(None, pattern=r"^[0-9a-fA-F]{16}$", json_schema_extra=_not_null)
+    idempotency_key: str = Field(None, min_length=1, max_length=4096, pattern=_NO_NUL, json_schema_extra=_not_null)
+    from_offset: int = Field(None, ge=0, le=_INT64, json_schema_extra=_not_null)
+    to_offset: int = Field(None, ge=0, le=_INT64, description="exclusive", json_schema_extra=_not_null)
+    from_timestamp: int = Field(None, ge=0, le=_INT64, description="epoch ms", json_schema_extra=_not_null)
+    to_timestamp: int = Field(None, ge=0, le=_INT64, description="epoch ms, exclusive", json_schema_extra=_not_null)
+    limit: int = Field(100, ge=1, le=1000)
+    max_scan: int = Field(100_000, ge=1, le=10_000_000)
+    max_ms: int = Field(1000, ge=1, le=10_000)
+    cursor: str = Field(None, min_length=1, description="from a previous answer: go on where it stopped",
+                        json_schema_extra=_not_null)
+
+
 def _is_view(shape: Any) -> bool:
     return isinstance(shape, type) and dataclasses.is_dataclass(shape)
 
@@ -329,6 +358,15 @@ class Message(BaseModel):
 class Page(BaseModel):
     messages: list[Message]
     next_offset: int
+
+
+class SearchPage(BaseModel):
+    messages: list[Message]
+    scanned: int = Field(description="messages looked at by this request")
+    elapsed_ms: float
+    next_offset: int = Field(description="where the scan stopped")
+    cursor: str | None = Field(description="null: the range is done; else send {\"cursor\": ...} to go on")
+    stopped: Literal["limit", "max_scan", "max_ms", "end"]
 
 
 class Pulled(BaseModel):

@@ -76,3 +76,4 @@ def test_the_documented_objects_are_what_the_server_answers() -> None:
     assert set(re.findall(r'"([a-z_]+)"', overview.group(1))) == _fields(components["Overview"], components)
     chunks = re.search(r'`GET /api/v1/storage/chunks` → .*?`\[\{(.*?)\}\]`', DOC, re.DOTALL)
     assert chunks and set(re.findall(r'"([a-z_]+)"', chunks.group(1))) == _fields(components["Chunk"], components)
+    assert _documented("Search") == _fields(components["SearchPage"], components, follow=False)
