@@ -4,7 +4,7 @@ Every view is built by a function here that only reads broker state (no pruning,
 storage engine's in-memory offsets and one index/record read for the oldest unacked timestamp; the
 access views read the database in a worker thread). The functions take a `Source`, the Protocol of
 what they read (app/broker/sources.py), never the Broker class. A server's first stage does not load
-this module (app/start.py): its 18 dataclasses are about a tenth of that stage's imports.
+this module (app/start.py): its 19 dataclasses are about a tenth of that stage's imports.
 
 The JSON API renders a view with `dumps(view)`: its JSON is its fields (see "JSON" below), and
 app/api/schemas.py derives the OpenAPI response schemas from the same fields. The console renders
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunkmq import __version__
+from chunkmq.broker import search as searching
 from chunkmq.broker.errors import NotFound
 from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, now_ms
 from chunkmq.broker.message import decode_data
@@ -36,6 +37,7 @@ from chunkmq.broker.view_json import as_json as as_json
 from chunkmq.broker.view_json import dumps as dumps
 from chunkmq.broker.view_json import to_json as to_json
 from chunkmq.meta.rows import TokenRow, UserRow
+from chunkmq.storage import StoredMessage
 from chunkmq.wire import codes
 
 _INTERNAL = {"internal": True}  # field metadata: read by the console, the history or the alerts, not in the JSON
@@ -228,6 +230,18 @@ class MessageView:
 class BrowseView:
     messages: tuple[MessageView, ...]
     next_offset: int  # where the next page starts
+
+
+@dataclass(frozen=True, slots=True)
+class SearchView:
+    """One page of a search (app/broker/search.py) for the console: what it found and how the scan went."""
+
+    messages: tuple[MessageView, ...]
+    scanned: int
+    elapsed_ms: float
+    next_offset: int  # where the scan stopped
+    cursor: str | None  # None: the range is done
+    stopped: str  # limit, max_scan, max_ms or end
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,15 +574,27 @@ def browse(broker: Source, name: str, offset: int | None, timestamp: int | None,
     store = broker.store
     start = browse_start(broker, queue.id, offset, timestamp)
     stored = store.read(queue.id, start, limit)
+    next_offset = stored[-1][0] + 1 if stored else max(start, store.first_offset(queue.id))
+    return BrowseView(tuple(_message_views(queue.name, stored)), next_offset)
+
+
+def _message_views(queue_name: str, stored: list[StoredMessage]) -> list[MessageView]:
     messages = []
     for at, position, timestamp_, _, tag, data in stored:
         fields = decode_data(data, tag)
         messages.append(MessageView(
-            queue.name, at, f"{position:016x}", timestamp_, fields.get("exchange", ""), fields.get("routing_key", ""),
+            queue_name, at, f"{position:016x}", timestamp_, fields.get("exchange", ""), fields.get("routing_key", ""),
             fields.get("headers") or {}, fields.get("tag"), fields.get("body"), fields.get("body_base64"),
         ))
-    next_offset = stored[-1][0] + 1 if stored else max(start, store.first_offset(queue.id))
-    return BrowseView(tuple(messages), next_offset)
+    return messages
+
+
+async def search(broker: Source, name: str, body: dict[str, Any]) -> SearchView:
+    """A page of a search of queue `name` (`body` as the API takes it; InvalidInput names a bad field)."""
+    queue = _queue(broker, name)
+    result = await searching.search(broker, queue.id, searching.parse(body))
+    return SearchView(tuple(_message_views(queue.name, result.found)), result.scanned, result.elapsed_ms,
+                      result.next_offset, result.cursor, result.stopped)
 
 
 # ---------------------------------------------------------------------- operations

@@ -182,15 +182,16 @@ async def queues(request: Request, session: Session = Depends(current_session)) 
     return render(request, "queues.html", session, **context)
 
 
-def _display(message: MessageView) -> dict[str, Any]:
-    """A browsed message for the page: JSON bodies pretty-printed, binary bodies as hex."""
+def display(message: MessageView, preview: int | None = HEX_PREVIEW_BYTES) -> dict[str, Any]:
+    """A browsed message for the page: JSON bodies pretty-printed, binary bodies as hex (the first
+    `preview` bytes; None: all of them)."""
     out = dataclasses.asdict(message)
     if message.body_base64 is not None:
         raw = binascii.a2b_base64(message.body_base64)
         out["kind"] = "binary"
         out["size"] = len(raw)
-        out["text"] = _hexdump(raw[:HEX_PREVIEW_BYTES])
-        out["truncated"] = len(raw) > HEX_PREVIEW_BYTES
+        out["text"] = _hexdump(raw if preview is None else raw[:preview])
+        out["truncated"] = preview is not None and len(raw) > preview
         return out
     body = message.body or ""
     out["size"] = len(body.encode())
@@ -229,7 +230,7 @@ async def queue(name: str, request: Request, session: Session = Depends(current_
     offset = int_param(request, "offset", view.first_offset) if not at_time else None
     timestamp = utc_ms(at_time) if at_time else None
     page = views.browse(broker, name, offset, timestamp, limit)
-    messages = [_display(m) for m in page.messages]
+    messages = [display(m) for m in page.messages]
     start = page.messages[0].offset if page.messages else page.next_offset
     chart_range = request.query_params.get("range", "1h")
     if chart_range not in charts.RANGES:
