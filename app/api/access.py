@@ -119,6 +119,7 @@ RULES: dict[str, Need] = {
     "POST /api/v1/queues/{queue}/groups/{group}/pause": on("queue", "queue", "read"),
     "POST /api/v1/queues/{queue}/groups/{group}/resume": on("queue", "queue", "read"),
     "GET /api/v1/queues/{queue}/groups/{group}/history": on("queue", "queue", "read"),
+    "GET /api/v1/queues/{queue}/groups/{group}/inflight": on("queue", "queue", "read"),
     "WEBSOCKET /api/v1/queues/{queue}/groups/{group}/stream": on("queue", "queue", "read"),
     "GET /api/v1/queues/{queue}/groups/{group}/events": on("queue", "queue", "read"),
     "GET /api/v1/bindings": TOKEN,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from chunkmq.api import schemas
 from chunkmq.api.body import json_object
 from chunkmq.api.deps import broker_of, json
 from chunkmq.broker.names import check_name
-from chunkmq.broker.views import find_group, find_queue, group_view
+from chunkmq.broker.views import find_group, find_queue, group_view, in_flight
 from chunkmq.wire import codes
 
 router = APIRouter(prefix="/api/v1/queues/{queue}/groups", tags=["consumer groups"])
@@ -86,3 +86,15 @@ async def resume(queue: str, group: str, request: Request) -> Response:
 async def delete_group(queue: str, group: str, request: Request) -> Response:
     await broker_of(request).delete_group(queue, group)
     return Response(status_code=204)
+
+
+@router.get("/{group}/inflight", responses=schemas.answers(
+    schemas.InFlightPage, codes.INVALID_NAME, codes.INVALID_REQUEST, codes.QUEUE_NOT_FOUND, codes.GROUP_NOT_FOUND))
+async def get_in_flight(
+    queue: str, group: str, request: Request,
+    after: int | None = Query(None, ge=0, le=2**63 - 1, description="the page after this offset (next_after)"),
+    limit: int = Query(100, ge=1, le=1000),
+) -> Response:
+    """The messages the group delivered and has not had acknowledged, by offset: consumer, delivery count, deadline."""
+    page = in_flight(broker_of(request), check_name(queue, "queue name"), group, -1 if after is None else after, limit)
+    return json(page)

@@ -335,6 +335,7 @@ Group = views.GroupView
 Binding = views.BindingView
 Chunk = views.ChunkView
 Overview = views.Overview
+InFlightPage = views.InFlightPageView
 
 # The other answers are written here: the hot paths (publish, pull, browse) send pre-encoded bytes.
 

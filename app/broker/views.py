@@ -4,7 +4,7 @@ Every view is built by a function here that only reads broker state (no pruning,
 storage engine's in-memory offsets and one index/record read for the oldest unacked timestamp; the
 access views read the database in a worker thread). The functions take a `Source`, the Protocol of
 what they read (app/broker/sources.py), never the Broker class. A server's first stage does not load
-this module (app/start.py): its 19 dataclasses are about a tenth of that stage's imports.
+this module (app/start.py): its 21 dataclasses are about a tenth of that stage's imports.
 
 The JSON API renders a view with `dumps(view)`: its JSON is its fields (see "JSON" below), and
 app/api/schemas.py derives the OpenAPI response schemas from the same fields. The console renders
@@ -27,7 +27,7 @@ from typing import Any
 from chunkmq import __version__
 from chunkmq.broker import search as searching
 from chunkmq.broker.errors import NotFound
-from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, now_ms
+from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, monotonic_ms, now_ms
 from chunkmq.broker.message import decode_data
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.queue import Queue, QueueSettings
@@ -77,6 +77,28 @@ class GroupView:
         default=False, metadata=_doc("one attached consumer at a time receives the messages"))
     active_consumer: str | None = field(
         default=None, metadata=_doc("the consumer receiving, with single_active_consumer; null: none"))
+
+
+@dataclass(frozen=True, slots=True)
+class InFlightView:
+    """One message a group delivered and has not had acknowledged."""
+
+    offset: int
+    id: str | None = field(metadata=_doc("the message id; null when retention removed the message"))
+    consumer: str = field(metadata=_doc("the consumer it was delivered to"))
+    delivery_count: int = field(metadata=_doc("deliveries so far, this one included"))
+    deadline: int = field(metadata=_doc("epoch ms: redelivered after it unless acked (the ack timeout)"))
+
+
+@dataclass(frozen=True, slots=True)
+class InFlightPageView:
+    """The messages in flight of a group now, in offset order: one page of them."""
+
+    queue: str = field(metadata=_INTERNAL)
+    group: str = field(metadata=_INTERNAL)
+    in_flight: int = field(metadata=_doc("messages in flight in all"))
+    messages: tuple[InFlightView, ...]
+    next_after: int | None = field(metadata=_doc("`after` for the next page; null: this is the last"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +329,29 @@ def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None 
         single_active_consumer=group.single_active_consumer,
         active_consumer=group.attached.active if group.single_active_consumer else None,
     )
+
+
+def in_flight(broker: Source, queue_name: str, group_name: str, after: int = -1, limit: int = 100,
+              now: int | None = None) -> InFlightPageView:
+    """Group `group_name`'s messages in flight after offset `after`, the first `limit` of them by offset."""
+    queue = _queue(broker, queue_name)
+    group = queue.groups.get(group_name)
+    if group is None:
+        raise NotFound(f"group {group_name!r} not found on queue {queue_name!r}", code=codes.GROUP_NOT_FOUND)
+    entries = group.in_flight
+    offsets = heapq.nsmallest(limit + 1, (o for o in entries if o > after))
+    now = now_ms() if now is None else now
+    to_wall = now - monotonic_ms()  # deadlines are monotonic ms
+    store = broker.store
+    out = []
+    for offset in offsets[:limit]:
+        entry = entries[offset]
+        index = store.index_entries(queue.id, offset, 1) if offset >= store.first_offset(queue.id) else []
+        position = index[0].position if index and index[0].position >= 0 else None
+        out.append(InFlightView(offset, f"{position:016x}" if position is not None else None, entry.consumer,
+                                entry.count, entry.deadline + to_wall))
+    next_after = offsets[limit - 1] if len(offsets) > limit else None
+    return InFlightPageView(queue.name, group.name, len(entries), tuple(out), next_after)
 
 
 def queue_view(broker: StoreSource, queue: Queue, now: int | None = None) -> QueueView:

@@ -77,3 +77,7 @@ def test_the_documented_objects_are_what_the_server_answers() -> None:
     chunks = re.search(r'`GET /api/v1/storage/chunks` → .*?`\[\{(.*?)\}\]`', DOC, re.DOTALL)
     assert chunks and set(re.findall(r'"([a-z_]+)"', chunks.group(1))) == _fields(components["Chunk"], components)
     assert _documented("Search") == _fields(components["SearchPage"], components, follow=False)
+    assert _documented("InFlight") == _fields(components["InFlight"], components)
+    page = re.search(r'`GET \.\.\./inflight\?after=&limit=` → `\{(.*?)\}`', DOC, re.DOTALL)
+    assert page and set(re.findall(r'"([a-z_]+)"', page.group(1))) == _fields(components["InFlightPage"], components,
+                                                                              follow=False)

@@ -246,3 +246,21 @@ def test_metrics_count_dead_lettered_and_dropped_messages(api: httpx.Client, nam
     assert _counter(api, "dead_lettered") == before["dead_lettered"] + 1
     assert _counter(api, "dropped") == before["dropped"] + 1
     assert _counter(api, "delivered") == before["delivered"] + 2
+
+
+
+def test_the_in_flight_route(api: httpx.Client, name: str) -> None:
+    queue(api, name, ack_timeout_ms=60_000)
+    ok(api.post(f"/api/v1/queues/{name}/publish", json={"messages": [{"body": f"m{i}"} for i in range(5)]}))
+    pulled = pull(api, name, "g", 3)
+    before = int(time.time() * 1000)
+    page = ok(api.get(f"/api/v1/queues/{name}/groups/g/inflight", params={"limit": 2}))
+    assert page["in_flight"] == 3 and page["next_after"] == 1
+    assert [(m["offset"], m["id"], m["consumer"], m["delivery_count"]) for m in page["messages"]] == [
+        (m["offset"], m["id"], "c1", 1) for m in pulled[:2]]
+    assert set(page["messages"][0]) == {"offset", "id", "consumer", "delivery_count", "deadline"}
+    assert before + 50_000 < page["messages"][0]["deadline"] <= before + 61_000
+    last = ok(api.get(f"/api/v1/queues/{name}/groups/g/inflight", params={"after": 1}))
+    assert [m["offset"] for m in last["messages"]] == [2] and last["next_after"] is None
+    error(api.get(f"/api/v1/queues/{name}/groups/nope/inflight"), 404, "group_not_found")
+    error(api.get(f"/api/v1/queues/{name}/groups/g/inflight", params={"limit": 0}), 400, "invalid_request")

@@ -145,3 +145,31 @@ def test_access_lists_tokens_and_users_and_checks_logins(tmp_path: Path) -> None
         assert await views.access(broker) == views.AccessView((), ())
 
     with_broker(tmp_path, work)
+
+
+def test_in_flight_lists_consumer_delivery_count_and_deadline_by_offset(tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        await broker.declare_queue("q", {"ack_timeout_ms": 60_000})
+        await broker.publish("", [{"body": f"m{i}"} for i in range(10)], queue_name="q")
+        await broker.pull("q", "g", 4, 0, "c1")
+        await broker.pull("q", "g", 3, 0, "c2")
+        broker.ack("q", "g", {"offsets": [1, 5]})
+        broker.nack("q", "g", {"offsets": [2]})  # redelivered now: its second delivery below
+        before = views.now_ms()
+        await broker.pull("q", "g", 1, 0, "c3")
+        ids = [m["id"] for m in orjson.loads(broker.browse("q", 0, None, 10))["messages"]]
+
+        page = views.in_flight(broker, "q", "g", limit=3)
+        assert page.in_flight == 5 and page.next_after == 3
+        assert [(m.offset, m.consumer, m.delivery_count) for m in page.messages] == [
+            (0, "c1", 1), (2, "c3", 2), (3, "c1", 1)]
+        assert [m.id for m in page.messages] == [ids[0], ids[2], ids[3]]
+        assert all(before + 59_000 <= m.deadline <= views.now_ms() + 60_000 for m in page.messages)
+        rest = views.in_flight(broker, "q", "g", after=3, limit=3)
+        assert [(m.offset, m.consumer) for m in rest.messages] == [(4, "c2"), (6, "c2")] and rest.next_after is None
+        assert views.to_json(rest)["messages"][0]["consumer"] == "c2" and "queue" not in views.to_json(rest)
+        with pytest.raises(NotFound) as missing:
+            views.in_flight(broker, "q", "nope")
+        assert missing.value.code == codes.GROUP_NOT_FOUND
+
+    with_broker(tmp_path, work)
