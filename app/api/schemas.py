@@ -174,6 +174,9 @@ class SearchBody(_Strict):
     tag_prefix: str = Field(None, min_length=1, max_length=4096, pattern=_NO_NUL, json_schema_extra=_not_null)
     message_id: str = Field(None, pattern=r"^[0-9a-fA-F]{16}$", json_schema_extra=_not_null)
     idempotency_key: str = Field(None, min_length=1, max_length=4096, pattern=_NO_NUL, json_schema_extra=_not_null)
+    json_path: str | list[Annotated[str, Field(min_length=2, max_length=4096)]] = Field(
+        None, description='comparisons on a JSON body, all of which must hold: "$.order.total > 100"',
+        json_schema_extra=_not_null)
     from_offset: int = Field(None, ge=0, le=_INT64, json_schema_extra=_not_null)
     to_offset: int = Field(None, ge=0, le=_INT64, description="exclusive", json_schema_extra=_not_null)
     from_timestamp: int = Field(None, ge=0, le=_INT64, description="epoch ms", json_schema_extra=_not_null)

@@ -6,7 +6,8 @@ without reading their records) and keeps the messages that pass every filter (AN
 record's blob is decoded, a literal prefilter looks for each needle in its raw bytes: a text field
 is stored as JSON escapes it, so without a backslash in the blob the text is its UTF-8 bytes, and a
 needle that is not in them cannot be in the field. Regular expressions run on RE2 (google-re2):
-linear in the input, never a backtracking engine on user input.
+linear in the input, never a backtracking engine on user input. A JSON path comparison
+(`$.order.total > 100`, JsonTest) parses a text body as JSON, after the other body filters' prefilter.
 
 A request stops at its first of: `limit` messages found, `max_scan` messages scanned, `max_ms`
 elapsed, the end of its range. Its answer carries a cursor unless the range is done: the request's
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,7 +52,7 @@ SLICE = 1024  # messages read at a time, between two looks at the clock and a yi
 _RE2_MAX_MEM = 8 << 20  # bytes of one compiled pattern: a huge repetition is refused, not built
 
 FILTERS = ("body_contains", "body_contains_base64", "ignore_case", "body_regex", "header_equals", "header_exists",
-           "routing_key", "routing_key_prefix", "tag", "tag_prefix", "message_id", "idempotency_key")
+           "routing_key", "routing_key_prefix", "tag", "tag_prefix", "message_id", "idempotency_key", "json_path")
 RANGE = ("from_offset", "to_offset", "from_timestamp", "to_timestamp")
 BUDGETS = ("limit", "max_scan", "max_ms")
 FIELDS = (*FILTERS, *RANGE, *BUDGETS, "cursor")
@@ -72,6 +74,7 @@ class Query:
     tag_prefix: str | None = None
     message_id: str | None = None
     idempotency_key: str | None = None
+    json_path: tuple[str, ...] = ()  # comparisons on a JSON body (JsonTest)
     from_offset: int | None = None
     to_offset: int | None = None  # exclusive
     from_timestamp: int | None = None
@@ -94,6 +97,8 @@ class Query:
             out["header_equals"] = dict(self.header_equals)
         if self.header_exists:
             out["header_exists"] = list(self.header_exists)
+        if self.json_path:
+            out["json_path"] = list(self.json_path)
         for name in ("body_regex", "routing_key", "routing_key_prefix", "tag", "tag_prefix", "message_id",
                      "idempotency_key"):
             if (value := getattr(self, name)) is not None:
@@ -195,6 +200,14 @@ def parse(body: Mapping[str, Any]) -> Query:
     for name in ("routing_key", "routing_key_prefix", "tag", "tag_prefix", "idempotency_key"):
         if name in body:
             q[name] = _text(body, name, empty=name == "routing_key")
+    if "json_path" in body:
+        tests = body["json_path"]
+        tests = [tests] if type(tests) is str else tests
+        if type(tests) is not list or not tests or len(tests) > MAX_HEADER_FILTERS:
+            raise InvalidInput(f"json_path must be a comparison or a list of 1 to {MAX_HEADER_FILTERS} of them")
+        q["json_path"] = tuple(tests)
+        for test in tests:
+            JsonTest.parse(test)
     if "message_id" in body:
         value = body["message_id"]
         try:
@@ -231,11 +244,105 @@ def make_cursor(query: Query, at: int, end: int) -> str:
     return base64.urlsafe_b64encode(orjson.dumps(inner)).rstrip(b"=").decode()
 
 
+# ---------------------------------------------------------------------- JSON path comparisons
+
+_IDENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)")
+_INDEX = re.compile(r"\[(0|[1-9][0-9]{0,8})\]")
+_KEY = re.compile(r'\[("(?:[^"\\]|\\.)*")\]')
+_OP = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*")
+_MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class JsonTest:
+    """`$.order.total > 100`: a path into a JSON body (`.name`, `["any name"]`, `[index]`), an
+    operator, and a JSON value. `==` and `!=` compare JSON values (a number never equals a boolean);
+    `<`, `<=`, `>`, `>=` compare two numbers or two strings. A body that is not JSON, or has nothing
+    at the path, does not match (`!=` included)."""
+
+    path: tuple[str | int, ...]
+    op: str
+    value: Any
+
+    @classmethod
+    def parse(cls, text: Any) -> JsonTest:
+        def bad(why: str) -> InvalidInput:
+            return InvalidInput(f"json_path {str(text)[:200]!r}: {why}")
+
+        if type(text) is not str or len(text) > MAX_NEEDLE:
+            raise InvalidInput(f"json_path must hold strings of at most {MAX_NEEDLE} characters")
+        text = text.strip()
+        if not text.startswith("$"):
+            raise bad("a path starts with $")
+        path: list[str | int] = []
+        at = 1
+        while True:
+            if m := _IDENT.match(text, at):
+                path.append(m.group(1))
+            elif m := _INDEX.match(text, at):
+                path.append(int(m.group(1)))
+            elif m := _KEY.match(text, at):
+                try:
+                    path.append(orjson.loads(m.group(1)))
+                except orjson.JSONDecodeError:
+                    raise bad("a [\"name\"] step holds a JSON string") from None
+            else:
+                break
+            at = m.end()
+        op = _OP.match(text, at)
+        if op is None:
+            raise bad("the path must be followed by one of == != < <= > >= (a path is $ then .name, "
+                      '["name"] or [index] steps)')
+        try:
+            value = orjson.loads(text[op.end():])
+        except orjson.JSONDecodeError:
+            raise bad('the value after the operator must be JSON: a number, a "string", true, false or null') from None
+        kind = op.group(1)
+        if kind not in ("==", "!=") and not (_is_number(value) or type(value) is str):
+            raise bad(f"{kind} compares with a number or a string")
+        return cls(tuple(path), kind, value)
+
+    def matches(self, document: Any) -> bool:
+        node = document
+        for step in self.path:
+            if type(step) is int:
+                node = node[step] if type(node) is list and step < len(node) else _MISSING
+            else:
+                node = node.get(step, _MISSING) if type(node) is dict else _MISSING
+            if node is _MISSING:
+                return False
+        value, op = self.value, self.op
+        if op in ("==", "!="):
+            return _same(node, value) is (op == "==")
+        if not ((_is_number(node) and _is_number(value)) or (type(node) is str and type(value) is str)):
+            return False
+        if op == "<":
+            return bool(node < value)
+        if op == "<=":
+            return bool(node <= value)
+        if op == ">":
+            return bool(node > value)
+        return bool(node >= value)
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: 1 == 1.0, but true is not 1."""
+    if _is_number(a) and _is_number(b):
+        return bool(a == b)
+    if type(a) is not type(b):
+        return False
+    if type(a) is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
 # ---------------------------------------------------------------------- the match
-
-def _literal(text: str) -> bytes:
-    return text.encode()
-
 
 class Matcher:
     """Whether one stored message passes every filter of a query; the prefilter first, on the blob's raw bytes."""
@@ -244,13 +351,14 @@ class Matcher:
         self.query = query
         self.regex = compile_regex(query.body_regex, query.ignore_case) if query.body_regex is not None else None
         self.position = int(query.message_id, 16) if query.message_id is not None else None
+        self.json_tests = tuple(JsonTest.parse(t) for t in query.json_path)
         needle = query.body_contains
         self.needle = needle.lower() if needle is not None and query.ignore_case else needle
         # Literals that a matching blob holds as they are (when it has no backslash: see the module doc).
-        text: list[bytes] = [_literal(k) for k, _ in query.header_equals]
-        text += [_literal(v) for _, v in query.header_equals]
-        text += [_literal(n) for n in query.header_exists]
-        text += [_literal(k) for k in (query.routing_key, query.routing_key_prefix) if k]
+        text: list[bytes] = [k.encode() for k, _ in query.header_equals]
+        text += [v.encode() for _, v in query.header_equals]
+        text += [n.encode() for n in query.header_exists]
+        text += [k.encode() for k in (query.routing_key, query.routing_key_prefix) if k]
         if needle is not None and query.body_is_text and not query.ignore_case:
             text.append(needle)
         self.text_literals = tuple(text)
@@ -259,7 +367,7 @@ class Matcher:
         self.ascii_fold = (needle is not None and query.ignore_case and needle.isascii())
         self.decodes = any(x is not None for x in (query.body_contains, query.body_regex, query.routing_key,
                                                    query.routing_key_prefix)) or bool(
-            query.header_equals or query.header_exists)
+            query.header_equals or query.header_exists or query.json_path)
 
     def prefilter(self, data: bytes) -> bool:
         """False when the blob cannot match: no decoding needed to know."""
@@ -303,9 +411,18 @@ class Matcher:
         headers: dict[str, str] = fields["headers"] or {}
         if any(headers.get(k) != v for k, v in q.header_equals) or any(n not in headers for n in q.header_exists):
             return False
+        text: str | None = fields.get("body")
+        if self.json_tests:
+            if text is None or text.lstrip()[:1] not in ("{", "["):
+                return False
+            try:
+                document = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                return False
+            if not all(t.matches(document) for t in self.json_tests):
+                return False
         if q.body_contains is None and self.regex is None:
             return True
-        text: str | None = fields.get("body")
         body = text.encode() if text is not None else base64.b64decode(fields["body_base64"])
         if q.body_contains is not None:
             assert self.needle is not None
@@ -363,10 +480,7 @@ async def search(broker: QueuesSource, queue_id: int, query: Query) -> SearchRes
     store = broker.store
     began = time.perf_counter()
     deadline = began + query.max_ms / 1000
-    start, end = _range(broker, queue_id, query)
-    # the end of a search without one is the queue's end now: its cursor keeps it
-    if query.to_offset is None and query.to_timestamp is None and query.message_id is None:
-        query = Query(**{**_as_dict(query), "to_offset": end})
+    start, end = _range(broker, queue_id, query)  # the cursor keeps this end: a busy queue's search ends
     matcher = Matcher(query)
     tags = frozenset((tag_hash(query.tag.encode()),)) if query.tag is not None else None
 
@@ -414,10 +528,6 @@ async def search(broker: QueuesSource, queue_id: int, query: Query) -> SearchRes
     cursor = make_cursor(query, at, end) if stopped != "end" else None
     elapsed = (time.perf_counter() - began) * 1000
     return SearchResult(queue_id, found, scanned, round(elapsed, 3), at, cursor, stopped)
-
-
-def _as_dict(query: Query) -> dict[str, Any]:
-    return {name: getattr(query, name) for name in Query.__dataclass_fields__}
 
 
 def render_page(result: SearchResult, queue_json: bytes) -> bytes:

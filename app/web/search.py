@@ -25,8 +25,9 @@ from chunkmq.web.session import Session, current_session
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
 LIMITS = (10, 25, 50, 100)
-FORM = ("body", "ignore_case", "regex", "header", "header_value", "routing_key", "routing_key_match", "tag",
-        "tag_match", "message_id", "idempotency_key", "from_offset", "to_offset", "from_time", "to_time", "limit")
+FORM = ("body", "ignore_case", "regex", "json_path", "header", "header_value", "routing_key", "routing_key_match",
+        "tag", "tag_match", "message_id", "idempotency_key", "from_offset", "to_offset", "from_time", "to_time",
+        "limit")
 
 
 def _whole_number(text: str, field: str) -> int:
@@ -46,6 +47,8 @@ def request_body(form: dict[str, str]) -> dict[str, Any]:
         body["body_regex"] = form["regex"]
     if form.get("ignore_case"):
         body["ignore_case"] = True
+    if form.get("json_path"):
+        body["json_path"] = form["json_path"]
     if form.get("header"):
         if form.get("header_value"):
             body["header_equals"] = {form["header"]: form["header_value"]}

@@ -85,3 +85,8 @@ def test_a_real_server_searches(api: httpx.Client, name: str) -> None:
                                                               "max_scan": 10}))
     assert [m["offset"] for m in page["messages"]] == [1] and page["stopped"] == "max_scan" and page["cursor"]
     error(api.post(f"/api/v1/queues/{name}/search", json={"body_regex": "a**"}), 400, "invalid_body")
+    orders = [{"body": f'{{"order": {{"total": {t}}}, "customer": "c-{t % 7}"}}'} for t in (50, 101, 150, 250)]
+    ok(api.post(f"/api/v1/queues/{name}/publish", json={"messages": orders}))
+    page = ok(api.post(f"/api/v1/queues/{name}/search", json={"json_path": ["$.order.total > 100",
+                                                                            '$.customer != "c-3"']}))
+    assert [m["offset"] for m in page["messages"]] == [34]  # over 100: 101, 150 and 250; only 250 is not c-3

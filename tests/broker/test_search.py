@@ -59,6 +59,12 @@ async def _offsets(broker: Broker, body: dict[str, Any]) -> list[int]:
     ({"tag": "created", "body_contains": "17"}, [0]),
     ({"routing_key_prefix": "orders", "header_equals": {"region": "us"}, "body_regex": "Created"}, [1]),
     ({"from_offset": 2, "to_offset": 5}, [2, 3, 4]),
+    ({"json_path": "$.order.total > 100"}, [5]),
+    ({"json_path": ["$.order.total >= 120", "$.order.total < 120.5", "$[\"order\"] != null"]}, [5]),
+    ({"json_path": "$.order.total == 120.0"}, [5]),
+    ({"json_path": "$.order.total > 120"}, []),
+    ({"json_path": "$.order != {\"total\": 120}"}, []),
+    ({"json_path": "$.order.missing != 1"}, []),  # nothing at the path: no match, != included
     ({"body_contains": "nowhere"}, []),
 ])
 def test_each_filter_finds_what_an_oracle_finds(tmp_path: Path, body: dict[str, Any], expected: list[int]) -> None:
@@ -87,6 +93,25 @@ def test_message_id_and_idempotency_key(tmp_path: Path) -> None:
         assert await _offsets(broker, {"idempotency_key": "q/q/o-17"}) == []  # the scope is not part of it
 
     with_broker(tmp_path, work)
+
+
+@pytest.mark.parametrize(("test", "document", "hit"), [
+    ("$.a == 1", {"a": 1.0}, True),
+    ("$.a == 1", {"a": True}, False),  # JSON: a boolean is not a number
+    ("$.a == true", {"a": True}, True),
+    ("$.a[1].b == \"x\"", {"a": [0, {"b": "x"}]}, True),
+    ("$.a[2] == 0", {"a": [0]}, False),
+    ("$.a.b == 1", {"a": [1]}, False),
+    ("$.a < \"b\"", {"a": "a"}, True),
+    ("$.a < 1", {"a": "0"}, False),  # a string is not below a number
+    ("$.a <= 1", {"a": 1}, True),
+    ("$.a >= 2", {"a": 1}, False),
+    ("$ == [1, 2]", [1, 2], True),
+    ("$ != [1, 2]", [1, True], True),
+    ("$.x == null", {"x": None}, True),
+])
+def test_json_path_comparisons(test: str, document: Any, hit: bool) -> None:
+    assert search.JsonTest.parse(test).matches(document) is hit
 
 
 def test_bare_key_drops_the_scope_only_of_scoped_keys() -> None:
@@ -186,6 +211,13 @@ def test_the_prefilter_never_refuses_a_match() -> None:
     ({"routing_key": None}, "routing_key"),
     ({"tag": ""}, "tag"),
     ({"message_id": "xyz"}, "message_id"),
+    ({"json_path": "order.total > 1"}, "json_path"),
+    ({"json_path": "$.a ~ 1"}, "json_path"),
+    ({"json_path": "$.a > true"}, "json_path"),
+    ({"json_path": "$.a == nope"}, "json_path"),
+    ({"json_path": "$[\"\\ud800\"] == 1"}, "json_path"),
+    ({"json_path": []}, "json_path"),
+    ({"json_path": [1]}, "json_path"),
     ({"from_offset": -1}, "from_offset"),
     ({"to_timestamp": 1.5}, "to_timestamp"),
     ({"limit": 0}, "limit"),
@@ -206,7 +238,8 @@ def test_bad_requests_name_their_field(body: dict[str, Any], field: str) -> None
 def test_a_cursor_carries_the_filters() -> None:
     query = search.parse({"body_contains_base64": "AAE=", "ignore_case": True, "header_equals": {"a": "b"},
                           "header_exists": ["c"], "routing_key": "", "tag_prefix": "t",
-                          "message_id": "00000000000000AB", "idempotency_key": "k", "body_regex": "x+"})
+                          "message_id": "00000000000000AB", "idempotency_key": "k", "body_regex": "x+",
+                          "json_path": "$.a > 1"})
     again = search.parse({"cursor": search.make_cursor(query, 5, 9), "limit": 7})
     assert again.filters() == query.filters()
     assert (again.from_offset, again.to_offset, again.limit) == (5, 9, 7)

@@ -36,10 +36,12 @@ async def _fill(app: FastAPI) -> None:
 
 
 def test_the_form_becomes_the_apis_body() -> None:
-    assert request_body({"body": "a", "regex": "b+", "ignore_case": "1", "header": "h", "header_value": "",
+    assert request_body({"body": "a", "regex": "b+", "json_path": "$.a > 1", "ignore_case": "1", "header": "h",
+                         "header_value": "",
                          "routing_key": "o.", "routing_key_match": "prefix", "tag": "t", "tag_match": "equals",
                          "from_offset": "3", "to_time": "1970-01-01T00:00:01", "limit": "10"}) == {
-        "limit": 10, "body_contains": "a", "body_regex": "b+", "ignore_case": True, "header_exists": ["h"],
+        "limit": 10, "body_contains": "a", "body_regex": "b+", "ignore_case": True, "json_path": "$.a > 1",
+        "header_exists": ["h"],
         "routing_key_prefix": "o.", "tag": "t", "from_offset": 3, "to_timestamp": 1000}
     assert request_body({"header": "h", "header_value": "v", "cursor": "c"}) == {"limit": 25, "cursor": "c"}
     assert request_body({"header": "h", "header_value": "v"})["header_equals"] == {"h": "v"}
@@ -120,7 +122,7 @@ def test_a_search_in_chromium(tmp_path: Path, browser: Browser) -> None:
         with page.expect_navigation():
             page.click('nav.tabs a:has-text("Search")')
         assert urlsplit(page.url).path == "/queues/orders/search"
-        page.fill('input[name="body"]', '"c-2"')
+        page.fill('input[name="json_path"]', '$.customer == "c-2"')
         page.fill('input[name="header"]', "region")
         page.fill('input[name="header_value"]', "eu")
         with page.expect_navigation():
