@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chunkmq.broker import search
 from chunkmq.broker.blob import encode_blob
@@ -243,3 +245,34 @@ def test_a_cursor_carries_the_filters() -> None:
     again = search.parse({"cursor": search.make_cursor(query, 5, 9), "limit": 7})
     assert again.filters() == query.filters()
     assert (again.from_offset, again.to_offset, again.limit) == (5, 9, 7)
+
+
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=20),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                   max_size=3), max_leaves=6)
+_BODIES = st.dictionaries(st.sampled_from([*search.FIELDS, "other"]), _VALUES | st.text(max_size=40), max_size=5)
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=_BODIES)
+def test_any_request_is_a_query_or_a_400_and_its_cursor_gives_it_back(body: dict[str, Any]) -> None:
+    """Fuzzed: parse refuses with InvalidInput (never another error) or gives a query whose cursor
+    parses back to the same filters."""
+    try:
+        query = search.parse(body)
+    except InvalidInput:
+        return
+    search.Matcher(query)  # what parse accepts compiles
+    again = search.parse({"cursor": search.make_cursor(query, 3, 7)})
+    assert again.filters() == query.filters() and (again.from_offset, again.to_offset) == (3, 7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet='$.[]"\\0123456789abc =!<>-eE+tfnrul', max_size=30))
+def test_any_json_path_text_is_a_comparison_or_a_400(text: str) -> None:
+    try:
+        test = search.JsonTest.parse(text)
+    except InvalidInput:
+        return
+    assert test.op in ("==", "!=", "<", "<=", ">", ">=")
+    test.matches({"a": [1, "b", None], "b": {"c": 2.5}})
