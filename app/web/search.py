@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import HTMLResponse
 
+from chunkmq.broker import search as searching
 from chunkmq.broker import views
 from chunkmq.broker.errors import InvalidInput
 from chunkmq.web.forms import utc_ms
@@ -28,6 +29,45 @@ LIMITS = (10, 25, 50, 100)
 FORM = ("body", "ignore_case", "regex", "json_path", "header", "header_value", "routing_key", "routing_key_match",
         "tag", "tag_match", "message_id", "idempotency_key", "from_offset", "to_offset", "from_time", "to_time",
         "limit")
+
+
+MAX_MARKS = 100  # highlighted matches a message
+
+
+def highlight(text: str, needle: str, ignore_case: bool, pattern: str) -> list[tuple[str, bool]]:
+    """`text` cut into (piece, matched) runs: where the body's text or its regular expression matched
+    (the first MAX_MARKS of them), for the results to mark."""
+    spans: list[tuple[int, int]] = []
+    if needle:
+        hay, pin = (text.lower(), needle.lower()) if ignore_case else (text, needle)
+        at = hay.find(pin)
+        while at >= 0 and len(spans) < MAX_MARKS:
+            spans.append((at, at + len(pin)))
+            at = hay.find(pin, at + len(pin))
+    if pattern:
+        try:
+            regex = searching.compile_regex(pattern, ignore_case)
+        except InvalidInput:
+            regex = None
+        if regex is not None:
+            for m in regex.finditer(text):
+                if len(spans) >= 2 * MAX_MARKS:
+                    break
+                if m.end() > m.start():
+                    spans.append((m.start(), m.end()))
+    out: list[tuple[str, bool]] = []
+    done = 0
+    for start, end in sorted(spans):
+        if end <= done:
+            continue
+        start = max(start, done)
+        if start > done:
+            out.append((text[done:start], False))
+        out.append((text[start:end], True))
+        done = end
+    if done < len(text) or not out:
+        out.append((text[done:], False))
+    return out
 
 
 def _whole_number(text: str, field: str) -> int:
@@ -87,13 +127,17 @@ async def search_page(name: str, request: Request, session: Session = Depends(cu
             result = await views.search(broker, name, request_body({**form, "cursor": params.get("cursor", "")}))
         except InvalidInput as exc:
             error = str(exc)
+    messages = [display(m) for m in result.messages] if result else []
+    for m in messages:  # a hex dump is not marked
+        m["marked"] = (highlight(m["text"], form["body"], bool(form["ignore_case"]), form["regex"])
+                       if m["kind"] != "binary" else None)
     query = {k: v for k, v in form.items() if v}
     more = None
     if result is not None and result.cursor is not None:
         more = urlencode({**query, "run": "1", "cursor": result.cursor})
     return render(
         request, "queue_search.html", session, status=400 if error else 200, q=queue, form=form, limits=LIMITS,
-        result=result, messages=[display(m) for m in result.messages] if result else [], error=error,
+        result=result, messages=messages, error=error,
         opened=opened, more=more, here=urlencode({**query, "run": "1", **(
             {"cursor": params["cursor"]} if params.get("cursor") else {})}),
     )

@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 from playwright.sync_api import Browser, expect, sync_playwright
 
-from chunkmq.web.search import request_body
+from chunkmq.web.search import highlight, request_body
 from tests.server import ServerProcess
 from tests.web.conftest import Console
 
@@ -83,7 +83,7 @@ async def test_errors_are_shown_with_the_field_and_text_is_escaped(app: FastAPI,
     assert r.status_code == 400 and "from_offset" in r.context["error"]  # type: ignore[attr-defined]
     r = await console.get("/queues/q/search", params={"run": "1", "body": XSS, "open": "60"})
     assert [m["offset"] for m in r.context["messages"]] == [60]  # type: ignore[attr-defined]
-    assert XSS not in r.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in r.text
+    assert XSS not in r.text and "<mark>&lt;script&gt;alert(1)&lt;/script&gt;</mark>" in r.text  # marked, escaped
     assert (await console.get("/queues/nope/search")).status_code == 404
 
 
@@ -136,5 +136,26 @@ def test_a_search_in_chromium(tmp_path: Path, browser: Browser) -> None:
         expect(page.locator("#message h2")).to_contain_text("Message 12")
         expect(page.locator("#message pre.body.json")).to_contain_text('"customer": "c-2"')
         assert page.input_value('input[name="header_value"]') == "eu"  # the form keeps the search
+        page.fill('input[name="json_path"]', "")
+        page.fill('input[name="body"]', "C-2")
+        page.check('input[name="ignore_case"]')
+        with page.expect_navigation():
+            page.click('button[name="run"]')
+        expect(page.locator("#results pre.body mark")).to_have_count(2)
+        expect(page.locator("#results pre.body mark").first).to_have_text("c-2")  # the body's own case
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("text", "needle", "ignore_case", "pattern", "expected"), [
+    ("abcabc", "b", False, "", [("a", False), ("b", True), ("ca", False), ("b", True), ("c", False)]),
+    ("aBc", "b", True, "", [("a", False), ("B", True), ("c", False)]),
+    ("aBc", "b", False, "", [("aBc", False)]),
+    ("order 17", "", False, "[0-9]+", [("order ", False), ("17", True)]),
+    ("abcd", "bc", False, "cd", [("a", False), ("bc", True), ("d", True)]),  # overlapping: each character once
+    ("", "x", False, "", [("", False)]),
+    ("xx", "", False, "(", [("xx", False)]),  # a pattern RE2 refuses marks nothing
+])
+def test_highlight(text: str, needle: str, ignore_case: bool, pattern: str,
+                   expected: list[tuple[str, bool]]) -> None:
+    assert highlight(text, needle, ignore_case, pattern) == expected
