@@ -4,7 +4,6 @@ connected while paused, and a pause that survives a restart and a kill -9."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import httpx
@@ -61,13 +60,13 @@ def test_a_websocket_consumer_stays_connected_while_paused_and_receives_after_re
                 ok(httpx.post(f"{base}/resume"))
                 got = await messages_until_quiet(ws, 0.5)
                 assert [m["body"] for m in got] == [str(i) for i in range(5)]
-                ok(httpx.post(f"{base}/pause", json={"until_ms": now_ms() + 500}))
+                until = now_ms() + 500
+                ok(httpx.post(f"{base}/pause", json={"until_ms": until}))
                 ok(httpx.post(f"{server.url}/api/v1/exchanges/amq.default/publish",
                               json={"messages": [{"body": "later", "routing_key": "q"}]}))
-                started = time.monotonic()
                 frame = await recv(ws, 5)  # the timed pause ends by itself
                 assert [m["body"] for m in frame["messages"]] == ["later"]
-                assert 0.3 < time.monotonic() - started < 2
+                assert 0 <= now_ms() - until < 2000
 
         asyncio.run(asyncio.wait_for(consume(), 60))
     finally:
@@ -83,7 +82,7 @@ def test_a_paused_group_stays_paused_across_a_restart_and_a_kill_9(tmp_path: Pat
         ok(httpx.put(f"{base}/g", json={}), 201)
         ok(httpx.put(f"{base}/timed", json={}), 201)
         ok(httpx.post(f"{base}/g/pause"))
-        until = now_ms() + 3000
+        until = now_ms() + 10_000  # beyond the restart even on a loaded machine
         ok(httpx.post(f"{base}/timed/pause", json={"until_ms": until}))
         if how == "restart":
             server.restart()
@@ -96,7 +95,7 @@ def test_a_paused_group_stays_paused_across_a_restart_and_a_kill_9(tmp_path: Pat
         assert ok(httpx.get(f"{base}/timed"))["paused_until_ms"] == until
         assert ok(httpx.post(f"{base}/g/pull", json=pull))["messages"] == []
         assert ok(httpx.post(f"{base}/timed/pull", json=pull))["messages"] == []
-        waited = ok(httpx.post(f"{base}/timed/pull", json={**pull, "wait_ms": 10_000}, timeout=15))["messages"]
+        waited = ok(httpx.post(f"{base}/timed/pull", json={**pull, "wait_ms": 20_000}, timeout=30))["messages"]
         assert len(waited) == 3 and now_ms() >= until
         ok(httpx.post(f"{base}/g/resume"))
         assert len(ok(httpx.post(f"{base}/g/pull", json=pull))["messages"]) == 3
