@@ -90,6 +90,24 @@ def spark() -> Iterator[Any]:
     s.stop()
 
 
+CHROMIUM = "/usr/bin/chromium"  # Debian's (make test installs it)
+# Without the background-networking flags, Chromium's own connections are refused by this machine's
+# closed network, many at a time.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium through Playwright, one per test module (each test opens its own pages)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
 @pytest.fixture(scope="session")
 def pg() -> Iterator[PgCluster]:
     """One real PostgreSQL server for the whole test run (per worker), removed at the end."""

@@ -15,13 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from tests.server import ServerProcess
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "client.md"
 
 
@@ -56,14 +53,6 @@ def broker(site: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serv
     proc = ServerProcess(data, CHUNKMQ_CORS_ORIGINS=f"http://127.0.0.1:{site}", CHUNKMQ_CHUNK_SIZE="1048576").start()
     yield proc
     proc.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _token(broker: ServerProcess) -> str:

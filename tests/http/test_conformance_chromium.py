@@ -11,13 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from tests.http.conformance import Broker, Sent, broker, comparable, compare_cases
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +22,12 @@ def chunkmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
 
 @pytest.fixture(scope="module")
-def page(chunkmq: Broker) -> Iterator[Page]:
+def page(chunkmq: Broker, browser: Browser) -> Iterator[Page]:
     """A page of the broker's origin (its health check), so that `fetch` sees every header."""
-    with sync_playwright() as p:
-        chromium: Browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        tab = chromium.new_page()
-        tab.goto(f"{chunkmq.url}/healthz")
-        yield tab
-        chromium.close()
+    tab = browser.new_page()
+    tab.goto(f"{chunkmq.url}/healthz")
+    yield tab
+    tab.close()
 
 
 FETCH = """async ([path, body, headers]) => {

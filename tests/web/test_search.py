@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
 from chunkmq.web.search import highlight, request_body
 from tests.server import ServerProcess
 from tests.web.conftest import Console
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 XSS = "<script>alert(1)</script>"
 
 
@@ -92,14 +88,6 @@ async def test_the_page_needs_a_login(app: FastAPI, anon: httpx.AsyncClient) -> 
     await _fill(app)
     r = await anon.get("/queues/q/search", params={"run": "1"})
     assert r.status_code in (302, 303) and "/login" in r.headers["location"]
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
 
 
 def test_a_search_in_chromium(tmp_path: Path, browser: Browser) -> None:
