@@ -105,8 +105,30 @@ def _answer(exc: Exception) -> int:
     from chunkmq.api.errors import api_error
 
     error = api_error(exc)
+    _failures.append(error.code)
     print(f"chunkmq: {error.message} ({error.code})", file=sys.stderr)
     return 1 if error.status == 404 else 2
+
+
+_failures: list[str] = []  # the codes `_answer` printed: the audit log's result of the command
+
+
+def _audit(args: argparse.Namespace, status: int) -> None:
+    """Record a command that changed the metadata database itself (`audit`, set by its parser) in
+    the audit log: by the OS user, from "local". One sent to a server (--url) is recorded there."""
+    action = getattr(args, "audit", None)
+    if action is None or getattr(args, "url", None):
+        return
+    import getpass
+
+    from chunkmq.broker.audit import OK, AuditLog
+    from chunkmq.meta import MetaStore
+    from chunkmq.meta.audit import AuditRepository
+
+    result = OK if status == 0 else (_failures[-1] if _failures else "failed")
+    resource = str(next((getattr(args, f) for f in ("name", "id") if getattr(args, f, None) is not None), ""))
+    with MetaStore(_settings_from(args).meta_url) as meta:
+        AuditLog(AuditRepository(meta)).record_now("cli", getpass.getuser(), "local", action, resource, result)
 
 
 def _token_create(args: argparse.Namespace) -> int:
@@ -169,11 +191,11 @@ def _add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("--admin", action="store_true", help="allowed everything")
     for action in ("configure", "write", "read"):
         create.add_argument(f"--{action}", default="", metavar="RE", help=f"regex of names to {action} (default: none)")
-    create.set_defaults(func=_token_create)
+    create.set_defaults(func=_token_create, audit="token.create")
     actions.add_parser("list", parents=[where], help="list tokens").set_defaults(func=_token_list)
     delete = actions.add_parser("delete", parents=[where], help="delete a token")
     delete.add_argument("id", type=int)
-    delete.set_defaults(func=_token_delete)
+    delete.set_defaults(func=_token_delete, audit="token.delete")
 
 
 # --- chunkmq definitions ... (over HTTP: the running server owns the data) ------------------------
@@ -367,17 +389,17 @@ def _add_user_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     create = actions.add_parser("create", parents=[where, secret], help="create a console user")
     create.add_argument("name")
     create.add_argument("--read-only", action="store_true", help="may look but not act")
-    create.set_defaults(func=_user_create)
+    create.set_defaults(func=_user_create, audit="user.create")
     passwd = actions.add_parser("passwd", parents=[where, secret], help="set a user's password")
     passwd.add_argument("name")
-    passwd.set_defaults(func=_user_passwd)
+    passwd.set_defaults(func=_user_passwd, audit="user.password")
     actions.add_parser("list", parents=[where], help="list console users").set_defaults(func=_user_list)
     delete = actions.add_parser("delete", parents=[where], help="delete a console user")
     delete.add_argument("name")
-    delete.set_defaults(func=_user_delete)
+    delete.set_defaults(func=_user_delete, audit="user.delete")
     unlock = actions.add_parser("unlock", parents=[where], help="end a user's lock after failed logins")
     unlock.add_argument("name")
-    unlock.set_defaults(func=_user_unlock)
+    unlock.set_defaults(func=_user_unlock, audit="user.unlock")
 
 
 # --- chunkmq alerts ... (alert rules) ------------------------------------------------------------
@@ -492,10 +514,49 @@ def _add_alerts_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                      help="dead_letters: the window counted (default 300)")
     add.add_argument("--to", action="append", metavar="ADDRESS", help="recipient (repeatable; default CHUNKMQ_SMTP_TO)")
     add.add_argument("--disabled", action="store_true")
-    add.set_defaults(func=_alerts_add)
+    add.set_defaults(func=_alerts_add, audit="alert_rule.put")
     delete = actions.add_parser("delete", parents=[where], help="delete an alert rule")
     delete.add_argument("id", type=int)
-    delete.set_defaults(func=_alerts_delete)
+    delete.set_defaults(func=_alerts_delete, audit="alert_rule.delete")
+
+# --- chunkmq audit (the audit log) ---------------------------------------------------------------
+
+
+def _audit_list(args: argparse.Namespace) -> int:
+    import asyncio
+    import datetime as dt
+
+    from chunkmq.broker.audit import AuditLog
+    from chunkmq.broker.errors import InvalidInput
+    from chunkmq.meta.audit import AuditRepository
+    from chunkmq.web.forms import utc_ms
+
+    if not 1 <= args.limit <= 10_000:
+        raise CliError("--limit must be between 1 and 10000")
+    try:
+        since = utc_ms(args.since) if args.since else None
+        until = utc_ms(args.until) if args.until else None
+    except InvalidInput as e:  # the time's format
+        raise CliError(str(e)) from None
+    with _token_store(args) as meta:
+        rows = asyncio.run(AuditLog(AuditRepository(meta)).entries(
+            who=args.who, action=args.action, since_ms=since, until_ms=until, before_id=args.before,
+            limit=args.limit))
+    _print_table(("id", "when (UTC)", "source", "who", "address", "action", "resource", "result"), [
+        (str(e.id), dt.datetime.fromtimestamp(e.at_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S"), e.source,
+         e.who, e.address, e.action, e.resource, e.result) for e in rows])
+    return 0
+
+
+def _add_audit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    audit = sub.add_parser("audit", parents=[_where_parser()], help="show the audit log, newest first")
+    audit.add_argument("--who", help="a token name or user, exactly")
+    audit.add_argument("--action", help="an action (queue.purge) or its object (queue)")
+    audit.add_argument("--since", help="from this time (YYYY-MM-DDTHH:MM[:SS] UTC, or epoch ms)")
+    audit.add_argument("--until", help="before this time (as --since)")
+    audit.add_argument("--limit", type=int, default=50, help="at most this many entries (default 50)")
+    audit.add_argument("--before", type=int, help="entries older than this id (the last one shown)")
+    audit.set_defaults(func=_audit_list)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -527,7 +588,8 @@ def _add_spark_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 _COMMANDS = {"serve": _add_serve_parser, "token": _add_token_parser, "definitions": _add_definitions_parser,
-             "alerts": _add_alerts_parser, "spark": _add_spark_parser, "user": _add_user_parser}
+             "alerts": _add_alerts_parser, "spark": _add_spark_parser, "user": _add_user_parser,
+             "audit": _add_audit_parser}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -553,7 +615,9 @@ def main(argv: list[str] | None = None) -> int:
         command = next((arg for arg in argv if not arg.startswith("-")), None)  # (--debug, --help come first)
         args = build_parser(command if command in _COMMANDS else None).parse_args(argv)
         debug = debug or args.debug
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        _audit(args, status)
+        return status
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] == "chunkmq":
             raise

@@ -111,6 +111,8 @@ class Settings(BaseSettings):
     alert_digest_seconds: float = Field(10.0, ge=0)
     # Alert history (transitions and mails) older than this is deleted.
     alert_history_days: float = Field(30.0, gt=0)
+    # The audit log (app/broker/audit.py) keeps its entries this many days; older ones are pruned hourly.
+    audit_days: float = Field(90.0, gt=0)
     # Base of the console links in mails; empty: http://<host>:<port>.
     console_url: str = ""
     # SMTP: nothing is sent while smtp_host is empty. The password is read here and never shown back.

@@ -20,17 +20,19 @@ from starlette.types import Receive, Scope, Send
 
 from chunkmq import __version__, web
 from chunkmq.alerts.jobs import Alerts
-from chunkmq.api import allow, cors, docs, errors, logs, publish, pull, router, schemas
+from chunkmq.api import allow, audit, cors, docs, errors, logs, publish, pull, router, schemas
 from chunkmq.api.auth import TokenAuth
 from chunkmq.api.guard import Guard, every_request
 from chunkmq.api.hot_routes import HotRoutes
 from chunkmq.api.operations import AlertCollector, BrokerCollector
 from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from chunkmq.boot import AppState, check_settings, configure_logging, tune_gc
+from chunkmq.broker.audit import AuditLog
 from chunkmq.broker.broker import Broker
 from chunkmq.config import Settings
 from chunkmq.http.server import complete_uvicorn
 from chunkmq.meta import MetaStore
+from chunkmq.meta.audit import AuditRepository
 from chunkmq.meta.migrate import upgrade
 from chunkmq.metrics import registry
 from chunkmq.storage.files import private_dir
@@ -44,6 +46,7 @@ SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
 FORGET_CONSUMERS_SECONDS = 10.0  # consumers unseen for 5 minutes leave the lists this often
 DISK_MEASURE_SECONDS = 1.0  # the data directory is walked this often for the disk budget (disk.py)
 WARM_UP_DELAY_SECONDS = 1.0  # what start-up left out is loaded this long after the server answers
+AUDIT_PRUNE_SECONDS = 3600.0  # audit entries older than CHUNKMQ_AUDIT_DAYS are deleted this often
 
 
 async def _every(seconds: float, work: Callable[[], Awaitable[object] | object], name: str) -> None:
@@ -125,6 +128,7 @@ async def running(state: State, settings: Settings) -> AsyncIterator[None]:
     meta: MetaStore = state.meta
     alerts = Alerts(broker, meta, settings)
     state.alerts = alerts
+    audit_log = state.audit = AuditLog(AuditRepository(meta))
     collectors = [BrokerCollector(broker), AlertCollector(alerts)]
     for collector in collectors:
         registry.register(collector)
@@ -144,6 +148,7 @@ async def running(state: State, settings: Settings) -> AsyncIterator[None]:
         asyncio.create_task(_every(TOKEN_USE_SECONDS, state.auth.flush_last_used, "token last use")),
         asyncio.create_task(_every(logs.FLUSH_SECONDS, logs.flush, "access log")),
         asyncio.create_task(_every(settings.alert_interval_seconds, alerts.engine.evaluate, "alert evaluation")),
+        asyncio.create_task(_every(AUDIT_PRUNE_SECONDS, lambda: audit_log.prune(settings.audit_days), "audit prune")),
         *await alerts.start(),
         asyncio.create_task(_later(WARM_UP_DELAY_SECONDS, asyncio.to_thread, warm_up)),
     ]
@@ -197,6 +202,7 @@ def create_app(settings: Settings | None = None) -> App:
     checks = every_request(settings)
     if checks:
         app.add_middleware(Guard, checks=checks)
+    app.add_middleware(audit.AuditTrail)  # what Guard refuses reaches no route: not recorded
     app.add_middleware(allow.HeadAsGet)
     if settings.cors_allowed:  # outside Guard: its refusals carry the CORS headers too
         app.add_middleware(cors.ApiCors, allowed=settings.cors_allowed)

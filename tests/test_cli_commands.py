@@ -163,3 +163,33 @@ def test_help_loads_neither_the_orm_nor_the_web_stack() -> None:
             "'httpx', 'pyspark', 'alembic'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_commands_that_change_the_database_are_audited_and_audit_lists_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import getpass
+
+    data = broker_data(tmp_path / "data")
+    where = ["--data-dir", str(data)]
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("a long secret password\n"))
+    assert main(["user", "create", "carol", "--password-stdin", *where]) == 0
+    assert main(["token", "create", "--name", "ci", "--read", ".*", *where]) == 0
+    token = capsys.readouterr().out.strip()
+    assert main(["token", "delete", "999", *where]) == 1
+    assert main(["token", "list", *where]) == 0  # a read: not recorded
+    capsys.readouterr()
+    assert main(["audit", *where]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "cli" in line]
+    me = getpass.getuser()
+    assert len(rows) == 3, out
+    assert "token.delete" in rows[0] and "999" in rows[0] and "token_not_found" in rows[0] and me in rows[0]
+    assert "token.create" in rows[1] and "ci" in rows[1] and " ok " in rows[1]
+    assert "user.create" in rows[2] and "carol" in rows[2] and "local" in rows[2]
+    assert token not in out and "a long secret password" not in out
+    assert main(["audit", "--action", "user", *where]) == 0
+    only = [line.split() for line in capsys.readouterr().out.splitlines() if "cli" in line]
+    assert only == [rows[2].split()]  # the same row (column widths differ)
+    assert main(["audit", "--since", "soon", *where]) == 1
+    assert "not a time" in _one_line(capsys.readouterr().err)

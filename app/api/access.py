@@ -135,6 +135,7 @@ RULES: dict[str, Need] = {
     "GET /api/v1/alerts/events": TOKEN,
     "POST /api/v1/alerts/test-email": ADMIN,
     "GET /api/v1/alerts/settings": ADMIN,
+    "GET /api/v1/audit": ADMIN,
 }
 
 

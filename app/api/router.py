@@ -11,10 +11,12 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute, APIWebSocketRoute
 
 from chunkmq.api import alerts, bindings, definitions, events, exchanges, groups, history, operations, queues, streams
+from chunkmq.api import audit as audit_routes
 from chunkmq.api.access import AUTHORIZE, RouteWithoutRule, rule
 
 routers: tuple[APIRouter, ...] = tuple(
-    m.router for m in (groups, streams, history, exchanges, queues, bindings, definitions, operations, alerts, events)
+    m.router for m in (groups, streams, history, exchanges, queues, bindings, definitions, operations, alerts, events,
+                       audit_routes)
 )
 
 

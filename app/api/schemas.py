@@ -532,3 +532,19 @@ class MailSettings(BaseModel):
     console_url: str
     interval_seconds: float
     digest_seconds: float
+
+
+class AuditEntry(BaseModel):
+    id: int
+    at: int = Field(description="epoch ms")
+    source: Literal["api", "console", "cli"]
+    who: str = Field(description="the token's name, the console user or the OS user of the CLI; empty when unknown")
+    address: str = Field(description="the client's address; `local` for the CLI")
+    action: str = Field(description="e.g. queue.purge, token.create, login")
+    resource: str = Field(description="the object's name(s), e.g. `orders` or `orders/billing`")
+    result: str = Field(description="`ok` or the error code")
+
+
+class AuditPage(BaseModel):
+    entries: list[AuditEntry]
+    next_cursor: int | None = Field(description="`cursor` of the next (older) page; null on the last")

@@ -326,3 +326,28 @@ class AlertMail(Base):
     notice: Mapped[dict[str, Any]] = mapped_column(CanonicalJSON)
     attempts: Mapped[int] = mapped_column(default=0, server_default="0")
     next_at_ms: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+
+
+# --- audit log (app/meta/audit.py, docs/metadata.md) ---------------------------------------------
+
+AUDIT_SOURCES = ("api", "console", "cli")
+
+
+class AuditEntry(Base):
+    """One state-changing action: who did what to which resource, from where, when, and how it ended.
+    Never a secret: no token values, passwords or bodies. No foreign key: the log outlives what it names."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        CheckConstraint(_in("source", AUDIT_SOURCES), name="source"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    at_ms: Mapped[int] = mapped_column(BigInteger, index=True)  # epoch ms; the index serves pruning and ranges
+    source: Mapped[str] = mapped_column(String(16))
+    who: Mapped[str] = mapped_column(String(NAME_MAX), index=True)  # token name or console/OS user; "" unknown
+    address: Mapped[str] = mapped_column(String(64), default="", server_default=text("''"))
+    action: Mapped[str] = mapped_column(String(64), index=True)  # e.g. queue.purge
+    resource: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))
+    result: Mapped[str] = mapped_column(String(64))  # "ok" or the API error code

@@ -14,7 +14,7 @@ from starlette.responses import FileResponse, Response
 
 from chunkmq.config import Settings
 from chunkmq.resources import STATIC
-from chunkmq.web import actions, alerts, group, login, pages, search
+from chunkmq.web import actions, alerts, audit, group, login, pages, search
 from chunkmq.web.render import redirect
 from chunkmq.web.route import error_page
 from chunkmq.web.session import UNLOCKS_FILE, CsrfFailed, LoginLimiter, LoginRequired, SessionStore
@@ -30,7 +30,7 @@ def install(app: FastAPI, settings: Settings) -> None:
                                          max_lock_seconds=settings.console_login_max_lock_seconds)
     # At most one build of the shared views per half refresh period, whatever the number of tabs.
     app.state.web_snapshots = Snapshots(min(1.0, settings.console_refresh_seconds / 2))
-    for router in (login.router, pages.router, actions.router, alerts.router, search.router, group.router):
+    for router in (login.router, pages.router, actions.router, alerts.router, audit.router, search.router, group.router):
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

@@ -11,13 +11,14 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from chunkmq.api.errors import api_error, server_fault
+from chunkmq.api.errors import api_error, code_of, server_fault
 from chunkmq.auth.permissions import InvalidPattern, compile_pattern
 from chunkmq.broker import views
 from chunkmq.broker.definitions import import_definitions
 from chunkmq.broker.errors import Forbidden, InvalidInput
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS, check_name, check_new_name
 from chunkmq.broker.redrive import redrive
+from chunkmq.web import audit
 from chunkmq.web.forms import (
     Problems,
     confirmed,
@@ -33,6 +34,7 @@ from chunkmq.web.pages import broker_of
 from chunkmq.web.render import redirect, segment
 from chunkmq.web.route import ConsoleRoute
 from chunkmq.web.session import Session, check_csrf, current_session, sessions_of
+from chunkmq.wire import codes
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
@@ -43,7 +45,9 @@ async def posted(request: Request, *, admin: bool = True) -> tuple[Session, dict
     session = current_session(request)
     form = await read_form(request)
     check_csrf(session.csrf, form.get("csrf"))
+    request.state.form = form  # the names in it go into the audit log (audit.resource_of)
     if admin and not session.is_admin:
+        await audit.record(request, session.user, codes.FORBIDDEN, form)
         raise Forbidden(f"{session.user!r} is not an administrator: the console is read-only for them")
     return session, form
 
@@ -52,12 +56,16 @@ async def outcome(request: Request, session: Session, back: str, work: Callable[
     """Run an action; flash its result, or the API's error message and code, and redirect to
     `back`. A failure of the server itself (whose message the API hides) is left to ConsoleRoute,
     which answers it with the API's status as an error page."""
+    form = getattr(request.state, "form", None)
     try:
         session.flash("ok", await work())
+        await audit.record(request, session.user, audit.OK, form)
     except Exception as e:
-        if server_fault(e):
+        if server_fault(e):  # ConsoleRoute logs it and answers it as an error page
+            await audit.record(request, session.user, code_of(e), form)
             raise
         error = api_error(e)
+        await audit.record(request, session.user, error.code, form)
         session.flash("error", error.message, error.code)
     finally:
         request.app.state.web_snapshots.clear()  # the next page shows the action's effect

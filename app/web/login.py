@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from chunkmq.broker import views
+from chunkmq.web import audit
 from chunkmq.web.forms import read_form
 from chunkmq.web.render import redirect, render
 from chunkmq.web.route import ConsoleRoute
@@ -20,6 +21,7 @@ from chunkmq.web.session import (
     sessions_of,
     set_cookie,
 )
+from chunkmq.wire import codes
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
@@ -57,17 +59,21 @@ async def login(request: Request) -> Response:
     client = request.client.host if request.client else "unknown"
     wait = limiter.address_wait(client)
     if wait:
+        await audit.record(request, name, audit.LOCKED_OUT)
         return _login_page(request, form.get("next"), 429,
                            f"too many failed logins from this address; try again in {wait} s")
     wait = limiter.user_wait(name)
     if wait:
+        await audit.record(request, name, audit.LOCKED_OUT)
         return _login_page(request, form.get("next"), 429,
                            f"too many failed logins for this user; try again in {wait} s")
     user = await views.login(request.app.state.broker, name, password)
     if user is None:
         limiter.failed(client, name)
+        await audit.record(request, name, codes.UNAUTHORIZED)
         return _login_page(request, form.get("next"), 401, "wrong user name or password")
     limiter.succeeded(name)
+    await audit.record(request, user.name)
     session = sessions_of(request).create(user.name, user.is_admin)
     response = redirect(safe_next(form.get("next")))
     set_cookie(request, response, SESSION_COOKIE, session.id)
@@ -81,6 +87,7 @@ async def logout(request: Request) -> Response:
     form = await read_form(request)
     check_csrf(session.csrf, form.get("csrf"))
     sessions_of(request).drop(session.id)
+    await audit.record(request, session.user)
     response = redirect("/login")
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

@@ -95,6 +95,7 @@ CASES: dict[str, Case] = {
     "GET /api/v1/alerts/events": Case(),
     "POST /api/v1/alerts/test-email": Case(SMTP_NOT_CONFIGURED, body={}),
     "GET /api/v1/alerts/settings": Case(),
+    "GET /api/v1/audit": Case(),
 }
 
 

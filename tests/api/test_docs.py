@@ -71,6 +71,7 @@ def test_the_documented_objects_are_what_the_server_answers() -> None:
     assert _documented("Binding") == _fields(components["Binding"], components)
     assert _documented("Group") == _fields(components["Group"], components)  # consumers' fields included
     assert _documented("Queue") == _fields(components["Queue"], components, follow=False) - settings
+    assert _documented("Audit entry") == _fields(components["AuditEntry"], components)
     overview = re.search(r'`GET /api/v1/overview` → `\{(.*?)\}`\.', DOC, re.DOTALL)
     assert overview
     assert set(re.findall(r'"([a-z_]+)"', overview.group(1))) == _fields(components["Overview"], components)
