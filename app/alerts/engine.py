@@ -144,6 +144,10 @@ class AlertEngine:
                         # the value grows a second per second from now on, while the queue does not change
                         at = now + max(1, round((rule.threshold - obs.value) * 1000))
                         due[obs.queue] = min(at, due.get(obs.queue, at))
+                    elif kind is Kind.TIME_TO_CLEAR and obs.lag > 0 and alert.state in (State.OK, State.RESOLVED):
+                        # a lag that stops moving reaches the rule's window without its queue changing
+                        at = now + max(1, round(rule.window_seconds * 1000))
+                        due[obs.queue] = min(at, due.get(obs.queue, at))
                     if len(seen) % YIELD_EVERY == 0:
                         await asyncio.sleep(0)
             self._schedule(queues, due)

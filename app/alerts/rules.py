@@ -10,6 +10,9 @@
 | queue_full     | queue        | percent of the queue's max_messages / max_bytes in use (the higher)    |
 | disk           | the broker   | percent of the disk budget in use; without a budget, percent of the    |
 |                |              | store's bytes plus the free disk space                                 |
+| time_to_clear  | queue, group | seconds until the lag is gone at its current rate of fall              |
+|                |              | (app/broker/clearing.py); NEVER once the lag has not fallen for the    |
+|                |              | rule's `window_seconds`; 0 without lag                                 |
 
 Queue-level kinds use the group "" and the broker-level kind the queue "" too. A queue without any
 consumer group is watched by the group kinds too, as group "" (when the rule's group glob matches the
@@ -40,21 +43,25 @@ class Kind(StrEnum):
     DEAD_LETTERS = "dead_letters"
     QUEUE_FULL = "queue_full"
     DISK = "disk"
+    TIME_TO_CLEAR = "time_to_clear"
 
 
-GROUP_KINDS = frozenset({Kind.LAG_MESSAGES, Kind.LAG_SECONDS, Kind.STALLED, Kind.NO_CONSUMERS})
+GROUP_KINDS = frozenset({Kind.LAG_MESSAGES, Kind.LAG_SECONDS, Kind.STALLED, Kind.NO_CONSUMERS, Kind.TIME_TO_CLEAR})
+# time_to_clear of a lag that has not fallen for the rule's window: it never clears at these rates
+# (a finite number, so that it is stored, mailed and answered as JSON like any other value).
+NEVER = 1e9
 # The kinds whose value grows with time (a second per second) while messages wait on a queue that does
 # not change; the others move only when the queue does.
 GROWING = frozenset({Kind.LAG_SECONDS, Kind.STALLED, Kind.NO_CONSUMERS})
 UNITS = {
     Kind.LAG_MESSAGES: "messages", Kind.LAG_SECONDS: "s", Kind.STALLED: "s", Kind.NO_CONSUMERS: "s",
-    Kind.DEAD_LETTERS: "messages", Kind.QUEUE_FULL: "%", Kind.DISK: "%",
+    Kind.DEAD_LETTERS: "messages", Kind.QUEUE_FULL: "%", Kind.DISK: "%", Kind.TIME_TO_CLEAR: "s",
 }
 DESCRIPTIONS = {
     Kind.LAG_MESSAGES: "group lag", Kind.LAG_SECONDS: "oldest unacked message",
     Kind.STALLED: "ack floor not moving", Kind.NO_CONSUMERS: "no consumer seen",
     Kind.DEAD_LETTERS: "messages dead-lettered", Kind.QUEUE_FULL: "queue limit used",
-    Kind.DISK: "disk used",
+    Kind.DISK: "disk used", Kind.TIME_TO_CLEAR: "time to clear the lag",
 }
 
 
@@ -76,7 +83,8 @@ class RuleSpec(BaseModel):
     threshold: float = Field(ge=0, le=1e15)
     for_seconds: float = Field(0, ge=0, le=7 * 86400, description="how long the condition must hold")
     renotify_seconds: float = Field(3600, ge=0, le=30 * 86400, description="reminder interval; 0 = once")
-    window_seconds: float = Field(300, gt=0, le=7 * 86400, description="dead_letters: the window counted")
+    window_seconds: float = Field(300, gt=0, le=7 * 86400, description=(
+        "dead_letters: the window counted; time_to_clear: how long a lag may grow or stand still"))
     recipients: list[Address] = Field(default_factory=list, max_length=50, description="empty: CHUNKMQ_SMTP_TO")
     enabled: bool = True
 
@@ -116,18 +124,30 @@ def unread(q: QueueView, oldest_ms: int | None, now_ms: int) -> GroupView:
     return GroupView(queue=q.name, name=UNREAD, ack_floor=q.first_offset, next_offset=q.first_offset,
                      lag=q.messages, lag_seconds=age, oldest_unacked_age_ms=round(age * 1000), in_flight=0,
                      pending_redelivery=0, consumers=(),
-                     tag_filter=None, missed=0, behind_retention=False, acked=0)
+                     tag_filter=None, missed=0, behind_retention=False, acked=0,
+                     clearing="steady" if q.messages else "clear", time_to_clear_seconds=None if q.messages else 0.0)
 
 
 FloorMovedAt = Callable[[str, str], int | None]  # (queue, group) -> epoch ms (the broker's history)
 
 
-def _group_value(kind: Kind, g: GroupView, q: QueueView, floor_moved_at: FloorMovedAt, watch: Watch,
-                 now_ms: int) -> float:
+def _time_to_clear(rule: AlertRuleRow, g: GroupView, q: QueueView, watch: Watch, now_ms: int) -> float:
+    if g.lag <= 0:
+        return 0.0
+    if g.clearing == "clearing" and g.time_to_clear_seconds is not None:
+        return g.time_to_clear_seconds
+    since = watch.not_clearing_since(q.name, g.name)
+    return NEVER if since is not None and now_ms - since >= rule.window_seconds * 1000 else 0.0
+
+
+def _group_value(rule: AlertRuleRow, kind: Kind, g: GroupView, q: QueueView, floor_moved_at: FloorMovedAt,
+                 watch: Watch, now_ms: int) -> float:
     if kind is Kind.LAG_MESSAGES:
         return g.lag
     if kind is Kind.LAG_SECONDS:
         return g.lag_seconds
+    if kind is Kind.TIME_TO_CLEAR:
+        return _time_to_clear(rule, g, q, watch, now_ms)
     if g.lag <= 0:  # stalled and no_consumers need messages waiting: an idle queue is fine
         return 0.0
     # A queue without groups has no ack floor: stalled, as no_consumers, since messages began to wait.
@@ -154,7 +174,7 @@ def measure(rule: AlertRuleRow, queues: Iterable[QueueView], overview: Overview 
         if not matches(rule, q.name):
             continue
         if kind in GROUP_KINDS:
-            out.extend(_of_group(q, g, _group_value(kind, g, q, floor_moved_at, watch, now_ms))
+            out.extend(_of_group(q, g, _group_value(rule, kind, g, q, floor_moved_at, watch, now_ms))
                        for g in q.groups if fnmatchcase(g.name, rule.group))
         elif kind is Kind.DEAD_LETTERS:
             out.append(_of_queue(q, watch.dead_lettered_since(q.name, now_ms - int(rule.window_seconds * 1000))))

@@ -3,7 +3,8 @@ alert engine at each evaluation, in memory:
 
 - when a consumer of each group was last seen (`no_consumers`: the views forget idle consumers); for
   a queue without groups (group UNREAD), since when messages have waited in it,
-- each queue's dead-letter counter over the last hour (`dead_letters` counts a window of it).
+- each queue's dead-letter counter over the last hour (`dead_letters` counts a window of it),
+- since when each group's lag has not been falling (`time_to_clear`: growing or steady for a window).
 
 The lag trend in mails and the ack floor movements for `stalled` come from the broker's history.
 """
@@ -28,6 +29,8 @@ class Watch:
         # per queue, per group: (when a consumer was last seen, whether messages waited then)
         self._consumer_seen: dict[str, dict[str, tuple[int, bool]]] = {}
         self._dead: dict[str, deque[tuple[int, int]]] = {}
+        # per queue, per group with lag that is not clearing: since when (epoch ms)
+        self._not_clearing: dict[str, dict[str, int]] = {}
 
     def observe(self, queues: Iterable[QueueView], now_ms: int) -> None:
         for q in queues:
@@ -51,11 +54,19 @@ class Watch:
                 else:  # never seen, or forgotten: count from the first time it had none
                     seen[g.name] = (previous[0] if previous is not None else now_ms, waiting)
             self._consumer_seen[q.name] = seen
+            stuck = self._not_clearing.get(q.name, {})
+            self._not_clearing[q.name] = {g.name: stuck.get(g.name, now_ms) for g in q.groups
+                                          if g.lag > 0 and g.clearing in ("growing", "steady")}
 
     def forget(self, queue: str) -> None:
         """A queue was deleted."""
         self._consumer_seen.pop(queue, None)
         self._dead.pop(queue, None)
+        self._not_clearing.pop(queue, None)
+
+    def not_clearing_since(self, queue: str, group: str) -> int | None:
+        """Since when the group's lag has been growing or standing still (None: it is not)."""
+        return self._not_clearing.get(queue, {}).get(group)
 
     def consumer_seen_at(self, queue: str, group: str) -> int | None:
         seen = self._consumer_seen.get(queue, {}).get(group)

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
+from chunkmq.broker.clearing import UNKNOWN, Clearing, estimate
 from chunkmq.broker.group import GroupChanges, now_ms
 from chunkmq.broker.queue import Queue
 from chunkmq.broker.sources import QueuesSource
@@ -144,6 +145,7 @@ class _Series:
     floor_moved_at: int = 0
     fine_row: tuple[Any, ...] | None = None  # values of its newest fine row (written or pending)
     coarse_row: tuple[Any, ...] | None = None  # and of its newest coarse row
+    clearing: Clearing = UNKNOWN  # a group's time to clear, as of its newest point
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +264,7 @@ class History:
             point = GroupPoint(now, gv.lag, round(gv.lag_seconds, 3), ack_rate, len(gv.consumers),
                                gv.ack_floor, moved)
             self._add(series, qv.id, gv.name, point)
+            series.clearing = estimate(series.ring)
 
     def _series(self, table: dict[Any, _Series], key: Any, queue_id: int, group: str | None, now: int) -> _Series:
         series = table.get(key)
@@ -434,6 +437,11 @@ class History:
                 break
             kept.append(p)
         return kept[::-1] + carried[::-1]
+
+    def clearing(self, queue_id: int, group: str) -> Clearing:
+        """The group's lag trend and time to clear as of its newest sample (app/broker/clearing.py)."""
+        series = self._groups.get((queue_id, group))
+        return series.clearing if series is not None else UNKNOWN
 
     def floor_moved_at(self, queue: str, group: str) -> int | None:
         """Epoch ms when the group's ack floor last moved (to sampling precision; across restarts),

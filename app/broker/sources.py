@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from chunkmq.broker.clearing import Clearing
     from chunkmq.broker.disk import DiskGuard
     from chunkmq.broker.group import Group
     from chunkmq.broker.queue import Queue
@@ -24,11 +25,20 @@ class Lagging(Protocol):
     def candidates(self) -> list[tuple[int, Queue, Group]]: ...
 
 
+class Estimates(Protocol):
+    """The groups' time-to-clear estimates, as of their newest samples (history.History is one)."""
+
+    def clearing(self, queue_id: int, group: str) -> Clearing: ...
+
+
 class StoreSource(Protocol):
-    """What a queue's or a group's view reads: the storage engine's offsets."""
+    """What a queue's or a group's view reads: the storage engine's offsets, and the history's
+    time-to-clear estimates."""
 
     @property
     def store(self) -> Store: ...
+    @property
+    def history(self) -> Estimates: ...
 
 
 class QueuesSource(StoreSource, Protocol):

@@ -26,6 +26,9 @@ from typing import Any
 
 from chunkmq import __version__
 from chunkmq.broker import search as searching
+from chunkmq.broker.clearing import CLEAR
+from chunkmq.broker.clearing import STATES as CLEARING_STATES
+from chunkmq.broker.clearing import State as ClearingState
 from chunkmq.broker.errors import NotFound
 from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, monotonic_ms, now_ms
 from chunkmq.broker.message import decode_data
@@ -77,6 +80,14 @@ class GroupView:
         default=False, metadata=_doc("one attached consumer at a time receives the messages"))
     active_consumer: str | None = field(
         default=None, metadata=_doc("the consumer receiving, with single_active_consumer; null: none"))
+    # Where the lag is heading (app/broker/clearing.py), as of the group's newest history sample.
+    clearing: ClearingState = field(default="unknown", metadata=_doc(
+        "clear, clearing, growing, steady (the lag has not moved) or unknown (not sampled yet)",
+        enum=list(CLEARING_STATES)))
+    lag_trend: float = field(default=0.0, metadata=_doc(
+        "the lag's change per second over the last 5 minutes (negative: falling)"))
+    time_to_clear_seconds: float | None = field(default=None, metadata=_doc(
+        "seconds until the lag is gone at the rate it fell over the last 5 minutes; null unless clearing"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +316,9 @@ def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None 
     now = now_ms() if now is None else now
     floor = group.ack_floor
     end = store.next_offset(queue.id)
+    lag = group.lag_in(store)
+    # no lag is clear at once (the estimate is as of the newest sample, which may be older)
+    clearing = broker.history.clearing(queue.id, group.name) if lag else CLEAR
     oldest = store.timestamp_of(queue.id, floor) if floor < end else None
     lag_seconds = max(0, now - oldest) / 1000 if oldest is not None else 0.0
     return GroupView(
@@ -312,7 +326,7 @@ def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None 
         name=group.name,
         ack_floor=floor,
         next_offset=group.next_offset,
-        lag=group.lag_in(store),
+        lag=lag,
         lag_seconds=lag_seconds,
         oldest_unacked_age_ms=round(lag_seconds * 1000),
         in_flight=len(group.in_flight),
@@ -328,6 +342,9 @@ def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None 
         paused_until_ms=group.paused_until_ms if paused else None,
         single_active_consumer=group.single_active_consumer,
         active_consumer=group.attached.active if group.single_active_consumer else None,
+        clearing=clearing.state,
+        lag_trend=clearing.lag_trend,
+        time_to_clear_seconds=clearing.seconds,
     )
 
 

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -148,3 +149,33 @@ def test_a_new_sqlite_file_is_owner_only_under_an_open_umask(tmp_path: Path) -> 
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "data" / "meta.db").stat().st_mode) == 0o600
+
+
+def test_the_time_to_clear_kind_is_allowed_and_alert_states_survive_the_change(empty_url: str) -> None:
+    """0009 widens the CHECK on alert_rules.kind in place: rules, their states and their ids stay."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    upgrade(empty_url, "0007")
+    engine = make_engine(empty_url)
+    with engine.begin() as conn:
+        rule = conn.execute(text("SELECT min(id) FROM alert_rules")).scalar()
+        conn.execute(text('INSERT INTO alert_states (rule_id, queue, "group", state, value, since_ms) '
+                          "VALUES (:r, 'q', 'g', 'firing', 5, 1)"), {"r": rule})
+    engine.dispose()
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT rule_id, state FROM alert_states")).all() == [(rule, "firing")]
+        conn.execute(text("INSERT INTO alert_rules (kind, threshold, created_at, updated_at) "
+                          "VALUES ('time_to_clear', 600, '2026-01-01', '2026-01-01')"))
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(text("INSERT INTO alert_rules (kind, threshold, created_at, updated_at) "
+                          "VALUES ('bogus', 1, '2026-01-01', '2026-01-01')"))
+    engine.dispose()
+    command.downgrade(alembic_config(empty_url), "0007")  # the time_to_clear rules go with the kind
+    engine = make_engine(empty_url)
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM alert_rules WHERE kind = 'time_to_clear'")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM alert_states")).scalar() == 1
+    engine.dispose()

@@ -401,3 +401,26 @@ async def test_access_page_shows_when_a_token_was_last_used(app: FastAPI, consol
     await app.state.auth.flush_last_used()  # written behind (every few seconds), never by the request
     [bootstrap] = [t for t in (await console.get("/access")).context["tokens"] if t.name == "admin (bootstrap)"]
     assert bootstrap.last_used_at is not None
+
+
+async def test_queue_and_group_pages_show_the_time_to_clear(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("draining", {})
+    await broker.declare_queue("filling", {})
+    await broker.publish("", [{"body": "x", "routing_key": "draining"}] * 100)
+    await broker.publish("", [{"body": "x", "routing_key": "filling"}] * 10)
+    await broker.pull("draining", "g", 100, 0, "c")
+    await broker.pull("filling", "g", 10, 0, "c")
+    t = now_ms()
+    await broker.history.sample(t)
+    broker.ack("draining", "g", {"up_to": 20})  # 20 in 10 s: 2 a second, 80 left: 40 s
+    await broker.publish("", [{"body": "x", "routing_key": "filling"}] * 10)
+    await broker.history.sample(t + 10_000)
+    page = await console.get("/queues/draining")
+    (group,) = page.context["q"].groups
+    assert (group.clearing, group.lag_trend, group.time_to_clear_seconds) == ("clearing", -2.0, 40.0)
+    assert 'data-clearing="clearing">40 s <span class="muted">(-2/s)</span>' in page.text
+    listed = await console.get("/groups")
+    assert {(g.queue, g.clearing) for g in listed.context["groups"]} >= {("draining", "clearing"),
+                                                                          ("filling", "growing")}
+    assert "Time to clear" in listed.text and 'data-clearing="growing">growing' in listed.text
