@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from chunkmq.alerts.errors import MailError
-from chunkmq.alerts.rules import DESCRIPTIONS, GROUP_KINDS, UNITS, Kind, Observation
+from chunkmq.alerts.rules import DESCRIPTIONS, GROUP_KINDS, NEVER, UNITS, Kind, Observation
 from chunkmq.alerts.state import Notice
 from chunkmq.config import Settings
 from chunkmq.meta.alerts import AlertRuleRow
@@ -118,7 +118,10 @@ def _item(n: Notification, links: Links) -> _Item:
     title = f"{n.notice.value.upper()} {kind.value} {where}"
     # No parentheses: Python's header folding would then break the Subject right after "Subject:".
     limit = "threshold" if n.notice is not Notice.RESOLVED else "back under"
-    headline = (f"{DESCRIPTIONS[kind]}: {_number(o.value)} {unit}, "
+    value = _number(o.value)
+    if kind is Kind.TIME_TO_CLEAR and o.value >= NEVER:  # the lag has not fallen for the rule's window
+        value = f"never (the lag has not fallen for {_number(n.rule.window_seconds)} s)"
+    headline = (f"{DESCRIPTIONS[kind]}: {value}{'' if value.startswith('never') else ' ' + unit}, "
                 f"{limit} {_number(n.rule.threshold)} {unit}")
     if o.paused and kind in GROUP_KINDS:  # lag that grows because someone paused the group
         title += " (paused)"

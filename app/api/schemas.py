@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
 from chunkmq.api.openapi import NAME_PATTERN, NEW_NAME_PATTERN, error_response, make_truthful, status_of
 from chunkmq.broker import views
+from chunkmq.meta.alert_kinds import ALERT_KINDS
 
 _NAME = NAME_PATTERN
 _NEW_NAME = NEW_NAME_PATTERN
@@ -465,7 +466,7 @@ class Readiness(BaseModel):
 
 class AlertRule(BaseModel):
     id: int = Field(ge=1, le=2**63 - 1)
-    kind: Literal["lag_messages", "lag_seconds", "stalled", "no_consumers", "dead_letters", "queue_full", "disk"]
+    kind: Literal[ALERT_KINDS]  # type: ignore[valid-type]
     queue: str
     group: str
     threshold: float

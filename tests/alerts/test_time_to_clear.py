@@ -67,5 +67,7 @@ def test_a_lag_that_does_not_fall_for_the_window_fires_when_due(tmp_path: Path, 
             assert [a.value for a in run.alerts.firing()] == [NEVER]
             mail = (await mailbox.arrived(1))[0]
             assert mail.subject.startswith("[chunkmq] FIRING time_to_clear grow/g")
+            assert "time to clear the lag: never (the lag has not fallen for 60 s), threshold 86,400 s" in \
+                mail.part("plain"), mail.part("plain")
 
     asyncio.run(scenario())
