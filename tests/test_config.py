@@ -27,7 +27,7 @@ def test_environment_variables_with_the_prefix_are_read_and_converted(monkeypatc
 @pytest.mark.parametrize(("field", "value"), [
     ("fsync", "sometimes"), ("fsync_interval_ms", 0), ("chunk_size", 4095), ("gc_threshold", 0.6),
     ("smtp_port", 70000), ("console_page_size", 1001), ("retention_interval_seconds", 0),
-    ("console_session_idle_seconds", 59), ("max_headers", -1),
+    ("console_session_idle_seconds", 59), ("max_headers", -1), ("audit_days", 0),
 ])
 def test_values_out_of_range_are_refused_naming_the_field(field: str, value: object) -> None:
     with pytest.raises(ValidationError) as refused:
@@ -64,3 +64,9 @@ def test_client_settings_read_the_same_prefix(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("CHUNKMQ_TOKEN", "t0ken")
     monkeypatch.setenv("CHUNKMQ_FSYNC", "never")  # a server setting: not the client's concern
     assert (ClientSettings().url, ClientSettings().token) == ("http://10.0.0.5:8000", "t0ken")
+
+
+def test_the_audit_log_keeps_ninety_days_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().audit_days == 90
+    monkeypatch.setenv("CHUNKMQ_AUDIT_DAYS", "7.5")
+    assert Settings().audit_days == 7.5
