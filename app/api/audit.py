@@ -37,6 +37,8 @@ ACTIONS: dict[str, str] = {
     "PUT /api/v1/queues/{queue}/groups/{group}": "group.declare",
     "DELETE /api/v1/queues/{queue}/groups/{group}": "group.delete",
     "POST /api/v1/queues/{queue}/groups/{group}/seek": "group.seek",
+    "POST /api/v1/queues/{queue}/groups/{group}/pause": "group.pause",
+    "POST /api/v1/queues/{queue}/groups/{group}/resume": "group.resume",
     "POST /api/v1/bindings": "binding.create",
     "DELETE /api/v1/bindings/{binding_id}": "binding.delete",
     "POST /api/v1/definitions": "definitions.import",
@@ -46,8 +48,10 @@ ACTIONS: dict[str, str] = {
     "POST /api/v1/alerts/test-email": "alerts.test_email",
 }
 
-# Routes with a changing method that are the data path (messages in and out), not administration.
+# Routes with a changing method that are the data path (messages in and out) or only read (a search
+# is a POST for its body), not administration.
 NOT_AUDITED = frozenset({
+    "POST /api/v1/queues/{name}/search",
     "POST /api/v1/exchanges/{name}/publish",
     "POST /api/v1/queues/{name}/publish",
     "POST /api/v1/queues/{queue}/groups/{group}/pull",

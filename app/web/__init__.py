@@ -30,7 +30,8 @@ def install(app: FastAPI, settings: Settings) -> None:
                                          max_lock_seconds=settings.console_login_max_lock_seconds)
     # At most one build of the shared views per half refresh period, whatever the number of tabs.
     app.state.web_snapshots = Snapshots(min(1.0, settings.console_refresh_seconds / 2))
-    for router in (login.router, pages.router, actions.router, alerts.router, audit.router, search.router, group.router):
+    routers = (login.router, pages.router, actions.router, alerts.router, audit.router, search.router, group.router)
+    for router in routers:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

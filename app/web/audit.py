@@ -41,6 +41,8 @@ ACTIONS: dict[str, str] = {
     "/queues/{name}/redrive": "queue.redrive",
     "/queues/{name}/seek": "group.seek",
     "/queues/{name}/groups/{group}/delete": "group.delete",
+    "/queues/{name}/groups/{group}/pause": "group.pause",
+    "/queues/{name}/groups/{group}/resume": "group.resume",
     "/access/tokens": "token.create",
     "/access/tokens/{token_id}/delete": "token.delete",
     "/access/users": "user.create",
