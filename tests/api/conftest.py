@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -34,14 +36,24 @@ def anyio_backend() -> str:
 @pytest.fixture
 async def local_api(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     """The whole app (lifespan, auth on) in process over httpx.ASGITransport, as an admin token."""
+    async with local_client(tmp_path) as client:
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def local_client(tmp_path: Path, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """local_api's client, with these settings besides its own; `client.app` is the app and
+    `client.token` the admin token it sends."""
     from chunkmq.config import Settings
     from chunkmq.main import create_app
 
-    settings = Settings(data_dir=tmp_path / "data", chunk_size=1 << 20, index_chunk_entries=1000)
-    application = create_app(settings)
+    config = Settings(**{"data_dir": tmp_path / "data", "chunk_size": 1 << 20, "index_chunk_entries": 1000,
+                         **settings})
+    application = create_app(config)
     async with application.router.lifespan_context(application):
-        token = (settings.data_dir / "admin-token").read_text().strip()
+        token = (config.data_dir / "admin-token").read_text().strip()
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://local/api/v1",
                                      headers={"authorization": f"Bearer {token}"}) as client:
             client.app = application  # type: ignore[attr-defined]
+            client.token = token  # type: ignore[attr-defined]
             yield client

@@ -16,9 +16,8 @@ import orjson
 import pytest
 
 from chunkmq.api.events import _event
-from chunkmq.config import Settings
-from chunkmq.main import create_app
 from tests.api.client import ok
+from tests.api.conftest import local_client
 from tests.server import ServerProcess
 
 pytestmark = pytest.mark.anyio
@@ -28,16 +27,8 @@ PAGE = "http://127.0.0.1:5173"
 
 @pytest.fixture
 async def app_api(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(data_dir=tmp_path / "data", chunk_size=1 << 20, index_chunk_entries=1000,
-                        sse_heartbeat_seconds=0.2, cors_origins=PAGE)
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        token = (settings.data_dir / "admin-token").read_text().strip()
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://local/api/v1",
-                                     headers={"authorization": f"Bearer {token}"}) as client:
-            client.app = application  # type: ignore[attr-defined]
-            client.token = token  # type: ignore[attr-defined]
-            yield client
+    async with local_client(tmp_path, sse_heartbeat_seconds=0.2, cors_origins=PAGE) as client:
+        yield client
 
 
 class Stream:
