@@ -5,6 +5,7 @@ and against a real `chunkmq serve` with `curl -N`."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -294,7 +295,10 @@ def test_real_server_with_curl(sse_server: ServerProcess) -> None:
         assert body.count(": keep-alive") >= 2
         ok(api.post("/queues/orders/groups/g/ack", json={"offsets": [0]}))
         again = _curl_n(url, 2.5, "Last-Event-ID: 0")  # room for a loaded machine
-        assert "id: 1\ndata: " in again and '"body":"two"' in again and '"delivery_count":1' in again
+        assert "id: 1\ndata: " in again and '"body":"two"' in again
+        # 1, or 2 when the first stream was still open on the server at the ack (it notices a gone
+        # client at its next write): it then delivered "two" there, and the reconnect redelivers it.
+        assert re.search(r'"delivery_count":[12]\b', again), again
         requests = [line for line in sse_server.log().splitlines() if "/events?" in line]
         assert requests and all(token not in line and "token=[redacted]" in line for line in requests)
 
