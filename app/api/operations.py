@@ -88,6 +88,7 @@ class BrokerCollector(Collector):
             ("acked", "Messages acknowledged by consumers", counted.acked),
             ("dead_lettered", "Messages sent to a dead-letter exchange", counted.dead_lettered),
             ("dropped", "Messages dropped by queue limits, delivery limits or the disk budget", counted.dropped),
+            ("expired", "Messages that expired before a group received them", counted.expired),
         ):
             yield CounterMetricFamily(f"chunkmq_messages_{name}", doc, value=value)
         depth = GaugeMetricFamily("chunkmq_queue_messages", "Messages held by a queue", labels=["queue"])
@@ -97,6 +98,9 @@ class BrokerCollector(Collector):
             "chunkmq_queue_messages_dropped",
             "Messages deleted from a queue by its limits, age or the drop_oldest disk budget", labels=["queue"],
         )
+        expired = CounterMetricFamily(
+            "chunkmq_queue_messages_expired", "Messages of a queue its groups passed as expired", labels=["queue"],
+        )
         missed = CounterMetricFamily(
             "chunkmq_group_messages_missed", "Messages deleted before a group consumed them", labels=["queue", "group"]
         )
@@ -104,6 +108,7 @@ class BrokerCollector(Collector):
             depth.add_metric([q.name], q.messages)
             size.add_metric([q.name], q.bytes)
             dropped.add_metric([q.name], q.messages_dropped)
+            expired.add_metric([q.name], q.expired)
             for g in q.groups:
                 lag.add_metric([q.name, g.name], g.lag)
                 missed.add_metric([q.name, g.name], g.missed)
@@ -116,7 +121,7 @@ class BrokerCollector(Collector):
         data_dir.add_metric([], space.data_dir_bytes)
         refused = CounterMetricFamily("chunkmq_publishes_refused_by_budget", "Publishes refused by the disk budget")
         refused.add_metric([], space.refused_by_budget)
-        yield from (depth, size, lag, dropped, missed, disk, data_dir, refused)
+        yield from (depth, size, lag, dropped, expired, missed, disk, data_dir, refused)
 
 
 class AlertCollector(Collector):

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 from chunkmq.api.openapi import NAME_PATTERN, NEW_NAME_PATTERN, error_response, make_truthful, status_of
 from chunkmq.broker import views
 from chunkmq.meta.alert_kinds import ALERT_KINDS
+from chunkmq.broker.expiry import MAX_TTL_MS, MAX_TTL_SECONDS
 
 _NAME = NAME_PATTERN
 _NEW_NAME = NEW_NAME_PATTERN
@@ -56,6 +57,8 @@ class QueueDeclare(_Strict):
     dead_letter_routing_key: str | None = Field(None, max_length=255)
     max_deliveries: int | None = Field(None, ge=1, le=_INT64)
     ack_timeout_ms: int = Field(30_000, ge=1, le=86_400_000)
+    message_ttl_seconds: int | None = Field(
+        None, ge=1, le=MAX_TTL_SECONDS, description="messages expire this long after publish; null: never")
 
 
 class QueuePatch(QueueDeclare):
@@ -82,6 +85,8 @@ class _Message(_Strict):
     )
     tag: str | None = Field(None, min_length=1, max_length=255, pattern=_NO_NUL)
     idempotency_key: str | None = Field(None, min_length=1, max_length=255, pattern=_NO_NUL)
+    ttl_ms: int | None = Field(
+        None, ge=1, le=MAX_TTL_MS, description="the message expires this long after publish (header x-expires-at)")
 
 
 class TextMessage(_Message):

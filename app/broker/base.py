@@ -17,6 +17,7 @@ from chunkmq.broker.committer import Committer
 from chunkmq.broker.dedup import IdempotencyWindow
 from chunkmq.broker.disk import DiskGuard
 from chunkmq.broker.errors import NotFound
+from chunkmq.broker.expiry import EXPIRES_HEADER
 from chunkmq.broker.group import Group, GroupChanges
 from chunkmq.broker.group import now_ms as now_ms  # re-exported: the broker's parts take it from here
 from chunkmq.broker.message import UNBOUNDED, MessageLimits, decode_data, parse_message
@@ -141,6 +142,7 @@ class BrokerBase:
         for offset, _, _, _, tag, data in stored:
             fields = decode_data(data, tag)
             headers = dict(fields.get("headers") or {})
+            headers.pop(EXPIRES_HEADER, None)  # a dead letter does not expire with its original
             headers.update({
                 "x-death-reason": reason,
                 "x-death-queue": queue.name,

@@ -11,6 +11,7 @@ from typing import Any
 from chunkmq.broker.base import BrokerBase, log, now_ms, one_at_a_time
 from chunkmq.broker.binary_page import render_page
 from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
+from chunkmq.broker.expiry import Expiry
 from chunkmq.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
 from chunkmq.broker.group import Group, monotonic_ms
 from chunkmq.broker.message import render_all, render_binary, render_one
@@ -19,6 +20,7 @@ from chunkmq.broker.pausing import parse_pause
 from chunkmq.broker.queue import Queue
 from chunkmq.broker.wake import Wake
 from chunkmq.meta import GroupState
+from chunkmq.storage import StoredMessage
 from chunkmq.wire import codes
 
 
@@ -182,13 +184,16 @@ class Consuming(BrokerBase):
             return []
         self._expire(queue, group, now)
         timeout = queue.settings.ack_timeout_ms
+        expiry = Expiry(queue.settings.message_ttl_ms, now_ms())
         if binary:  # first deliveries read and rendered as columns: no object per message
-            page = group.deliver_fresh(self.store, consumer, max_messages, timeout, now)
+            page = group.deliver_fresh(self.store, consumer, max_messages, timeout, now, expiry)
             if page is not None:
                 self.stats.delivered.add(len(page))
                 queue.delivered += len(page)
                 return [render_page(page)]
-        taken = group.deliver(self.store, consumer, max_messages, timeout, now)
+        taken = group.deliver(self.store, consumer, max_messages, timeout, now, expiry)
+        if expiry.expired:
+            self._expired(queue, group, expiry.expired)
         if taken:
             self.stats.delivered.add(len(taken))
             queue.delivered += len(taken)
@@ -233,6 +238,15 @@ class Consuming(BrokerBase):
                 self._choose_active(queue, group, monotonic_ms())
 
         return detach
+
+    def _expired(self, queue: Queue, group: Group, expired: list[tuple[StoredMessage, int]]) -> None:
+        """Messages the group passed as expired (done, as if acked): dead-lettered with reason
+        `expired` when the queue has a dead-letter exchange, and counted."""
+        if queue.settings.dead_letter_exchange is not None:
+            self.dead_letter(queue, [m for m, _ in expired], reason="expired", group=group.name,
+                             delivery_counts={m[0]: count for m, count in expired})
+        queue.expired += len(expired)
+        self.stats.expired += len(expired)
 
     def _expire(self, queue: Queue, group: Group, now: int) -> None:
         exhausted = group.expire(now, queue.settings.max_deliveries)

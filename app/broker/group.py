@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunkmq.broker.active import ActiveConsumers
+from chunkmq.broker.expiry import Expiry
 from chunkmq.storage import Store, StoredMessage, tag_hash
 from chunkmq.storage.model import ColumnPage
 
@@ -93,6 +94,7 @@ class Group:
     pending: dict[int, int] = field(default_factory=dict)  # offset -> deliveries so far
     consumers: dict[str, int] = field(default_factory=dict)  # consumer id -> last seen (epoch ms)
     missed: int = 0  # messages lost to retention before this group consumed them
+    expired: int = 0  # messages passed as expired since start (app/broker/expiry.py)
     acked: int = 0  # messages acknowledged since start (the history's ack rate)
     closed: bool = False
     # A paused group delivers nothing; a timed pause ends at paused_until_ms (epoch ms).
@@ -230,14 +232,17 @@ class Group:
         return min(times) if times else None
 
     def deliver(
-        self, store: Store, consumer: str, max_messages: int, ack_timeout_ms: int, now: int
+        self, store: Store, consumer: str, max_messages: int, ack_timeout_ms: int, now: int,
+        expiry: Expiry | None = None,
     ) -> list[tuple[StoredMessage, int]]:
         """Take up to max_messages: redeliveries first, then new messages in offset order.
-        Returns (message, delivery count) pairs, now in flight for `consumer`."""
+        Returns (message, delivery count) pairs, now in flight for `consumer`. With `expiry`, expired
+        messages are passed instead, as if acked (into expiry.expired, for the caller)."""
         self._seen(consumer)
         self.catch_up(store)
         scanned_from = self.next_offset
         out: list[tuple[StoredMessage, int]] = []
+        passed = len(expiry.expired) if expiry is not None else 0
         deadline = now + ack_timeout_ms
         ready = self._ready
         while ready and len(out) < max_messages and ready[0][0] <= now:
@@ -249,27 +254,38 @@ class Group:
             if not stored or stored[0][0] != offset:
                 self.missed += 1  # removed by retention meanwhile
                 continue
+            if expiry is not None and not expiry.keep(stored[:1], count):
+                continue
             out.append((stored[0], count + 1))
             self._track(offset, consumer, deadline, count + 1)
         room = max_messages - len(out)
-        if room > 0:
-            end = store.next_offset(self.queue_id)
-            if self.next_offset < end:
-                if self._tag_hashes is None:
-                    fresh = store.read(self.queue_id, self.next_offset, room)
-                    scanned_to = fresh[-1][0] + 1 if fresh else self.next_offset
-                else:
-                    fresh, scanned_to = store.read_matching(self.queue_id, self.next_offset, room, self._tag_hashes)
-                self.next_offset = max(self.next_offset, scanned_to)
-                if fresh:
-                    self._track_fresh([m[0] for m in fresh], consumer, deadline)
-                    out.extend(zip(fresh, itertools.repeat(1)))
-        if out or self.next_offset != scanned_from:
+        end = store.next_offset(self.queue_id)
+        while room > 0 and self.next_offset < end:
+            start = self.next_offset
+            if self._tag_hashes is None:
+                fresh = store.read(self.queue_id, start, room)
+                scanned_to = fresh[-1][0] + 1 if fresh else start
+            else:
+                fresh, scanned_to = store.read_matching(self.queue_id, start, room, self._tag_hashes)
+            self.next_offset = max(start, scanned_to)
+            read = len(fresh)
+            if expiry is not None:
+                fresh = expiry.keep(fresh, 0)
+            if fresh:
+                self._track_fresh([m[0] for m in fresh], consumer, deadline)
+                out.extend(zip(fresh, itertools.repeat(1)))
+                room -= len(fresh)
+            if len(fresh) == read or self.next_offset == start:
+                break  # read all it could (only expired messages skipped make it read on)
+        if expiry is not None:
+            self.expired += len(expiry.expired) - passed
+        if out or self.next_offset != scanned_from or (expiry is not None and len(expiry.expired) > passed):
             self._changed()
         return out
 
     def deliver_fresh(
-        self, store: Store, consumer: str, max_messages: int, ack_timeout_ms: int, now: int
+        self, store: Store, consumer: str, max_messages: int, ack_timeout_ms: int, now: int,
+        expiry: Expiry | None = None,
     ) -> ColumnPage | None:
         """`deliver` as columns (Store.read_columns), for a pull of at least COLUMNS_FROM messages
         that are all first deliveries: no tag filter and no redelivery due. None when that does not
@@ -286,8 +302,8 @@ class Group:
         if min(max_messages, end - self.next_offset) < COLUMNS_FROM:
             return None
         page = store.read_columns(self.queue_id, self.next_offset, max_messages)
-        if not len(page):
-            return None
+        if not len(page) or (expiry is not None and expiry.may_hold_expired(page)):
+            return None  # (`deliver` passes the expired ones)
         self._seen(consumer)
         offsets = page.offsets.tolist()
         self.next_offset = max(self.next_offset, offsets[-1] + 1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import binascii
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ import orjson
 
 from chunkmq.broker.blob import FORMAT1, HAS_ROUTING_KEY, HEAD, LONG, blob_fields, encode_blob, text_blobs
 from chunkmq.broker.errors import InvalidInput, NotFound, TooLarge
+from chunkmq.broker.expiry import EXPIRES_HEADER, FLAG_EXPIRES, MAX_TTL_MS
 from chunkmq.broker.names import MAX_ROUTING_KEY
 from chunkmq.storage.model import AppendedBatch, StoredMessage
 from chunkmq.wire import batch as wire
@@ -36,7 +38,7 @@ MAX_SHORT_TEXT = 255  # tags and idempotency keys
 NUL = "\0"  # refused in routing keys, header names and values, tags and idempotency keys
 _BACKSLASH = 0x5C  # starts every JSON escape, \u0000 among them
 NO_HEADERS: dict[str, str] = {}  # shared, never mutated: most messages carry no headers
-_FIELDS = frozenset({"body", "body_base64", "routing_key", "headers", "tag", "idempotency_key"})
+_FIELDS = frozenset({"body", "body_base64", "routing_key", "headers", "tag", "idempotency_key", "ttl_ms"})
 
 
 
@@ -199,11 +201,18 @@ def _parse_any(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Ou
         raise InvalidInput(f"messages[{index}] needs a body or body_base64")
     headers_json = orjson.dumps(headers) if headers else None
     meta = _escaped(routing_key) + (headers_json or b"") + (_escaped(tag) if tag is not None else b"")
+    ttl = raw.get("ttl_ms")
     # The encoded members decide cheaply whether the exact checks are needed: JSON writes a NUL as
     # \u0000, and names and values never take more UTF-8 bytes than the whole. An int membership
     # test is a memchr; a bytes needle costs several times more.
     if (_BACKSLASH in meta and b"\\u0000" in meta) or len(meta) > limits.max_header_bytes:
         _check_fields(routing_key, headers, tag, index, limits)
+    if ttl is not None:  # its expiry travels in the stored headers (app/broker/expiry.py)
+        if type(ttl) is not int or not 1 <= ttl <= MAX_TTL_MS:
+            raise InvalidInput(f"messages[{index}].ttl_ms must be an integer from 1 to {MAX_TTL_MS}")
+        headers = {**headers, EXPIRES_HEADER: str(time.time_ns() // 1_000_000 + ttl)}
+        headers_json = orjson.dumps(headers)
+        flags |= FLAG_EXPIRES
     if flags & FLAG_BINARY:
         data = encode_blob(_escaped(exchange), _escaped(routing_key), headers_json, binascii.a2b_base64(body), True)
     else:

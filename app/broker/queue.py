@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from chunkmq.broker.errors import InvalidInput
+from chunkmq.broker.expiry import MAX_TTL_SECONDS
 from chunkmq.broker.names import check_name
 
 log = logging.getLogger("chunkmq.broker")
@@ -31,6 +32,7 @@ class QueueSettings:
     dead_letter_routing_key: str | None = None
     max_deliveries: int | None = None
     ack_timeout_ms: int = 30_000
+    message_ttl_seconds: int | None = None  # messages expire this long after publish (app/broker/expiry.py)
 
     @classmethod
     def names(cls) -> frozenset[str]:
@@ -54,6 +56,9 @@ class QueueSettings:
             value = values[name]
             if value is not None and (type(value) is not int or not 1 <= value <= 2**63 - 1):  # SQLite's INTEGER
                 raise InvalidInput(f"{name} must be a positive integer (at most 2^63-1) or null")
+        ttl = values["message_ttl_seconds"]
+        if ttl is not None and (type(ttl) is not int or not 1 <= ttl <= MAX_TTL_SECONDS):
+            raise InvalidInput(f"message_ttl_seconds must be an integer from 1 to {MAX_TTL_SECONDS} or null")
         timeout = values["ack_timeout_ms"]
         if type(timeout) is not int or not 1 <= timeout <= 24 * 3600 * 1000:
             raise InvalidInput("ack_timeout_ms must be an integer from 1 to 86400000")
@@ -69,6 +74,10 @@ class QueueSettings:
         if rk is not None and (type(rk) is not str or len(rk) > 255):
             raise InvalidInput("dead_letter_routing_key must be a string of at most 255 characters")
         return cls(**values)
+
+    @property
+    def message_ttl_ms(self) -> int | None:
+        return self.message_ttl_seconds * 1000 if self.message_ttl_seconds is not None else None
 
     def as_dict(self) -> dict[str, Any]:
         # Every field is a plain value: no deep copy (dataclasses.asdict was half the cost of a
@@ -92,6 +101,7 @@ class Queue:
     messages_in: int = 0
     messages_dropped: int = 0  # by limits (drop_head, max_age) and the drop_oldest disk budget
     dead_lettered: int = 0  # sent to the dead-letter exchange since start (the dead_letters alert counts these)
+    expired: int = 0  # passed as expired by its groups since start (dead-lettered too with a dead-letter exchange)
     committed_dropped: int = 0  # messages_dropped as last written to the database
     delivered: int = 0  # deliveries to any group, redeliveries included (the history's deliver rate)
     name_json: bytes = b""

@@ -35,8 +35,8 @@ class RestingSource(QueuesSource, Protocol):
 def _mark(queue: Queue) -> tuple[Any, ...]:
     """What a view reads of the queue and its groups besides the store's counters."""
     return (queue.settings, queue.producer_visible, queue.consumer_visible, queue.messages_in, queue.messages_dropped,
-            queue.dead_lettered, queue.delivered,
-            tuple([(g.name, g.changes, g.tag_filter, g.missed, g.acked) for g in queue.groups.values()]))
+            queue.dead_lettered, queue.delivered, queue.expired,
+            tuple([(g.name, g.changes, g.tag_filter, g.missed, g.acked, g.expired) for g in queue.groups.values()]))
 
 
 def _at_rest(view: QueueView) -> bool:

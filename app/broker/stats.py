@@ -37,6 +37,7 @@ class BrokerStats:
     acked: Rate = field(default_factory=Rate)
     dead_lettered: int = 0
     dropped: int = 0
+    expired: int = 0
     retention_freed_bytes: int = 0
     retention_deleted_chunks: int = 0
     started: float = field(default_factory=time.time)

@@ -30,6 +30,7 @@ from chunkmq.broker.clearing import CLEAR
 from chunkmq.broker.clearing import STATES as CLEARING_STATES
 from chunkmq.broker.clearing import State as ClearingState
 from chunkmq.broker.errors import NotFound
+from chunkmq.broker.expiry import expires_at
 from chunkmq.broker.group import CONSUMER_FORGET_MS, Group, monotonic_ms, now_ms
 from chunkmq.broker.message import decode_data
 from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
@@ -88,6 +89,8 @@ class GroupView:
         "the lag's change per second over the last 5 minutes (negative: falling)"))
     time_to_clear_seconds: float | None = field(default=None, metadata=_doc(
         "seconds until the lag is gone at the rate it fell over the last 5 minutes; null unless clearing"))
+    expired: int = field(default=0, metadata=_doc(
+        "messages this group passed as expired, since the broker started (dead-lettered with a dead-letter exchange)"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,7 @@ class QueueView:
     messages_in: int
     messages_dropped: int
     dead_lettered: int = field(metadata=_doc("since the broker started"))
+    expired: int = field(metadata=_doc("messages its groups passed as expired, since the broker started"))
     settings: dict[str, Any] = field(metadata={"flatten": QueueSettings})  # QueueSettings.as_dict(), inline in the JSON
     delivered: int = field(metadata=_INTERNAL)  # deliveries since the broker started, redeliveries included
     groups: tuple[GroupView, ...]
@@ -212,6 +216,7 @@ class Counters:
     acked: int
     dead_lettered: int
     dropped: int
+    expired: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +262,8 @@ class MessageView:
     tag: str | None
     body: str | None
     body_base64: str | None
+    expires_at: int | None = None  # epoch ms (its own ttl_ms or the queue's message_ttl_seconds); None: never
+    expired: bool = False  # expired now: a group that reaches it passes it
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +300,7 @@ class QueueGauge:
     bytes: int
     messages_dropped: int
     groups: tuple[GroupGauge, ...]
+    expired: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +353,7 @@ def group_view(broker: StoreSource, queue: Queue, group: Group, now: int | None 
         clearing=clearing.state,
         lag_trend=clearing.lag_trend,
         time_to_clear_seconds=clearing.seconds,
+        expired=group.expired,
     )
 
 
@@ -387,6 +396,7 @@ def queue_view(broker: StoreSource, queue: Queue, now: int | None = None) -> Que
         messages_in=queue.messages_in,
         messages_dropped=queue.messages_dropped,
         dead_lettered=queue.dead_lettered,
+        expired=queue.expired,
         settings=queue.settings.as_dict(),
         delivered=queue.delivered,
         groups=tuple(group_view(broker, queue, g, now) for g in list(queue.groups.values())),
@@ -642,11 +652,14 @@ def browse(broker: Source, name: str, offset: int | None, timestamp: int | None,
 
 def _message_views(queue_name: str, stored: list[StoredMessage]) -> list[MessageView]:
     messages = []
-    for at, position, timestamp_, _, tag, data in stored:
+    ttl, now = queue.settings.message_ttl_ms, now_ms()
+    for at, position, timestamp_, flags, tag, data in stored:
         fields = decode_data(data, tag)
+        expires = expires_at(timestamp_, flags, data, ttl)
         messages.append(MessageView(
             queue_name, at, f"{position:016x}", timestamp_, fields.get("exchange", ""), fields.get("routing_key", ""),
             fields.get("headers") or {}, fields.get("tag"), fields.get("body"), fields.get("body_base64"),
+            expires, expires is not None and expires <= now,
         ))
     return messages
 
@@ -668,7 +681,7 @@ def queue_gauges(broker: Source) -> list[QueueGauge]:
     for q in list(broker.queues.values()):
         groups = tuple(GroupGauge(g.name, g.lag_in(store), g.missed) for g in list(q.groups.values()))
         out.append(QueueGauge(q.name, store.next_offset(q.id) - store.first_offset(q.id), store.queue_bytes(q.id),
-                              q.messages_dropped, groups))
+                              q.messages_dropped, groups, q.expired))
     return out
 
 
@@ -685,7 +698,7 @@ def refusal(broker: Source) -> str | None:
 def counters(broker: Source) -> Counters:
     stats = broker.stats
     return Counters(stats.published.total, stats.delivered.total, stats.acked.total, stats.dead_lettered,
-                       stats.dropped)
+                       stats.dropped, stats.expired)
 
 
 def uptime_seconds(broker: Source) -> float:

@@ -97,6 +97,7 @@ class Queue(Base):
     )
     producer_visible: Mapped[bool] = mapped_column(default=True, server_default="1")
     consumer_visible: Mapped[bool] = mapped_column(default=True, server_default="1")
+    message_ttl_seconds: Mapped[int | None]  # messages expire this long after publish; NULL: never
     # Messages lost to limits, the delivery limit or the disk policy before every group had them.
     messages_dropped: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -91,11 +91,12 @@ class PlainMeta:
                 QueueRow(id=r[0], name=r[1], max_messages=r[2], max_bytes=r[3], max_age_seconds=r[4], overflow=r[5],
                          dead_letter_exchange=r[6], dead_letter_routing_key=r[7], max_deliveries=r[8],
                          ack_timeout_ms=r[9], producer_visible=bool(r[10]), consumer_visible=bool(r[11]),
-                         created_at=_time(r[12]), messages_dropped=r[13])
+                         created_at=_time(r[12]), messages_dropped=r[13],
+                         message_ttl_seconds=r[14])
                 for r in db.execute(
                     "SELECT id, name, max_messages, max_bytes, max_age_seconds, overflow, dead_letter_exchange, "
                     "dead_letter_routing_key, max_deliveries, ack_timeout_ms, producer_visible, consumer_visible, "
-                    "created_at, messages_dropped FROM queues ORDER BY id"))
+                    "created_at, messages_dropped, message_ttl_seconds FROM queues ORDER BY id"))
             bindings = tuple(
                 BindingRow(id, exchange, queue, key, dict(_json(arguments) or {}), _time(created))
                 for id, exchange, queue, key, arguments, created in db.execute(

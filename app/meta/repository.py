@@ -187,6 +187,7 @@ class MetaStore:
         ack_timeout_ms: int = m.DEFAULT_ACK_TIMEOUT_MS,
         producer_visible: bool = True,
         consumer_visible: bool = True,
+        message_ttl_seconds: int | None = None,
     ) -> QueueRow:
         """A new queue; its id comes from the database and is never one a deleted queue had."""
         _check_choice("queue", name, "overflow", overflow, m.OVERFLOW_POLICIES)
@@ -196,7 +197,7 @@ class MetaStore:
                 overflow=overflow, dead_letter_exchange=dead_letter_exchange,
                 dead_letter_routing_key=dead_letter_routing_key, max_deliveries=max_deliveries,
                 ack_timeout_ms=ack_timeout_ms, producer_visible=producer_visible,
-                consumer_visible=consumer_visible,
+                consumer_visible=consumer_visible, message_ttl_seconds=message_ttl_seconds,
             )
             s.add(row)
             s.flush()

@@ -35,6 +35,7 @@ class QueueRow:
     consumer_visible: bool
     created_at: datetime
     messages_dropped: int = 0
+    message_ttl_seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,7 @@ def queue_row(o: models.Queue) -> QueueRow:
         dead_letter_routing_key=o.dead_letter_routing_key, max_deliveries=o.max_deliveries,
         ack_timeout_ms=o.ack_timeout_ms, producer_visible=o.producer_visible,
         consumer_visible=o.consumer_visible, created_at=o.created_at, messages_dropped=o.messages_dropped,
+        message_ttl_seconds=o.message_ttl_seconds,
     )
 
 
