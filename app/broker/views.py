@@ -647,17 +647,17 @@ def browse(broker: Source, name: str, offset: int | None, timestamp: int | None,
     start = browse_start(broker, queue.id, offset, timestamp)
     stored = store.read(queue.id, start, limit)
     next_offset = stored[-1][0] + 1 if stored else max(start, store.first_offset(queue.id))
-    return BrowseView(tuple(_message_views(queue.name, stored)), next_offset)
+    return BrowseView(tuple(_message_views(queue, stored)), next_offset)
 
 
-def _message_views(queue_name: str, stored: list[StoredMessage]) -> list[MessageView]:
+def _message_views(queue: Queue, stored: list[StoredMessage]) -> list[MessageView]:
     messages = []
     ttl, now = queue.settings.message_ttl_ms, now_ms()
     for at, position, timestamp_, flags, tag, data in stored:
         fields = decode_data(data, tag)
         expires = expires_at(timestamp_, flags, data, ttl)
         messages.append(MessageView(
-            queue_name, at, f"{position:016x}", timestamp_, fields.get("exchange", ""), fields.get("routing_key", ""),
+            queue.name, at, f"{position:016x}", timestamp_, fields.get("exchange", ""), fields.get("routing_key", ""),
             fields.get("headers") or {}, fields.get("tag"), fields.get("body"), fields.get("body_base64"),
             expires, expires is not None and expires <= now,
         ))
@@ -668,7 +668,7 @@ async def search(broker: Source, name: str, body: dict[str, Any]) -> SearchView:
     """A page of a search of queue `name` (`body` as the API takes it; InvalidInput names a bad field)."""
     queue = _queue(broker, name)
     result = await searching.search(broker, queue.id, searching.parse(body))
-    return SearchView(tuple(_message_views(queue.name, result.found)), result.scanned, result.elapsed_ms,
+    return SearchView(tuple(_message_views(queue, result.found)), result.scanned, result.elapsed_ms,
                       result.next_offset, result.cursor, result.stopped)
 
 
