@@ -220,20 +220,25 @@ def unbind(binding_id: int) -> Call[None]:
 # --------------------------------------------------------------------------------------- publish
 
 def publish(exchange: str, messages: MessageLike | Iterable[MessageLike], routing_key: str, mandatory: bool,
-            binary: bool | None) -> Call[Published]:
-    return _publish(f"/api/v1/exchanges/{exchange_path(exchange)}/publish", messages, routing_key, mandatory, binary)
+            binary: bool | None, ttl_ms: int | None = None) -> Call[Published]:
+    return _publish(f"/api/v1/exchanges/{exchange_path(exchange)}/publish", messages, routing_key, mandatory, binary,
+                    ttl_ms)
 
 
 def publish_to_queue(queue: str, messages: MessageLike | Iterable[MessageLike], mandatory: bool,
-                     binary: bool | None) -> Call[Published]:
-    return _publish(f"/api/v1/queues/{queue}/publish", messages, "", mandatory, binary)
+                     binary: bool | None, ttl_ms: int | None = None) -> Call[Published]:
+    return _publish(f"/api/v1/queues/{queue}/publish", messages, "", mandatory, binary, ttl_ms)
 
 
 def _publish(path: str, messages: MessageLike | Iterable[MessageLike], routing_key: str, mandatory: bool,
-             binary: bool | None) -> Call[Published]:
+             binary: bool | None, ttl_ms: int | None = None) -> Call[Published]:
     """A binary batch body when `binary`, or by default (None) when no message needs JSON (headers,
-    a tag, an idempotency key); else the JSON body."""
+    a tag, an idempotency key, a ttl); else the JSON body. `ttl_ms`: of every message without its own."""
     batch = None
+    if ttl_ms is not None:
+        if binary:
+            raise ValueError(_batch.NEEDS_JSON)
+        binary = False
     if binary is not False:
         if isinstance(messages, str | bytes | bytearray | memoryview | OutgoingMessage):
             messages = [messages]
@@ -248,7 +253,11 @@ def _publish(path: str, messages: MessageLike | Iterable[MessageLike], routing_k
         elif binary:
             raise TypeError("a binary batch is a non-empty list of str, bytes or OutgoingMessage")
     if batch is None:
-        body = {"messages": encode_messages(messages, routing_key), "mandatory": mandatory}
+        encoded = encode_messages(messages, routing_key)
+        if ttl_ms is not None:
+            for message in encoded:
+                message.setdefault("ttl_ms", ttl_ms)
+        body = {"messages": encoded, "mandatory": mandatory}
         return Call("POST", path, Published.from_json, body)
     params = {"mandatory": "true"} if mandatory else None
     return Call("POST", path, _batch.published, params=params, batch=batch, binary_answer=True)

@@ -169,21 +169,24 @@ class AsyncClient:
     # publish
     async def publish(self, exchange: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
                       json: Any = NO_JSON, routing_key: str = "", mandatory: bool = False,
-                      binary: bool | None = None) -> Published:
+                      binary: bool | None = None, ttl_ms: int | None = None) -> Published:
         """One atomic batch through an exchange ("" is the default exchange): a str (text body),
         bytes (binary body), an OutgoingMessage (headers, tag, idempotency key, own routing key), or a
         list of them. `json=value` publishes one message whose body is the value as JSON text (a dict
         is never taken as a message). `mandatory=True`: Unroutable, and nothing stored, if a message
         reaches no queue. A batch in which no message has headers, a tag or an idempotency key goes
         as a binary batch (no JSON or base64 on either side); `binary=False` sends JSON, `binary=True`
-        insists (ValueError for a message that needs JSON)."""
-        call = calls.publish(exchange, calls.to_publish(messages, json), routing_key, mandatory, binary)
+        insists (ValueError for a message that needs JSON). `ttl_ms`: every message without its own
+        expires this long after publish (sent as JSON)."""
+        call = calls.publish(exchange, calls.to_publish(messages, json), routing_key, mandatory, binary, ttl_ms)
         return await self._run(call)
 
     async def publish_to_queue(self, queue: str, messages: MessageLike | Iterable[MessageLike] | None = None, *,
-                               json: Any = NO_JSON, mandatory: bool = False, binary: bool | None = None) -> Published:
+                               json: Any = NO_JSON, mandatory: bool = False, binary: bool | None = None,
+                               ttl_ms: int | None = None) -> Published:
         """As publish, straight into one queue (no exchange, no routing key)."""
-        return await self._run(calls.publish_to_queue(queue, calls.to_publish(messages, json), mandatory, binary))
+        return await self._run(
+            calls.publish_to_queue(queue, calls.to_publish(messages, json), mandatory, binary, ttl_ms))
 
     # consumer groups
     async def groups(self, queue: str) -> list[GroupInfo]:

@@ -19,9 +19,9 @@ _NO_JSON: Any = object()  # OutgoingMessage(json=None) is the JSON value null
 @dataclass(slots=True)
 class OutgoingMessage:
     """A message to publish with more than a body: its own routing key, headers, a tag, an
-    idempotency key. A `str` body is sent as text, `bytes` as base64 (and comes back as bytes);
-    `json=value` instead of a body sends the value as JSON text (read it back with Message.json()).
-    Without a routing key it takes the one given to the publish call."""
+    idempotency key, a time to live (`ttl_ms`). A `str` body is sent as text, `bytes` as base64 (and
+    comes back as bytes); `json=value` instead of a body sends the value as JSON text (read it back
+    with Message.json()). Without a routing key it takes the one given to the publish call."""
 
     body: str | bytes = ""
     routing_key: str | None = None
@@ -29,6 +29,7 @@ class OutgoingMessage:
     tag: str | None = None
     idempotency_key: str | None = None
     json: Any = field(default=_NO_JSON, repr=False)
+    ttl_ms: int | None = None  # the message expires this long after publish
 
     def __post_init__(self) -> None:
         if self.json is not _NO_JSON:
@@ -48,6 +49,8 @@ class OutgoingMessage:
             out["tag"] = self.tag
         if self.idempotency_key is not None:
             out["idempotency_key"] = self.idempotency_key
+        if self.ttl_ms is not None:
+            out["ttl_ms"] = self.ttl_ms
         return out
 
 

@@ -67,7 +67,7 @@ class _Frame:
 
 
 def _one_message(body: str | bytes | None, json: Any, routing_key: str, headers: Mapping[str, str] | None,
-                 tag: str | None, idempotency_key: str | None) -> dict[str, Any]:
+                 tag: str | None, idempotency_key: str | None, ttl_ms: int | None = None) -> dict[str, Any]:
     one = to_publish(body, json)
     if not isinstance(one, str | bytes | bytearray | memoryview):
         raise TypeError(f"a producer publishes one str or bytes body (or json=value), not a {type(one).__name__}")
@@ -78,6 +78,8 @@ def _one_message(body: str | bytes | None, json: Any, routing_key: str, headers:
         message["tag"] = tag
     if idempotency_key is not None:
         message["idempotency_key"] = idempotency_key
+    if ttl_ms is not None:
+        message["ttl_ms"] = ttl_ms
     return message
 
 
@@ -192,17 +194,17 @@ class AsyncProducer(_Frames):
 
     async def publish(self, body: str | bytes | None = None, *, json: Any = NO_JSON, routing_key: str = "",
                       headers: Mapping[str, str] | None = None, tag: str | None = None,
-                      idempotency_key: str | None = None) -> PublishResult:
+                      idempotency_key: str | None = None, ttl_ms: int | None = None) -> PublishResult:
         """Publish one message (batched with others) and wait for its confirm. The body is a str
         (text), bytes (binary), or `json=value` (the value as JSON text)."""
         return await (await self.send(body, json=json, routing_key=routing_key, headers=headers, tag=tag,
-                                      idempotency_key=idempotency_key))
+                                      idempotency_key=idempotency_key, ttl_ms=ttl_ms))
 
     async def send(self, body: str | bytes | None = None, *, json: Any = NO_JSON, routing_key: str = "",
                    headers: Mapping[str, str] | None = None, tag: str | None = None,
-                   idempotency_key: str | None = None) -> asyncio.Future[PublishResult]:
+                   idempotency_key: str | None = None, ttl_ms: int | None = None) -> asyncio.Future[PublishResult]:
         """Queue one message; returns the future of its confirm. Waits only while too much is unconfirmed."""
-        message = _one_message(body, json, routing_key, headers, tag, idempotency_key)
+        message = _one_message(body, json, routing_key, headers, tag, idempotency_key, ttl_ms)
         await self._wait_for_room()
         future: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         last = self._waiting[-1] if self._waiting else None
@@ -427,18 +429,18 @@ class Producer(_Frames):
 
     def publish(self, body: str | bytes | None = None, *, json: Any = NO_JSON, routing_key: str = "",
                 headers: Mapping[str, str] | None = None, tag: str | None = None,
-                idempotency_key: str | None = None) -> PublishResult:
+                idempotency_key: str | None = None, ttl_ms: int | None = None) -> PublishResult:
         """Publish one message (with what `send` queued before it) and wait for its confirm."""
         return self.send(body, json=json, routing_key=routing_key, headers=headers, tag=tag,
-                         idempotency_key=idempotency_key).result()
+                         idempotency_key=idempotency_key, ttl_ms=ttl_ms).result()
 
     def send(self, body: str | bytes | None = None, *, json: Any = NO_JSON, routing_key: str = "",
              headers: Mapping[str, str] | None = None, tag: str | None = None,
-             idempotency_key: str | None = None) -> concurrent.futures.Future[PublishResult]:
+             idempotency_key: str | None = None, ttl_ms: int | None = None) -> concurrent.futures.Future[PublishResult]:
         """Queue one message into the next frame; returns the future of its confirm (its `result()`
         sends what is queued and reads confirms until it has its own)."""
         self._check()
-        message = self._keyed(_one_message(body, json, routing_key, headers, tag, idempotency_key))
+        message = self._keyed(_one_message(body, json, routing_key, headers, tag, idempotency_key, ttl_ms))
         if self._open_frame is None:
             self._open_frame = _Frame([], [], None)
         frame = self._open_frame

@@ -270,3 +270,19 @@ def test_queues_by_the_page(shared_server: ServerProcess, name: str) -> None:
             assert every == [q.name for q in await mq.queues()] and [n for n in every if n.startswith(name)] == mine
 
     run(main())
+
+
+def test_ttl_ms_on_every_publish_call(shared_server: ServerProcess, name: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(shared_server.url) as mq:
+            await mq.declare_queue(name)
+            await mq.publish_to_queue(name, ["a", "b"], ttl_ms=50)
+            await mq.publish("", "c", routing_key=name, ttl_ms=50)
+            async with mq.producer("") as producer:
+                await producer.publish("d", routing_key=name, ttl_ms=50)
+                await producer.publish("kept", routing_key=name)
+            await asyncio.sleep(0.1)
+            assert [m.body for m in await mq.pull(name, "g", max_messages=10)] == ["kept"]
+            assert (await mq.queue(name)).raw["expired"] == 4
+
+    run(main())

@@ -369,3 +369,24 @@ def test_queues_by_the_page(shared_server: ServerProcess, name: str) -> None:
         assert every == [q.name for q in mq.queues()] and [n for n in every if n.startswith(f"{name}-")] == mine
         with pytest.raises(InvalidRequest):
             mq.queues(limit=0)
+
+
+def test_ttl_ms_makes_messages_expire_and_goes_as_json(shared_server: ServerProcess, name: str) -> None:
+    with Client(shared_server.url) as mq:
+        q = mq.declare_queue(name, message_ttl_seconds=3600)
+        assert q.raw["message_ttl_seconds"] == 3600
+        mq.publish_to_queue(name, ["short", OutgoingMessage("own", ttl_ms=3_600_000)], ttl_ms=50)
+        mq.publish("", OutgoingMessage("short too", ttl_ms=50), routing_key=name)
+        with mq.producer("") as producer:
+            producer.publish("streamed", routing_key=name, ttl_ms=50)
+            producer.publish("kept", routing_key=name)
+        with pytest.raises(ValueError, match="ttl_ms"):
+            mq.publish_to_queue(name, ["x"], binary=True, ttl_ms=10)
+        with pytest.raises(ValueError, match="JSON"):
+            _batch.encode([OutgoingMessage("x", ttl_ms=10)])
+        with pytest.raises(InvalidRequest, match="ttl_ms"):
+            mq.publish_to_queue(name, ["x"], ttl_ms=0)
+        time.sleep(0.1)
+        got = mq.pull(name, "g", max_messages=10)
+        assert [m.body for m in got] == ["own", "kept"] and "x-expires-at" in got[0].headers
+        assert mq.queue(name).raw["expired"] == 3
