@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
 from chunkmq.api.openapi import NAME_PATTERN, NEW_NAME_PATTERN, error_response, make_truthful, status_of
 from chunkmq.broker import views
-from chunkmq.meta.alert_kinds import ALERT_KINDS
 from chunkmq.broker.expiry import MAX_TTL_MS, MAX_TTL_SECONDS
+from chunkmq.meta.alert_kinds import ALERT_KINDS
 
 _NAME = NAME_PATTERN
 _NEW_NAME = NEW_NAME_PATTERN

@@ -16,6 +16,7 @@ import orjson
 from fastapi import Request
 
 from chunkmq.broker.errors import InvalidInput
+from chunkmq.broker.expiry import MAX_TTL_SECONDS
 from chunkmq.broker.names import DEFAULT_EXCHANGE_ALIAS, MAX_ROUTING_KEY, check_name, check_new_name
 from chunkmq.broker.queue import Overflow
 
@@ -96,6 +97,7 @@ _INT_SETTINGS = {
     "max_age_seconds": ("Max age (s)", _MAX_INT),
     "max_deliveries": ("Max deliveries", _MAX_INT),
     "ack_timeout_ms": ("Ack timeout (ms)", 24 * 3600 * 1000),
+    "message_ttl_seconds": ("Message TTL (s)", MAX_TTL_SECONDS),
 }
 _STR_SETTINGS = {"dead_letter_exchange": "Dead-letter exchange", "dead_letter_routing_key": "Dead-letter routing key",
                  "overflow": "Overflow"}

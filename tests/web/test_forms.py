@@ -12,13 +12,14 @@ def test_queue_settings_blank_means_no_limit() -> None:
     body = queue_settings({"max_messages": " 10 ", "max_bytes": "", "dead_letter_exchange": "dlx",
                            "dead_letter_routing_key": "", "ack_timeout_ms": "", "overflow": "reject_publish"})
     assert body == {"max_messages": 10, "max_bytes": None, "max_age_seconds": None, "max_deliveries": None,
-                    "dead_letter_exchange": "dlx", "dead_letter_routing_key": None, "overflow": "reject_publish"}
+                    "message_ttl_seconds": None, "dead_letter_exchange": "dlx", "dead_letter_routing_key": None, "overflow": "reject_publish"}
     with pytest.raises(InvalidInput, match=r"^Max bytes: must be a whole number, not '1e6'$"):
         queue_settings({"max_bytes": "1e6"})
 
 
 def test_every_bad_queue_field_is_named_in_words() -> None:
-    form = {"max_messages": "x", "max_bytes": "0", "ack_timeout_ms": "99999999999", "dead_letter_exchange": "a b",
+    form = {"max_messages": "x", "max_bytes": "0", "ack_timeout_ms": "99999999999", "message_ttl_seconds": "0",
+            "dead_letter_exchange": "a b",
             "dead_letter_routing_key": "k" * 256, "overflow": "zz"}
     with pytest.raises(InvalidInput) as raised:
         queue_settings(form, new_name="bad name")
@@ -27,6 +28,7 @@ def test_every_bad_queue_field_is_named_in_words() -> None:
         "Max messages: must be a whole number, not 'x'",
         "Max bytes: must be 1 or more",
         "Ack timeout (ms): must be at most 86,400,000",
+        "Message TTL (s): must be 1 or more",
         "Dead-letter exchange: invalid exchange name 'a b': use 1-200 characters of A-Z a-z 0-9 . _ - :",
         "Dead-letter routing key: must be at most 255 characters",
         "Overflow: must be drop_head or reject_publish",

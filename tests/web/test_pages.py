@@ -424,3 +424,19 @@ async def test_queue_and_group_pages_show_the_time_to_clear(app: FastAPI, consol
     assert {(g.queue, g.clearing) for g in listed.context["groups"]} >= {("draining", "clearing"),
                                                                           ("filling", "growing")}
     assert "Time to clear" in listed.text and 'data-clearing="growing">growing' in listed.text
+
+
+async def test_the_browser_marks_expired_messages_and_the_queue_counts_them(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("ttl", {"message_ttl_seconds": 3600})
+    await broker.publish("", [{"body": "gone", "ttl_ms": 1}, {"body": "later"}], queue_name="ttl")
+    await asyncio.sleep(0.01)
+    page = await console.get("/queues/ttl")
+    gone, later = page.context["messages"]
+    assert (gone["expired"], later["expired"]) == (True, False)
+    assert later["expires_at"] == later["timestamp"] + 3_600_000 and gone["expires_at"] <= gone["timestamp"] + 10
+    assert page.text.count('data-expired class="muted"') == 1 and ">expired</span>" in page.text
+    await broker.pull("ttl", "g", 10, 0, "c")
+    live = (await console.get("/queues/ttl")).text
+    assert '<span data-metric="expired">1</span> expired' in live and "1 expired</div>" in live
+    assert 'name="message_ttl_seconds" inputmode="numeric" value="3600"' in live
