@@ -86,6 +86,7 @@ CASES = (
     Case("empty pull", "/api/v1/queues/{q}/groups/{g}/pull", b'{"max_messages":10}', True, 200),
     Case("no token", "/api/v1/queues/{q}/publish", _publish("x"), False, 401),
     Case("unknown field", "/api/v1/queues/{q}/publish", b'{"messages":[{"bdy":"x"}]}', True, 400),
+    Case("bad ttl", "/api/v1/queues/{q}/publish", b'{"messages":[{"body":"x","ttl_ms":0}]}', True, 400),
     Case("not json", "/api/v1/queues/{q}/groups/{g}/pull", b'{"max_messages":', True, 400),
     Case("unknown queue", "/api/v1/queues/{q}-nope/publish", _publish("x"), True, 404),
 )
