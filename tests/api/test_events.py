@@ -356,3 +356,16 @@ async def test_one_event_stream_at_a_time_receives_a_single_active_consumer_grou
             second.gone.set()  # s2 goes without acking: s1 takes over with all three
             await first.wait_for(_count(3))
             assert [(m["offset"], m["delivery_count"]) for m in first.messages()] == [(0, 2), (1, 2), (2, 2)]
+
+
+async def test_expired_messages_are_not_sent_as_events(app_api: httpx.AsyncClient) -> None:
+    ok(await app_api.put("/queues/ttl", json={}), 201)
+    ok(await app_api.post("/queues/ttl/publish", json={"messages": [{"body": "gone", "ttl_ms": 1}, {"body": "kept"}]}))
+    await asyncio.sleep(0.01)
+    auth = {"authorization": f"Bearer {app_api.token}"}  # type: ignore[attr-defined]
+    async with Stream(app_api.app, _path("ttl", consumer="c1"), auth) as stream:  # type: ignore[attr-defined]
+        await stream.wait_for(_count(1))
+        await _publish(app_api, "ttl", "after")
+        await stream.wait_for(_count(2), timeout=1)
+        assert [m["body"] for m in stream.messages()] == ["kept", "after"]
+    assert ok(await app_api.get("/queues/ttl/groups/g"))["expired"] == 1

@@ -12,7 +12,7 @@ import pytest
 
 from chunkmq.broker.expiry import MAX_TTL_MS, MAX_TTL_SECONDS
 from tests.api.client import error, ok
-from tests.api.test_streams import open_ws, publish_url, recv, run, send
+from tests.api.test_streams import consume_url, messages_until_quiet, open_ws, publish_url, recv, run, send
 from tests.server import ServerProcess
 
 PULL = {"max_messages": 100, "wait_ms": 0, "consumer": "c"}
@@ -78,9 +78,20 @@ def test_a_real_server_dead_letters_what_expired_with_reason_expired(tmp_path: P
             assert {m["headers"]["x-death-reason"] for m in dead} == {"expired"}
             queue = ok(api.get("/queues/src"))
             assert (queue["expired"], queue["dead_lettered"], queue["groups"][0]["ack_floor"]) == (2, 2, 2)
+            ok(api.post("/queues/src/publish", json={"messages": [{"body": "late", "ttl_ms": 1}, {"body": "ok"}]}))
+            time.sleep(0.05)
+
+            async def stream() -> None:  # a WebSocket consumer of a new group gets only what has not expired
+                async with open_ws(consume_url(server, "src", "w")) as ws:
+                    await send(ws, type="credit", n=100)
+                    got = await messages_until_quiet(ws, 0.5)
+                    assert [m["body"] for m in got] == ["ok"]
+
+            run(stream())
+            assert ok(api.get("/queues/src/groups/w"))["expired"] == 3  # the two above and "late"
         metrics = httpx.get(f"{server.url}/metrics").text
-        assert 'chunkmq_queue_messages_expired_total{queue="src"} 2.0' in metrics
-        assert "chunkmq_messages_expired_total 2.0" in metrics
+        assert 'chunkmq_queue_messages_expired_total{queue="src"} 5.0' in metrics
+        assert "chunkmq_messages_expired_total 5.0" in metrics
     finally:
         server.stop()
 

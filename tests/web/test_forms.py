@@ -12,7 +12,8 @@ def test_queue_settings_blank_means_no_limit() -> None:
     body = queue_settings({"max_messages": " 10 ", "max_bytes": "", "dead_letter_exchange": "dlx",
                            "dead_letter_routing_key": "", "ack_timeout_ms": "", "overflow": "reject_publish"})
     assert body == {"max_messages": 10, "max_bytes": None, "max_age_seconds": None, "max_deliveries": None,
-                    "message_ttl_seconds": None, "dead_letter_exchange": "dlx", "dead_letter_routing_key": None, "overflow": "reject_publish"}
+                    "message_ttl_seconds": None, "dead_letter_exchange": "dlx", "dead_letter_routing_key": None,
+                    "overflow": "reject_publish"}
     with pytest.raises(InvalidInput, match=r"^Max bytes: must be a whole number, not '1e6'$"):
         queue_settings({"max_bytes": "1e6"})
 
