@@ -208,6 +208,8 @@ def _parse_any(raw: Any, exchange: str, index: int, limits: MessageLimits) -> Ou
     if (_BACKSLASH in meta and b"\\u0000" in meta) or len(meta) > limits.max_header_bytes:
         _check_fields(routing_key, headers, tag, index, limits)
     if ttl is not None:  # its expiry travels in the stored headers (app/broker/expiry.py)
+        if type(ttl) is float and ttl.is_integer():  # JSON has one number type: 5000.0 is 5000
+            ttl = int(ttl)
         if type(ttl) is not int or not 1 <= ttl <= MAX_TTL_MS:
             raise InvalidInput(f"messages[{index}].ttl_ms must be an integer from 1 to {MAX_TTL_MS}")
         headers = {**headers, EXPIRES_HEADER: str(time.time_ns() // 1_000_000 + ttl)}

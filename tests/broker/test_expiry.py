@@ -50,6 +50,7 @@ def test_ttl_ms_is_validated_and_stored_as_a_header() -> None:
     assert out.flags & FLAG_EXPIRES and out.headers["a"] == "b"
     assert before + 1000 <= int(out.headers["x-expires-at"]) <= time.time_ns() // 1_000_000 + 1000
     assert parse_message({"body": "b", "ttl_ms": None}, "", 0, UNBOUNDED).flags == 0
+    assert parse_message({"body": "b", "ttl_ms": 5000.0}, "", 0, UNBOUNDED).flags & FLAG_EXPIRES  # JSON's 5000
     for bad in (0, -1, MAX_TTL_MS + 1, 1.5, "10", True):
         with pytest.raises(InvalidInput, match=r"messages\[3\]\.ttl_ms must be an integer from 1 to"):
             parse_message({"body": "b", "ttl_ms": bad}, "", 3, UNBOUNDED)
