@@ -44,7 +44,8 @@ def test_import_creates_everything_and_export_describes_it(tmp_path: Path) -> No
         assert doc["exchanges"] == sorted(DOC["exchanges"], key=lambda e: e["name"])
         assert doc["queues"][0] == {"name": "dead", "max_messages": None, "max_bytes": None, "max_age_seconds": None,
                                     "overflow": "drop_head", "dead_letter_exchange": None,
-                                    "dead_letter_routing_key": None, "max_deliveries": None, "ack_timeout_ms": 30000}
+                                    "dead_letter_routing_key": None, "max_deliveries": None, "ack_timeout_ms": 30000,
+                                    "message_ttl_seconds": None}
         assert doc["queues"][1]["max_messages"] == 100 and doc["queues"][1]["overflow"] == "reject_publish"
         assert doc["bindings"] == [
             {"exchange": "lost", "queue": "dead", "routing_key": "", "arguments": {}},
