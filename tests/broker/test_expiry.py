@@ -124,3 +124,28 @@ def test_message_ttl_seconds_is_validated_updated_and_kept(tmp_path: Path) -> No
         assert broker.queue("q").settings.message_ttl_seconds == 30
 
     with_broker(tmp_path, reopened)
+
+
+def test_tag_filtered_groups_and_redeliveries_after_a_restart_pass_expired_messages(tmp_path: Path) -> None:
+    async def first(broker: Broker) -> None:
+        await broker.declare_queue("q", {})
+        await broker.publish("", [{"body": "in flight", "ttl_ms": 300}, {"body": "t-gone", "tag": "t", "ttl_ms": 1},
+                                  {"body": "other", "tag": "u"}, {"body": "t-kept", "tag": "t"}], queue_name="q")
+        assert [m["body"] for m in _pull(await broker.pull("q", "g", 1, 0, "c"))] == ["in flight"]
+        await broker.declare_group("q", "tagged", {"tag_filter": ["t"]})
+        time.sleep(0.01)
+        assert [m["body"] for m in _pull(await broker.pull("q", "tagged", 10, 0, "c"))] == ["t-kept"]
+        assert broker.queue("q").groups["tagged"].expired == 1
+        await broker.commit_groups()
+
+    with_broker(tmp_path, first)
+    time.sleep(0.35)
+
+    async def after(broker: Broker) -> None:
+        group = broker.queue("q").groups["g"]
+        assert 0 in group.pending  # delivered before the restart, not acked: due again
+        got = [m["body"] for m in _pull(await broker.pull("q", "g", 10, 0, "c"))]
+        assert got == ["other", "t-kept"]  # not "in flight" (expired since), nor "t-gone"
+        assert group.expired == 2 and group.ack_floor == 2
+
+    with_broker(tmp_path, after)
