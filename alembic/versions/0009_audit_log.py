@@ -4,7 +4,7 @@ the alert rule kind time_to_clear (the CHECK on alert_rules.kind names it).
 SQLite cannot alter a CHECK: the table's stored SQL is edited instead (see _kinds).
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-07
 """
 

@@ -3,8 +3,8 @@
 queues.message_ttl_seconds: a message expires this long after it was published (NULL: never);
 a message's own ttl_ms, stored in its headers, may make it expire sooner.
 
-Revision ID: 0011
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-12-07
 """
 
@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from alembic import op
 
-revision: str = "0011"
-down_revision: str | None = "0008"
+revision: str = "0010"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
