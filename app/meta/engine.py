@@ -24,6 +24,10 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
         # After each checkpoint the WAL is cut back to 1 MiB instead of keeping its largest size:
         # it counts against the disk budget like every other file in the data directory.
         cursor.execute("PRAGMA journal_size_limit=1048576")
+        # and a checkpoint comes once it passes 1 MiB (256 pages of 4 KiB) rather than SQLite's 4 MiB,
+        # so that a run of small commits (declares, bindings, their audit entries) cannot hold a few
+        # MiB of a small budget.
+        cursor.execute("PRAGMA wal_autocheckpoint=256")
         # SQLite enforces foreign keys (and so ON DELETE CASCADE) only when asked, per connection.
         cursor.execute("PRAGMA foreign_keys=ON")
         # A writer waits up to 30 s for another's transaction (sqlite3's default is 5 s): on a busy

@@ -59,6 +59,7 @@ def test_at_the_budget_publishes_get_507_and_nothing_unconsumed_is_deleted(tmp_p
             queue(api, "q")
             ok(api.put("/api/v1/queues/q/groups/g", json={}), 201)
             assert ok(api.get("/readyz")) == {"status": "ready"}
+            time.sleep(1.5)  # a measurement after the declarations (they and their audit grew meta.db)
             accepted = refused = 0
             for start in range(0, 15_000, 100):
                 response = api.post("/api/v1/queues/q/publish", json=batch(start))
