@@ -24,6 +24,22 @@ def check_settings(settings: Settings) -> None:
         raise ConfigError("CHUNKMQ_AUTH=off is refused unless the server binds to 127.0.0.1")
 
 
+def check_tier(settings: Settings) -> None:
+    """With CHUNKMQ_TIER_URL set: the URL is valid, its bucket exists (created if missing) and the
+    credentials may write and delete in it; ConfigError naming the URL and what was refused."""
+    if not settings.tier_url:
+        return
+    from chunkmq.broker.tier import location
+    from chunkmq.storage.tier import Bucket, TierError
+
+    try:
+        loc = location(settings)
+        assert loc is not None
+        Bucket(loc).ensure()
+    except (ValueError, TierError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
 class AppState:
     """The app's state (`app.state`: settings, broker, auth, ...) as plain attributes, in place of
     Starlette's State: reading one through State's __getattr__ cost about 0.8 us, three or four times

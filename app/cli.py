@@ -37,7 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
     config_class, server_class = uvicorn_server()
     from uvicorn.config import STARTUP_FAILURE
 
-    from chunkmq.boot import ConfigError, check_settings
+    from chunkmq.boot import ConfigError, check_settings, check_tier
     from chunkmq.start import serving_app
     from chunkmq.storage.lock import DirectoryLock, DirectoryLocked
 
@@ -45,6 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
     os.umask(0o077)  # whatever the server or a library creates (SQLite's journals too) is owner-only
     try:
         check_settings(settings)
+        check_tier(settings)
     except ConfigError as exc:
         print(f"chunkmq: {exc}", file=sys.stderr)
         return 2

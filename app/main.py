@@ -29,6 +29,8 @@ from chunkmq.auth.bootstrap import bootstrap_admin_token, bootstrap_admin_user
 from chunkmq.boot import AppState, check_settings, configure_logging, tune_gc
 from chunkmq.broker.audit import AuditLog
 from chunkmq.broker.broker import Broker
+from chunkmq.broker.tier import ROUND_SECONDS as TIER_ROUND_SECONDS
+from chunkmq.broker.tier import Tier
 from chunkmq.config import Settings
 from chunkmq.http.server import complete_uvicorn
 from chunkmq.meta import MetaStore
@@ -133,6 +135,7 @@ async def running(state: State, settings: Settings) -> AsyncIterator[None]:
     for collector in collectors:
         registry.register(collector)
     await broker.history.load()
+    broker.tier = await asyncio.to_thread(Tier.open, settings, broker.store, meta)  # None without a tier
     logs.install()  # uvicorn has configured its loggers by now
     tune_gc()
     tasks = [
@@ -152,6 +155,8 @@ async def running(state: State, settings: Settings) -> AsyncIterator[None]:
         *await alerts.start(),
         asyncio.create_task(_later(WARM_UP_DELAY_SECONDS, asyncio.to_thread, warm_up)),
     ]
+    if broker.tier is not None:
+        tasks.append(asyncio.create_task(_every(TIER_ROUND_SECONDS, broker.tier.round, "tier upload")))
     try:
         yield
     finally:

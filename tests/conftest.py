@@ -12,6 +12,7 @@ from websockets.protocol import Protocol
 
 from tests.mailbox import Mailbox
 from tests.pg import PgCluster
+from tests.s3 import SeaweedS3
 from tests.server import ServerProcess
 from tests.spark import SPARK_TEST_CONF
 
@@ -114,6 +115,20 @@ def pg() -> Iterator[PgCluster]:
     cluster = PgCluster().init().start()
     yield cluster
     cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[SeaweedS3]:
+    """One real S3 server (SeaweedFS) for the whole test run (per worker), removed at the end."""
+    server = SeaweedS3().start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture
+def tier_url(s3: SeaweedS3) -> str:
+    """CHUNKMQ_TIER_URL of a bucket of this test's own (not created yet)."""
+    return f"s3://{s3.bucket_name()}/chunkmq"
 
 
 @pytest.fixture

@@ -70,3 +70,16 @@ def test_the_audit_log_keeps_ninety_days_unless_told(monkeypatch: pytest.MonkeyP
     assert Settings().audit_days == 90
     monkeypatch.setenv("CHUNKMQ_AUDIT_DAYS", "7.5")
     assert Settings().audit_days == 7.5
+
+
+def test_the_tier_reads_aws_variables_as_s3_tools_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().tier_url == "" and Settings().tier_region == "us-east-1"
+    monkeypatch.setenv("CHUNKMQ_TIER_URL", "s3://b/p")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    s = Settings()
+    assert (s.tier_url, s.tier_endpoint, s.tier_access_key_id, s.tier_region) == (
+        "s3://b/p", "http://127.0.0.1:9000", "key", "eu-west-1")
+    assert s.tier_secret_access_key.get_secret_value() == "s3cr3t-value" and "s3cr3t" not in repr(s)

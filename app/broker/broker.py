@@ -58,6 +58,7 @@ from chunkmq.storage.lock import LOCK_FILE
 from chunkmq.wire import codes
 
 if TYPE_CHECKING:
+    from chunkmq.broker.tier import Tier
     from chunkmq.meta import MetaStore
 
 __all__ = ["Broker", "PublishOutcome", "parse_binding", "parse_exchange"]
@@ -183,6 +184,7 @@ class Broker(Publishing, Consuming):
         self.lagging = LaggingGroups(self)
         self.history = History(self)
         self._admin = asyncio.Lock()
+        self.tier: Tier | None = None  # tiered storage (tier.py), opened by the app with CHUNKMQ_TIER_URL
 
     # ------------------------------------------------------------------ lifecycle
 

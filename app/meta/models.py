@@ -352,3 +352,28 @@ class AuditEntry(Base):
     action: Mapped[str] = mapped_column(String(64), index=True)  # e.g. queue.purge
     resource: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))
     result: Mapped[str] = mapped_column(String(64))  # "ok" or the API error code
+
+
+# --- tier manifest (app/meta/tier.py, docs/storage.md) ----------------------------------------------
+
+TIER_STATES = ("local", "uploading", "uploaded", "evicted")
+
+
+class TierChunk(Base):
+    """The tier manifest (app/meta/tier.py): one row per sealed chunk file, by its first number (a
+    file the collector merged stands for `number .. last`). `object_key` is its object below the
+    tier's prefix; `size` and `md5` what the upload was verified against. States: local (sealed, not
+    uploaded), uploading (an upload may have begun: the object may exist, half-written objects are
+    never read), uploaded (verified in the bucket and still on local disk), evicted (in the bucket
+    only)."""
+
+    __tablename__ = "tier_chunks"
+    __table_args__ = (CheckConstraint(_in("state", TIER_STATES), name="state"),)
+
+    number: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    last: Mapped[int] = mapped_column(BigInteger)
+    object_key: Mapped[str] = mapped_column(String(400))
+    size: Mapped[int] = mapped_column(BigInteger)
+    md5: Mapped[str] = mapped_column(String(32), default="", server_default=text("''"))
+    state: Mapped[str] = mapped_column(String(16))
+    updated_ms: Mapped[int] = mapped_column(BigInteger)

@@ -11,8 +11,9 @@ from chunkmq.meta import MetaStore, upgrade
 
 
 def settings(tmp_path: Path, **overrides: Any) -> Settings:
-    return Settings(data_dir=tmp_path / "data", chunk_size=1 << 20, index_chunk_entries=1000,
-                    history_interval_seconds=0.25, history_coarse_step_seconds=1.0, **overrides)
+    defaults: dict[str, Any] = {"data_dir": tmp_path / "data", "chunk_size": 1 << 20, "index_chunk_entries": 1000,
+                                "history_interval_seconds": 0.25, "history_coarse_step_seconds": 1.0}
+    return Settings(**{**defaults, **overrides})
 
 
 def with_broker(tmp_path: Path, work: Callable[[Broker], Awaitable[Any]], **overrides: Any) -> Any:

@@ -1,0 +1,160 @@
+"""Tiered storage on an open store: every sealed chunk file is uploaded to the bucket, verified, and
+recorded in the manifest (docs/storage.md "Tiered storage").
+
+One round (`upload_round`, in a worker thread: the app runs one at a time, `round`) looks at the
+store's sealed chunk files and the manifest and makes them agree:
+
+- a sealed file whose object is not verified in the bucket (no row, a row in state local or
+  uploading, or a row naming another object: the collector rewrote the file) is uploaded: its row
+  goes to `uploading` with the object's key first (a crash then leaves a known key, uploaded again
+  by the next round), then to `uploaded` once the bucket holds the object with the right size and
+  MD5; the object a rewrite replaced, and the rows of the numbers a merge absorbed, go after that;
+- a row whose chunk no longer exists locally (retention deleted it: no queue needs it) goes, with
+  its object.
+
+A failed round (the bucket unreachable, refusing, slow) is retried with a doubling delay up to
+RETRY_MAX_SECONDS; publishing goes on locally, and `lag_bytes` says what is not in the bucket yet.
+Nothing here deletes a local chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from chunkmq.storage.tier import Bucket, TierError, TierLocation, chunk_object, object_key
+
+if TYPE_CHECKING:
+    from chunkmq.config import Settings
+    from chunkmq.meta.repository import MetaStore
+    from chunkmq.meta.tier import TierChunkRow, TierManifest
+    from chunkmq.storage import Store
+    from chunkmq.storage.chunk import Chunk
+
+log = logging.getLogger("chunkmq.tier")
+
+ROUND_SECONDS = 1.0  # how often the app starts a round (app/main.py)
+RETRY_MIN_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
+
+
+def location(settings: Settings) -> TierLocation | None:
+    """CHUNKMQ_TIER_URL and the AWS_* settings, parsed; None without a tier."""
+    if not settings.tier_url:
+        return None
+    return TierLocation.parse(settings.tier_url, settings.tier_endpoint, settings.tier_access_key_id,
+                              settings.tier_secret_access_key.get_secret_value(), settings.tier_region)
+
+
+class Tier:
+    def __init__(self, store: Store, bucket: Bucket, manifest: TierManifest) -> None:
+        self.store = store
+        self.bucket = bucket
+        self.manifest = manifest
+        self.lag_bytes = 0  # bytes of sealed local chunk files not verified in the bucket
+        self.bucket_bytes = 0  # bytes of the objects the manifest holds
+        self.uploaded_total = 0  # bytes uploaded since start (a counter)
+        self.failures = 0  # failed rounds in a row
+        self.last_error = ""
+        self._retry_at = 0.0
+        self._lock = threading.Lock()  # one round at a time, whoever calls
+
+    @classmethod
+    def open(cls, settings: Settings, store: Store, meta: MetaStore) -> Tier | None:
+        """The tier of the settings, its bucket created if missing and proved writable (TierError
+        otherwise); None without CHUNKMQ_TIER_URL."""
+        from chunkmq.meta.tier import TierManifest
+
+        loc = location(settings)
+        if loc is None:
+            return None
+        bucket = Bucket(loc)
+        bucket.ensure()
+        tier = cls(store, bucket, TierManifest(meta))
+        tier.measure()
+        return tier
+
+    async def round(self) -> None:
+        """One upload round off the event loop (the app's background job)."""
+        import asyncio
+
+        await asyncio.to_thread(self.upload_round)
+
+    def _sealed(self) -> list[Chunk]:
+        active = self.store.active_chunk
+        return [c for c in self.store.chunk_files() if c.sealed and c is not active and not c.closed]
+
+    def measure(self, rows: dict[int, TierChunkRow] | None = None) -> None:
+        """Recompute lag_bytes and bucket_bytes from the store and the manifest."""
+        from chunkmq.meta.tier import EVICTED, UPLOADED
+
+        rows = self.manifest.rows() if rows is None else rows
+        lag = 0
+        for c in self._sealed():
+            row = rows.get(c.number)
+            try:
+                done = row is not None and row.state in (UPLOADED, EVICTED) and row.object_key == object_key(c)
+            except ValueError:  # closed by retention meanwhile
+                continue
+            if not done:
+                lag += c.file_bytes
+        self.lag_bytes = lag
+        self.bucket_bytes = sum(r.size for r in rows.values() if r.state in (UPLOADED, EVICTED))
+
+    def upload_round(self, force: bool = False) -> int:
+        """Upload what is not in the bucket yet and drop what retention deleted; returns the bytes
+        uploaded. After a failure, does nothing until the retry delay has passed (unless `force`)."""
+        with self._lock:
+            if not force and time.monotonic() < self._retry_at:
+                return 0
+            try:
+                sent = self._round()
+            except TierError as exc:
+                self.failures += 1
+                self.last_error = str(exc)
+                delay = min(RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (self.failures - 1))
+                self._retry_at = time.monotonic() + delay
+                log.warning("tier upload failed (attempt %d, next in %.0f s): %s", self.failures, delay, exc)
+                self.measure()
+                return 0
+            if self.failures:
+                log.info("tier uploads resumed after %d failed attempts", self.failures)
+            self.failures, self.last_error, self._retry_at = 0, "", 0.0
+            return sent
+
+    def _round(self) -> int:
+        from chunkmq.meta.tier import EVICTED, UPLOADED, UPLOADING
+
+        rows = self.manifest.rows()
+        sent = 0
+        for c in self._sealed():
+            try:
+                key = object_key(c)
+                row = rows.get(c.number)
+                if row is not None and row.object_key == key and row.state in (UPLOADED, EVICTED):
+                    continue
+                body = chunk_object(c)
+            except ValueError:  # closed by retention meanwhile: nothing to upload
+                continue
+            rows[c.number] = self.manifest.put(c.number, c.last, key, len(body), "", UPLOADING)
+            up = self.bucket.put_verified(key, body)
+            del body
+            rows[c.number] = self.manifest.put(c.number, c.last, key, up.size, up.md5, UPLOADED)
+            sent += up.size
+            self.uploaded_total += up.size
+            if row is not None and row.object_key != key:  # the rewrite's new object replaces it
+                self.bucket.delete(row.object_key)
+            absorbed = [rows.pop(n) for n in range(c.number + 1, c.last + 1) if n in rows]
+            for r in absorbed:  # numbers a merge took in: their files are gone, their records are in this one
+                self.bucket.delete(r.object_key)
+            self.manifest.remove(r.number for r in absorbed)
+        chunks = self.store.chunk_map
+        gone = [r for r in rows.values() if r.state != EVICTED and r.number not in chunks]
+        for r in gone:  # retention deleted the chunk: no queue needs it any more
+            self.bucket.delete(r.object_key)
+            del rows[r.number]
+        self.manifest.remove(r.number for r in gone)
+        self.measure(rows)
+        return sent

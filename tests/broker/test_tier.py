@@ -1,0 +1,158 @@
+"""Uploads of sealed chunks to a real S3 server (app/broker/tier.py, tests/s3.py): verified objects,
+the manifest, rewrites, retention and a bucket that fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chunkmq.broker.broker import Broker
+from chunkmq.broker.tier import Tier
+from chunkmq.config import Settings
+from chunkmq.meta.tier import UPLOADED, UPLOADING
+from chunkmq.storage.chunk import Chunk
+from chunkmq.storage.tier import Bucket, TierError, TierLocation, chunk_object, object_key
+from tests.broker.conftest import with_broker
+from tests.s3 import SeaweedS3
+
+CHUNK = 4096
+
+
+def tier_settings(s3: SeaweedS3, tier_url: str, **more: Any) -> dict[str, Any]:
+    """Settings of a broker tiering to `tier_url` on the test server, with 4 KiB chunks."""
+    return {"tier_url": tier_url, "tier_endpoint": s3.endpoint, "tier_access_key_id": s3.access_key,
+            "tier_secret_access_key": s3.secret_key, "chunk_size": CHUNK, "max_batch_bytes": CHUNK,
+            "gc_threshold": 0, **more}
+
+
+async def _fill(broker: Broker, queue: str, n: int, size: int = 300) -> None:
+    for i in range(n):
+        await broker.publish("", [{"body": f"{i:05d}-" + "x" * size, "routing_key": queue}], queue_name=queue)
+
+
+def _sealed(broker: Broker) -> list[Chunk]:
+    store = broker.store
+    return [c for c in store.chunk_files() if c.sealed and c is not store.active_chunk]
+
+
+def _check_bucket_matches(tier: Tier, broker: Broker) -> None:
+    """Every sealed chunk is an uploaded row whose object holds the chunk's bytes, and nothing else is there."""
+    rows = tier.manifest.rows()
+    sealed = _sealed(broker)
+    assert sorted(rows) == [c.number for c in sealed]
+    objects = tier.bucket.list()
+    assert sorted(objects) == sorted(object_key(c) for c in sealed)
+    for c in sealed:
+        row = rows[c.number]
+        assert (row.state, row.object_key, row.last) == (UPLOADED, object_key(c), c.last)
+        assert tier.bucket.get(row.object_key) == chunk_object(c)  # byte for byte
+        assert objects[row.object_key] == row.size
+
+
+def test_sealed_chunks_are_uploaded_verified_and_recorded(s3: SeaweedS3, tier_url: str, tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        await broker.declare_queue("q", {})
+        await _fill(broker, "q", 60)
+        sealed = _sealed(broker)
+        assert len(sealed) >= 3
+        tier.measure()
+        assert tier.lag_bytes == sum(c.file_bytes for c in sealed) and tier.bucket_bytes == 0
+        sent = tier.upload_round()
+        assert sent == sum(c.file_bytes for c in sealed)
+        _check_bucket_matches(tier, broker)
+        assert (tier.lag_bytes, tier.bucket_bytes, tier.uploaded_total) == (0, sent, sent)
+        assert tier.upload_round() == 0  # nothing new: nothing sent again
+        await _fill(broker, "q", 30)
+        assert tier.upload_round() > 0
+        _check_bucket_matches(tier, broker)
+
+    with_broker(tmp_path, work, **tier_settings(s3, tier_url))
+
+
+def test_an_upload_cut_short_is_done_again(s3: SeaweedS3, tier_url: str, tmp_path: Path) -> None:
+    """A row left in `uploading` (a crash during the PUT) and a half-written object: the next round
+    uploads the chunk again and verifies it."""
+    async def work(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        await broker.declare_queue("q", {})
+        await _fill(broker, "q", 30)
+        first = _sealed(broker)[0]
+        key = object_key(first)
+        tier.manifest.put(first.number, first.last, key, first.file_bytes, "", UPLOADING)
+        tier.bucket.put_verified(key, bytes(chunk_object(first))[:100])
+        tier.measure()
+        assert tier.lag_bytes == sum(c.file_bytes for c in _sealed(broker))
+        tier.upload_round()
+        _check_bucket_matches(tier, broker)
+
+    with_broker(tmp_path, work, **tier_settings(s3, tier_url))
+
+
+def test_retention_and_the_collector_reach_the_bucket(s3: SeaweedS3, tier_url: str, tmp_path: Path) -> None:
+    """A chunk retention deletes leaves the bucket and the manifest; a chunk the collector rewrites
+    (merging its neighbours) gets a new object, and the objects it replaced go."""
+    async def work(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        await broker.declare_queue("big", {})
+        await broker.declare_queue("few", {})
+        for i in range(8):
+            await _fill(broker, "big", 6)
+            await broker.publish("", [{"body": f"few-{i}", "routing_key": "few"}], queue_name="few")
+        tier.upload_round()
+        _check_bucket_matches(tier, broker)
+        before = set(tier.bucket.list())
+        broker.purge("big")
+        await broker.run_retention()
+        report = broker.store.collect(0.5)
+        assert report.rewrites >= 1
+        tier.upload_round()
+        _check_bucket_matches(tier, broker)
+        assert set(tier.bucket.list()) - before  # the rewritten files' new objects
+        few = broker.store.read(broker.queue("few").id, 0, 100)
+        assert len(few) == 8  # (the rewrite kept them)
+        broker.purge("few")
+        await broker.run_retention()
+        tier.upload_round()
+        _check_bucket_matches(tier, broker)
+
+    with_broker(tmp_path, work, **tier_settings(s3, tier_url))
+
+
+def test_a_failing_bucket_is_retried_with_backoff(s3: SeaweedS3, tier_url: str, tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        good = tier.bucket
+        loc = good.loc
+        tier.bucket = Bucket(TierLocation(loc.url, loc.bucket, loc.prefix, loc.endpoint, loc.access_key_id,
+                                          "not-the-secret", loc.region))
+        await broker.declare_queue("q", {})
+        await _fill(broker, "q", 30)
+        assert tier.upload_round() == 0
+        assert tier.failures == 1 and "SignatureDoesNotMatch" in tier.last_error
+        assert tier.lag_bytes == sum(c.file_bytes for c in _sealed(broker)) > 0
+        tier.bucket = good
+        assert tier.upload_round() == 0  # within the retry delay: nothing tried
+        assert tier.upload_round(force=True) > 0
+        assert (tier.failures, tier.last_error, tier.lag_bytes) == (0, "", 0)
+        _check_bucket_matches(tier, broker)
+
+    with_broker(tmp_path, work, **tier_settings(s3, tier_url))
+
+
+def test_open_without_a_url_is_none_and_refused_credentials_raise(s3: SeaweedS3, tier_url: str,
+                                                                  tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        assert Tier.open(broker.settings, broker.store, broker.meta) is None
+        refused = Settings(data_dir=broker.settings.data_dir, **tier_settings(
+            s3, tier_url, tier_access_key_id=s3.reader_key, tier_secret_access_key=s3.reader_secret))
+        with pytest.raises(TierError, match=f"^{tier_url}: writing an object was refused"):
+            Tier.open(refused, broker.store, broker.meta)
+
+    with_broker(tmp_path, work)
