@@ -59,13 +59,15 @@ class Settings(BaseSettings):
     gc_threshold: float = Field(0.5, ge=0, le=0.5)
     # Tiered storage (docs/storage.md "Tiered storage"): sealed chunks are uploaded to
     # s3://bucket/prefix; empty: no tiering. The endpoint and credentials are read as S3 tools read
-    # them (AWS_*).
+    # them (AWS_*). tier_local_bytes: local bytes that chunks already in the bucket may keep (past
+    # it the oldest leave the disk, and are fetched back when read); 0: keep them all.
     tier_url: str = ""
     tier_endpoint: str = Field("", validation_alias=AliasChoices("AWS_ENDPOINT_URL", "tier_endpoint"))
     tier_access_key_id: str = Field("", validation_alias=AliasChoices("AWS_ACCESS_KEY_ID", "tier_access_key_id"))
     tier_secret_access_key: SecretStr = Field(
         SecretStr(""), validation_alias=AliasChoices("AWS_SECRET_ACCESS_KEY", "tier_secret_access_key"))
     tier_region: str = Field("us-east-1", validation_alias=AliasChoices("AWS_REGION", "tier_region"))
+    tier_local_bytes: int = Field(0, ge=0)
     # WebSocket heartbeat (uvicorn's protocol pings): a peer that does not answer a ping within the
     # timeout is dropped, so a dead consumer stops holding credit and its in-flight messages time out.
     ws_ping_interval: float = Field(20.0, gt=0)

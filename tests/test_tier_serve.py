@@ -60,3 +60,41 @@ def test_the_server_creates_the_bucket_and_uploads_its_sealed_chunks(s3: Seaweed
             assert len(bodies(api, "q")) == 200
     finally:
         server.stop()
+
+
+def test_a_consumer_reads_a_backlog_held_only_in_the_bucket(s3: SeaweedS3, tier_url: str, tmp_path: Path) -> None:
+    """With CHUNKMQ_TIER_LOCAL_BYTES of one chunk the server evicts the older chunks; pull, the
+    browse and GET by id read them back from the bucket, as published."""
+    env = {**_env(s3, tier_url), "CHUNKMQ_TIER_LOCAL_BYTES": str(8192 + 128)}
+    server = ServerProcess(tmp_path / "data", **env).start()
+    log = tmp_path / "data" / "store" / "log"
+    sent = [f"{i}-" + "x" * 200 for i in range(200)]
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as api:
+            queue(api, "q")
+            ids = []
+            for i in range(0, 200, 10):
+                answer = publish(api, "amq.default", *({"body": b, "routing_key": "q"} for b in sent[i:i + 10]))
+                ids += [r["id"] for r in answer["results"]]
+
+            def evicted() -> bool:  # the backlog's older chunks in the bucket only; local: one uploaded, the active
+                return len(list(log.glob("*.remote"))) >= 3 and len(list(log.glob("*.chunk"))) <= 2
+
+            deadline = time.monotonic() + 30
+            while not evicted() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert evicted(), sorted(p.name for p in log.iterdir())
+            got = api.get(f"/api/v1/messages/{ids[0]}")
+            assert got.status_code == 200 and got.json()["body"] == sent[0]
+            received: list[str] = []
+            while True:
+                pulled = api.post("/api/v1/queues/q/groups/g/pull", json={"max_messages": 50, "consumer": "c"})
+                messages = pulled.json()["messages"]
+                if not messages:
+                    break
+                received += [m["body"] for m in messages]
+                api.post("/api/v1/queues/q/groups/g/ack", json={"up_to": messages[-1]["offset"] + 1})
+            assert received == sent
+            assert bodies(api, "q") == sent
+    finally:
+        server.stop()

@@ -37,7 +37,10 @@ async def chunks(request: Request) -> Response:
 
 @router.get("/api/v1/messages/{message_id}", responses=schemas.answers(schemas.Message, codes.MESSAGE_NOT_FOUND))
 async def get_message(message_id: str, request: Request, who: Principal = AUTHORIZE) -> Response:
-    queue, body = broker_of(request).get_message(message_id)
+    broker = broker_of(request)
+    if broker.cold:  # a chunk in the tier's bucket only: fetched off the loop
+        await broker.warm_message(message_id)
+    queue, body = broker.get_message(message_id)
     # a message no queue holds (unroutable) is for admins; one the token may not read answers as an id
     # that does not exist (app/api/access.py)
     if not (who.permissions.is_admin if queue is None else who.may("read", queue)):

@@ -101,6 +101,9 @@ async def browse(
     """Read by offset without a group (browsing, Spark)."""
     if offset is not None and timestamp is not None:  # both: from the later of the two
         offset, timestamp = max(offset, broker_of(request).offset_at(name, timestamp)), None
+    broker = broker_of(request)
+    if broker.cold and timestamp is None:  # chunks in the tier's bucket only: fetched off the loop
+        await broker.warm(broker.queue(name), offset, limit)
     if format == "arrow":
         page, next_offset = browse_arrow(broker_of(request), name, offset, timestamp, limit)
         return Response(page, media_type=ARROW_STREAM, headers={"X-Next-Offset": str(next_offset)})

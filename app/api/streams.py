@@ -254,6 +254,8 @@ class _ConsumeStream:
                 raise NotFound(f"queue {queue.name!r} was deleted", code=codes.QUEUE_NOT_FOUND)
             if group.closed:
                 raise NotFound(f"group {group.name!r} on queue {queue.name!r} was deleted", code=codes.GROUP_NOT_FOUND)
+            if broker.cold:  # chunks in the tier's bucket only: fetched off the loop, before the look
+                await broker.warm(queue, group.next_offset, min(self.credit, MAX_FRAME_MESSAGES))
             # Cleared before looking: every notify after the look (a publish, due redeliveries, a
             # deleted group) calls `_push`, which delivers or sets it again.
             self.wakeup.clear()

@@ -14,7 +14,7 @@ from chunkmq.broker.errors import InvalidInput, NotFound, PreconditionFailed
 from chunkmq.broker.expiry import Expiry
 from chunkmq.broker.fields import MAX_INT, boolean, non_negative_int, reject_unknown
 from chunkmq.broker.group import Group, monotonic_ms
-from chunkmq.broker.message import render_all, render_binary, render_one
+from chunkmq.broker.message import position_of, render_all, render_binary, render_one
 from chunkmq.broker.names import check_name
 from chunkmq.broker.pausing import parse_pause
 from chunkmq.broker.queue import Queue
@@ -130,6 +130,8 @@ class Consuming(BrokerBase):
         nothing is ready. A publish wakes the wait at once: no polling. The answer is the JSON
         `{"messages": [...]}`, or with `binary` a binary batch (render_binary)."""
         queue, group = await self.consumer_group(queue_name, group_name)
+        if self.cold:
+            await self.warm(queue, group.next_offset, max_messages)
         if group.single_active_consumer:  # attached while it waits, then for a lease (app/broker/active.py)
             group.attached.attach(consumer)
             try:
@@ -171,6 +173,29 @@ class Consuming(BrokerBase):
         pull looks again). No task and no asyncio.timeout: an eager pull waits on it outside any task
         (app/api/wake.py), and is resumed by the publish itself."""
         return _Waiting(self, queue, group, consumer, max_messages, binary, seconds).wake
+
+    @property
+    def cold(self) -> bool:
+        """Whether some chunk is in the tier's bucket only (then reads that need it fetch it first)."""
+        return bool(self.store.remote)
+
+    async def warm(self, queue: Queue, offset: int | None, count: int) -> None:
+        """Fetch, in a worker thread, the chunks in the bucket only that reading `count` messages of
+        `queue` from `offset` (None: its first) needs: the read after it then finds them on local
+        disk and does not fetch them on the event loop (which the store would do rather than miss a
+        message)."""
+        if self.store.remote:
+            start = self.store.first_offset(queue.id) if offset is None else offset
+            await asyncio.to_thread(self.store.warm, queue.id, start, count)
+
+    async def warm_message(self, id_: str) -> None:
+        """`warm` for the message with id `id_` (GET /api/v1/messages/{id}); nothing for a bad id."""
+        try:
+            position = position_of(id_)
+        except NotFound:
+            return
+        if self.store.remote:
+            await asyncio.to_thread(self.store.warm_position, position)
 
     def deliver(
         self, queue: Queue, group: Group, consumer: str, max_messages: int, *, binary: bool = False

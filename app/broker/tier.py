@@ -49,10 +49,14 @@ def location(settings: Settings) -> TierLocation | None:
 
 
 class Tier:
-    def __init__(self, store: Store, bucket: Bucket, manifest: TierManifest) -> None:
+    def __init__(self, store: Store, bucket: Bucket, manifest: TierManifest, local_bytes: int = 0) -> None:
         self.store = store
         self.bucket = bucket
         self.manifest = manifest
+        self.local_bytes = local_bytes  # CHUNKMQ_TIER_LOCAL_BYTES; 0: nothing is evicted
+        store.fetcher = self._fetch
+        self.fetched = 0  # chunks fetched back from the bucket since start
+        self.evicted = 0  # chunks evicted since start
         self.lag_bytes = 0  # bytes of sealed local chunk files not verified in the bucket
         self.bucket_bytes = 0  # bytes of the objects the manifest holds
         self.uploaded_total = 0  # bytes uploaded since start (a counter)
@@ -72,15 +76,36 @@ class Tier:
             return None
         bucket = Bucket(loc)
         bucket.ensure()
-        tier = cls(store, bucket, TierManifest(meta))
+        tier = cls(store, bucket, TierManifest(meta), settings.tier_local_bytes)
+        tier.adopt()
         tier.measure()
         return tier
+
+    def adopt(self) -> None:
+        """Make the store know every chunk the manifest has in the bucket that the data directory
+        has neither as a file nor as a stub (lost with a disk, or the crash of an eviction), so
+        that it is read from the bucket instead of counted as gone."""
+        from chunkmq.meta.tier import EVICTED, UPLOADED
+        from chunkmq.storage.tier import RemoteChunk
+
+        chunks, remote = self.store.chunk_map, self.store.remote
+        for r in self.manifest.rows().values():
+            lost = r.state in (UPLOADED, EVICTED) and r.number not in chunks and r.number not in remote
+            if lost and self.store.add_remote(RemoteChunk(r.number, r.last, r.object_key, r.size)):
+                log.warning("tier: chunk %d is in the bucket only (%s): it is read from there", r.number,
+                                r.object_key)
 
     async def round(self) -> None:
         """One upload round off the event loop (the app's background job)."""
         import asyncio
 
         await asyncio.to_thread(self.upload_round)
+
+    def _fetch(self, key: str, size: int) -> bytes:
+        """The store's fetcher: a whole object, with the bucket's current credentials."""
+        data = self.bucket.fetch(key, size)
+        self.fetched += 1
+        return data
 
     def _sealed(self) -> list[Chunk]:
         active = self.store.active_chunk
@@ -150,11 +175,45 @@ class Tier:
             for r in absorbed:  # numbers a merge took in: their files are gone, their records are in this one
                 self.bucket.delete(r.object_key)
             self.manifest.remove(r.number for r in absorbed)
-        chunks = self.store.chunk_map
-        gone = [r for r in rows.values() if r.state != EVICTED and r.number not in chunks]
+        chunks, remote = self.store.chunk_map, self.store.remote
+        for r in [r for r in rows.values() if r.state == EVICTED and r.number in chunks]:  # fetched back
+            rows[r.number] = self.manifest.put(r.number, r.last, r.object_key, r.size, r.md5, UPLOADED)
+        dropped = {r.number for r in self.store.take_dropped_remote()}
+        gone = [r for r in rows.values() if (r.state != EVICTED and r.number not in chunks and r.number not in remote)
+                or (r.number in dropped and r.number not in chunks)]
         for r in gone:  # retention deleted the chunk: no queue needs it any more
             self.bucket.delete(r.object_key)
             del rows[r.number]
         self.manifest.remove(r.number for r in gone)
+        self._evict(rows)
         self.measure(rows)
         return sent
+
+    def _evict(self, rows: dict[int, TierChunkRow]) -> None:
+        """Past local_bytes of chunks already in the bucket, the oldest leave the local disk: those
+        never fetched back by number, then the fetched ones by when they were fetched. The row says
+        `evicted` before the file goes, so no crash leaves a file gone that the manifest calls local."""
+        from chunkmq.meta.tier import EVICTED, UPLOADED
+
+        if not self.local_bytes:
+            return
+        held = []
+        for c in self._sealed():
+            row = rows.get(c.number)
+            try:
+                if row is not None and row.state == UPLOADED and row.object_key == object_key(c):
+                    held.append(c)
+            except ValueError:  # closed by retention meanwhile
+                continue
+        total = sum(c.file_bytes for c in held)
+        for c in sorted(held, key=lambda c: (c.fetched_at, c.number)):
+            if total <= self.local_bytes:
+                break
+            row = rows[c.number]
+            rows[c.number] = self.manifest.put(row.number, row.last, row.object_key, row.size, row.md5, EVICTED)
+            try:
+                total -= self.store.evict(c.number, row.object_key, row.size)
+            except Exception:
+                rows[c.number] = self.manifest.put(row.number, row.last, row.object_key, row.size, row.md5, UPLOADED)
+                raise
+            self.evicted += 1

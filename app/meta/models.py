@@ -354,7 +354,7 @@ class AuditEntry(Base):
     result: Mapped[str] = mapped_column(String(64))  # "ok" or the API error code
 
 
-# --- tier manifest (app/meta/tier.py, docs/storage.md) ----------------------------------------------
+# --- tier manifest (app/meta/tier.py, docs/storage.md) --------------------------------------------
 
 TIER_STATES = ("local", "uploading", "uploaded", "evicted")
 

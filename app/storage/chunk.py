@@ -189,6 +189,7 @@ class Chunk:
         self.reads_cache = 0
         self.reads_disk = 0
         self.writes = 0
+        self.fetched_at = 0.0  # time.monotonic() when fetched back from the bucket (tiered storage); 0: never
         self.flags = flags
         # Rewritten chunks only (REWRITTEN): the global positions of their records, ascending, and
         # each one's data offset; ``last`` is the highest chunk number the file stands for.

@@ -134,6 +134,9 @@ def plan(store: StoreInternals, threshold: float, live: dict[int, int], durable:
         n = live.get(c.number, 0)
         sparse = c.sealed and c is not store.active_chunk and c.end <= durable and n < threshold * size
         est = n + moved_table_size(c.records * n // max(1, c.data_bytes) + 1) + 8
+        if run and any(m in store.remote for m in range(run[-1].last + 1, c.number)):
+            close()  # an evicted chunk between them: a merge would cover its numbers
+            run, need = [], 0
         if sparse and run and need + est <= size:
             run.append(c)
             need += est

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from .chunk import Chunk
     from .model import StoreOptions
     from .queue_index import QueueIndex
+    from .tier import RemoteChunk
 
 
 class StoreInternals(Protocol):
@@ -23,6 +24,8 @@ class StoreInternals(Protocol):
     - ``queue_indexes``: queue id -> its QueueIndex (mutate only under the writer lock);
     - ``chunk_map``: chunk number -> its Chunk, the numbers a rewritten file replaced included;
       ``chunk_files()``: every chunk file once, by number; ``active_chunk``: where appends go;
+    - ``remote``: chunks evicted to the bucket (tiered storage), by each number they stand for:
+      their records exist; ``drop_remote(numbers)``: forget those no queue needs (writer lock held);
     - ``forget(chunk)``: take a chunk file and all its numbers out of the map (writer lock held);
     - ``adopt(chunks, queues, next_number)``: install what recovery found (Store.open only);
     - ``touch(q)`` / ``first_moved(q)``: a queue's counters (or its first offset) were changed
@@ -60,4 +63,7 @@ class StoreInternals(Protocol):
     def touch(self, queue_id: int) -> None: ...
     def first_moved(self, queue_id: int) -> None: ...
     def live_bytes(self) -> dict[int, int]: ...
+    @property
+    def remote(self) -> dict[int, RemoteChunk]: ...
+    def drop_remote(self, numbers: list[int]) -> None: ...
     def flush(self) -> None: ...

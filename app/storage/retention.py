@@ -44,7 +44,7 @@ def _lowest_readable(store: StoreInternals, qi: QueueIndex, upto: int) -> int:
     o = upto
     while o > qi.first:
         p1 = qi.entry(o - 1)[0]
-        if not p1 or (p1 - 1) // size not in store.chunk_map:
+        if not p1 or ((p1 - 1) // size not in store.chunk_map and (p1 - 1) // size not in store.remote):
             break
         chunk_start = (p1 - 1) // size * size
         o = qi.first_at_or_after(qi.first, o - 1, chunk_start)  # first offset in that chunk
@@ -60,6 +60,7 @@ def retain(store: StoreInternals, floors: Mapping[int, int], free_bytes: int) ->
     report = RetentionReport()
     size = store.chunk_size
     doomed: list[Chunk] = []
+    remote_doomed: list[int] = []  # evicted chunks (in the bucket only) no queue needs
     with store.writer_lock:
         store.check_open()
         queues = store.queue_indexes
@@ -80,6 +81,9 @@ def retain(store: StoreInternals, floors: Mapping[int, int], free_bytes: int) ->
                     continue
                 if not any(_points_into(qi, f, c.base, c.end) for qi, f in live):  # a merged file: all its numbers
                     doomed.append(c)
+            for r in {r.number: r for r in store.remote.values()}.values():
+                if not any(_points_into(qi, f, r.number * size, (r.last + 1) * size) for qi, f in live):
+                    remote_doomed.append(r.number)
             if free_bytes > 0:  # the drop_oldest policy: free this much, needed or not, oldest first
                 gone = {c.number for c in doomed}
                 freed = sum(_allocated(c) for c in doomed)
@@ -92,7 +96,8 @@ def retain(store: StoreInternals, floors: Mapping[int, int], free_bytes: int) ->
                         freed += _allocated(c)
         for c in doomed:
             store.forget(c)
-        if doomed:
+        store.drop_remote(remote_doomed)
+        if doomed or remote_doomed:
             review = set(queues)  # first offsets may have to follow deleted chunks, in any queue
         # new floors: up to the lowest readable offset, never above the requested floor except
         # where drop_oldest took data away
@@ -165,7 +170,8 @@ def _exists(store: StoreInternals, qi: QueueIndex, offset: int) -> bool:
     if offset >= qi.next:
         return True
     p1 = qi.entry(offset)[0]
-    return bool(p1) and (p1 - 1) // store.chunk_size in store.chunk_map
+    n = (p1 - 1) // store.chunk_size
+    return bool(p1) and (n in store.chunk_map or n in store.remote)
 
 
 def _first_existing(store: StoreInternals, qi: QueueIndex, offset: int) -> int:

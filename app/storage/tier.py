@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import time
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from obstore.store import S3Store
 
 COPY_STEP = 4 << 20
+FETCH_STEP = 8 << 20  # bytes per ranged GET when a chunk is fetched back
 PROBE = ".chunkmq-probe"  # written and deleted at start: proves the credentials may write
 
 
@@ -121,6 +123,54 @@ def restore_file(data: bytes, path: Path, data_size: int) -> None:
     finally:
         os.close(fd)
     os.rename(tmp, path)
+
+
+REMOTE_SUFFIX = ".remote"  # beside where the chunk file was: the stub of a chunk in the bucket only
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteChunk:
+    """A sealed chunk file evicted from the local disk: its numbers, object key and object size.
+    Kept in a stub file (`stub_path`) so that a restart knows the chunk without the metadata."""
+
+    number: int
+    last: int
+    key: str
+    size: int
+
+
+def stub_path(chunk_path: Path) -> Path:
+    return chunk_path.with_name(chunk_path.name + REMOTE_SUFFIX)
+
+
+def write_stub(chunk_path: Path, r: RemoteChunk) -> None:
+    """Write (fsynced, through a temporary name) the stub of an evicted chunk."""
+    path = stub_path(chunk_path)
+    tmp = path.with_name(path.name + ".tmp")
+    body = json.dumps({"number": r.number, "last": r.last, "key": r.key, "size": r.size}).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, body)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
+
+
+def load_stubs(log_dir: Path) -> dict[int, RemoteChunk]:
+    """Every evicted chunk of a store's log directory, by each number it stands for. A stub beside
+    a chunk file of the same number (a crash between a fetch and the stub's removal) is removed."""
+    out: dict[int, RemoteChunk] = {}
+    for path in sorted(log_dir.glob("*" + REMOTE_SUFFIX)):
+        chunk = path.with_name(path.name.removesuffix(REMOTE_SUFFIX))
+        if chunk.exists():
+            path.unlink()
+            continue
+        raw = json.loads(path.read_bytes())
+        r = RemoteChunk(int(raw["number"]), int(raw["last"]), str(raw["key"]), int(raw["size"]))
+        for n in range(r.number, r.last + 1):
+            out[n] = r
+    return out
 
 
 def _sign(loc: TierLocation, method: str, path: str, body: bytes) -> dict[str, str]:
@@ -257,6 +307,21 @@ class Bucket:
             return bytes(obstore.get(self.store, key).bytes())
         except Exception as exc:
             raise TierError(f"{self.loc.url}: reading {key} failed: {_reason(exc)}") from None
+
+    def fetch(self, key: str, size: int) -> bytes:
+        """A whole object of `size` bytes, in ranged GETs of FETCH_STEP bytes (a part that fails is
+        one retry, not the whole object)."""
+        out = bytearray(size)
+        for start in range(0, size, FETCH_STEP):
+            end = min(size, start + FETCH_STEP)
+            try:
+                part = self.get_range(key, start, end)
+            except TierError:
+                part = self.get_range(key, start, end)
+            if len(part) != end - start:
+                raise TierError(f"{self.loc.url}: {key} [{start}, {end}) read back {len(part)} bytes")
+            out[start:end] = part
+        return bytes(out)
 
     def delete(self, key: str) -> None:
         """Delete an object; one that is already gone is no error."""

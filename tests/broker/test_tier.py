@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from chunkmq.broker.broker import Broker
 from chunkmq.broker.tier import Tier
 from chunkmq.config import Settings
-from chunkmq.meta.tier import UPLOADED, UPLOADING
+from chunkmq.meta.tier import EVICTED, UPLOADED, UPLOADING
 from chunkmq.storage.chunk import Chunk
 from chunkmq.storage.tier import Bucket, TierError, TierLocation, chunk_object, object_key
 from tests.broker.conftest import with_broker
@@ -156,3 +157,102 @@ def test_open_without_a_url_is_none_and_refused_credentials_raise(s3: SeaweedS3,
             Tier.open(refused, broker.store, broker.meta)
 
     with_broker(tmp_path, work)
+
+
+def _local_chunk_files(broker: Broker) -> list[int]:
+    return sorted(int(p.name.split(".")[0]) for p in (broker.settings.data_dir / "store" / "log").glob("*.chunk"))
+
+
+async def _pull_all(broker: Broker, queue: str, group: str) -> list[str]:
+    got: list[str] = []
+    while True:
+        page = orjson.loads(await broker.pull(queue, group, 50, 0, "c"))["messages"]
+        if not page:
+            return got
+        got += [m["body"] for m in page]
+        broker.ack(queue, group, {"up_to": page[-1]["offset"] + 1})
+
+
+def test_past_the_local_bytes_the_oldest_chunks_leave_and_read_back(s3: SeaweedS3, tier_url: str,
+                                                                    tmp_path: Path) -> None:
+    """CHUNKMQ_TIER_LOCAL_BYTES of two chunks: every older uploaded chunk is evicted (the manifest
+    first), a consumer reads the whole backlog from the bucket, byte for byte as published, and the
+    chunks it fetched back leave again at the next round."""
+    local = 2 * (CHUNK + 128)
+    sent = [f"{i:05d}-" + "x" * 300 for i in range(80)]
+
+    async def work(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None and tier.local_bytes == local
+        await broker.declare_queue("q", {})
+        for body in sent:
+            await broker.publish("", [{"body": body, "routing_key": "q"}], queue_name="q")
+        browsed = orjson.loads(broker.browse("q", 0, None, 1000))["messages"]
+        sealed = [c.number for c in _sealed(broker)]
+        tier.upload_round()
+        rows = tier.manifest.rows()
+        evicted = [n for n, r in rows.items() if r.state == EVICTED]
+        assert evicted == sealed[:-2] and len(evicted) >= 3  # the oldest; two stay
+        assert [n for n, r in rows.items() if r.state == UPLOADED] == sealed[-2:]
+        assert _local_chunk_files(broker) == [*sealed[-2:], broker.store.active_chunk.number]  # type: ignore[union-attr]
+        assert tier.lag_bytes == 0 and tier.bucket_bytes == sum(r.size for r in rows.values())
+        assert await _pull_all(broker, "q", "g") == sent  # through the bucket
+        assert tier.fetched == len(evicted)
+        await broker.warm(broker.queue("q"), 0, 1000)  # what the API does before a browse
+        assert orjson.loads(broker.browse("q", 0, None, 1000))["messages"] == browsed
+        # The fetched chunks are uploaded ones again. Those never fetched leave first, then the
+        # fetched ones by when they were fetched: the two read last stay.
+        tier.upload_round()
+        rows = tier.manifest.rows()
+        assert [n for n, r in rows.items() if r.state != EVICTED] == evicted[-2:]
+        assert _local_chunk_files(broker) == [*evicted[-2:], broker.store.active_chunk.number]  # type: ignore[union-attr]
+        first = browsed[0]
+        await broker.warm_message(first["id"])
+        assert orjson.loads(broker.get_message(first["id"])[1])["body"] == sent[0]
+
+    with_broker(tmp_path, work, **tier_settings(s3, tier_url, tier_local_bytes=local))
+
+
+def test_a_restart_reads_evicted_chunks_and_the_manifest_brings_back_lost_stubs(s3: SeaweedS3, tier_url: str,
+                                                                                tmp_path: Path) -> None:
+    local = CHUNK + 128
+    sent = [f"{i:05d}-" + "x" * 300 for i in range(60)]
+    settings = tier_settings(s3, tier_url, tier_local_bytes=local)
+
+    async def fill(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        await broker.declare_queue("q", {})
+        for body in sent:
+            await broker.publish("", [{"body": body, "routing_key": "q"}], queue_name="q")
+        tier.upload_round()
+        assert broker.store.remote
+
+    with_broker(tmp_path, fill, **settings)
+    for stub in (tmp_path / "data" / "store" / "log").glob("*.remote"):
+        stub.unlink()  # as if they were lost: the manifest still has them
+
+    async def read(broker: Broker) -> None:
+        assert not broker.store.remote
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None and broker.store.remote
+        assert await _pull_all(broker, "q", "g") == sent
+
+    with_broker(tmp_path, read, **settings)
+
+
+def test_retention_deletes_evicted_chunks_from_the_bucket(s3: SeaweedS3, tier_url: str, tmp_path: Path) -> None:
+    async def work(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        await broker.declare_queue("q", {})
+        await _fill(broker, "q", 60)
+        tier.upload_round()
+        assert len(broker.store.remote) >= 3
+        broker.purge("q")
+        await broker.run_retention()
+        assert broker.store.remote == {}
+        tier.upload_round()
+        _check_bucket_matches(tier, broker)
+
+    with_broker(tmp_path, work, **tier_settings(s3, tier_url, tier_local_bytes=CHUNK + 128))

@@ -125,3 +125,89 @@ def test_chunk_object_refuses_the_active_chunk(open_store: Callable[..., Store])
     assert active is not None and not active.sealed
     with pytest.raises(Exception, match="not sealed"):
         chunk_object(active)
+
+
+def _tiered(store: Store, bucket: Bucket) -> dict[int, str]:
+    """Upload every sealed chunk file of `store` and let it fetch from `bucket`: number -> key."""
+    store.fetcher = bucket.fetch
+    keys = {}
+    for c in _sealed(store):
+        keys[c.number] = object_key(c)
+        bucket.put_verified(keys[c.number], chunk_object(c))
+    return keys
+
+
+def _evict_all(store: Store, keys: dict[int, str], bucket: Bucket) -> int:
+    """Evict every chunk of `keys` that is on local disk now."""
+    sizes = bucket.list()
+    return sum(store.evict(n, key, sizes[key]) for n, key in keys.items() if n in store.chunk_map)
+
+
+def test_evicted_chunks_read_back_the_same_through_every_read(s3: SeaweedS3, tier_url: str, tmp_path: Path,
+                                                             open_store: Callable[..., Store]) -> None:
+    store = open_store()
+    store.create_queue(1)
+    for i in range(80):
+        store.append(msgs(1, 5, prefix=f"b{i}-" + "y" * 80))
+    end = store.next_offset(1)
+    before = store.read(1, 0, end)
+    columns = store.read_columns(1, 0, end)
+    ts = [store.timestamp_of(1, o) for o in range(end)]
+    bucket = _bucket(s3, tier_url)
+    bucket.ensure()
+    keys = _tiered(store, bucket)
+    assert len(keys) >= 3
+    on_disk = {p.name for p in (tmp_path / "store" / "log").iterdir()}
+    freed = _evict_all(store, keys, bucket)
+    assert freed == sum(8192 + 128 for _ in keys)
+    assert sorted({r.number for r in store.remote.values()}) == sorted(keys)
+    left = {p.name for p in (tmp_path / "store" / "log").iterdir()}
+    assert len(left - on_disk) == len(keys) and all(n.endswith(".remote") for n in left - on_disk)
+    assert store.read(1, 0, end) == before  # fetched back, byte for byte
+    assert store.remote == {}
+    for n in keys:  # and they are local chunk files again
+        assert store.chunk_map[n].sealed
+    _evict_all(store, keys, bucket)
+    assert [store.timestamp_of(1, o) for o in range(end)] == ts
+    _evict_all(store, keys, bucket)
+    page = store.read_columns(1, 0, end)
+    assert bytes(page.buf) == bytes(columns.buf) and page.next_offset == columns.next_offset
+    for name in ("offsets", "positions", "timestamps", "data_start", "data_len"):
+        assert list(getattr(page, name)) == list(getattr(columns, name))
+    _evict_all(store, keys, bucket)
+    first = before[0]
+    assert store.read_at(first[1]).data == first[5]
+    _evict_all(store, keys, bucket)
+    assert store.offset_for_timestamp(1, ts[end // 2]) == ts.index(ts[end // 2])
+
+
+def test_evicted_chunks_survive_a_restart_and_retention(s3: SeaweedS3, tier_url: str, tmp_path: Path,
+                                                       open_store: Callable[..., Store]) -> None:
+    store = open_store()
+    store.create_queue(1)
+    store.create_queue(2)
+    for i in range(60):
+        store.append(msgs(1, 5, prefix=f"a{i}-" + "y" * 80) + msgs(2, 1, prefix=f"z{i}"))
+    before1, before2 = store.read(1, 0, 1000), store.read(2, 0, 1000)
+    bucket = _bucket(s3, tier_url)
+    bucket.ensure()
+    keys = _tiered(store, bucket)
+    _evict_all(store, keys, bucket)
+    store.retain({1: 0, 2: 0})
+    store.collect(0.5)  # nothing merges across evicted chunks
+    store.close()
+    again = open_store()
+    assert sorted({r.number for r in again.remote.values()}) == sorted(keys)
+    # nothing fetches yet: the evicted chunks' entries read as gone, and stay
+    assert again.read(1, 0, 1000) == [m for m in before1 if m[1] // 8192 not in keys]
+    assert again.first_offset(1) == 0
+    again.fetcher = bucket.fetch
+    assert again.read(1, 0, 1000) == before1 and again.read(2, 0, 1000) == before2
+    for n, key in keys.items():
+        if n in again.chunk_map:
+            again.evict(n, key, bucket.list()[key])
+    assert again.take_dropped_remote() == []
+    again.retain({1: again.next_offset(1), 2: again.next_offset(2)})  # both done: every chunk unneeded
+    dropped = again.take_dropped_remote()
+    assert sorted(r.number for r in dropped) == sorted(keys) and again.remote == {}
+    assert not list((tmp_path / "store" / "log").glob("*.remote"))
