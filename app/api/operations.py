@@ -125,6 +125,20 @@ class BrokerCollector(Collector):
         refused = CounterMetricFamily("chunkmq_publishes_refused_by_budget", "Publishes refused by the disk budget")
         refused.add_metric([], space.refused_by_budget)
         yield from (depth, size, lag, dropped, expired, missed, disk, data_dir, refused)
+        tier = views.tier(self.broker)
+        if tier is not None:
+            for name, doc, value in (
+                ("lag_bytes", "Bytes of sealed chunks not yet verified in the tier's bucket", tier.lag_bytes),
+                ("bucket_bytes", "Bytes of the chunk objects in the tier's bucket", tier.bucket_bytes),
+                ("upload_failures", "Failed tier upload rounds in a row", tier.failures),
+            ):
+                yield GaugeMetricFamily(f"chunkmq_tier_{name}", doc, value=value)
+            for name, doc, value in (
+                ("uploaded_bytes", "Bytes uploaded to the tier's bucket", tier.uploaded_bytes),
+                ("fetches", "Chunks fetched back from the tier's bucket", tier.fetches),
+                ("evictions", "Chunks evicted from the local disk to the tier's bucket", tier.evictions),
+            ):
+                yield CounterMetricFamily(f"chunkmq_tier_{name}", doc, value=value)
 
 
 class AlertCollector(Collector):

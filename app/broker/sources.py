@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from chunkmq.broker.queue import Queue
     from chunkmq.broker.routing import RoutingTable
     from chunkmq.broker.stats import BrokerStats
+    from chunkmq.broker.tier import Tier
     from chunkmq.config import Settings
     from chunkmq.meta import MetaStore
     from chunkmq.storage import Store
@@ -67,6 +68,8 @@ class Source(StoreSource, Protocol):
     def stats(self) -> BrokerStats: ...
     @property
     def disk(self) -> DiskGuard: ...
+    @property
+    def tier(self) -> Tier | None: ...
     @property
     def durability(self) -> str: ...
     @property

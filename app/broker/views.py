@@ -312,6 +312,19 @@ class StorageView:
 
 
 @dataclass(frozen=True, slots=True)
+class TierView:
+    """Tiered storage (app/broker/tier.py), as its last round left it."""
+
+    lag_bytes: int  # sealed local chunk bytes not verified in the bucket yet
+    bucket_bytes: int  # bytes of the objects the manifest holds
+    uploaded_bytes: int  # uploaded since start
+    fetches: int  # chunks fetched back from the bucket since start
+    evictions: int  # chunks evicted from the local disk since start
+    failures: int  # failed upload rounds in a row (0: the last one succeeded)
+    last_error: str
+
+
+@dataclass(frozen=True, slots=True)
 class AccessView:
     """API tokens and console users, without their hashes."""
 
@@ -688,6 +701,14 @@ def queue_gauges(broker: Source) -> list[QueueGauge]:
 def storage(broker: Source) -> StorageView:
     guard = broker.disk
     return StorageView(broker.store.disk_bytes(), guard.estimate(), guard.refused, guard.refusal())
+
+
+def tier(broker: Source) -> TierView | None:
+    """None without CHUNKMQ_TIER_URL."""
+    t = broker.tier
+    if t is None:
+        return None
+    return TierView(t.lag_bytes, t.bucket_bytes, t.uploaded_total, t.fetched, t.evicted, t.failures, t.last_error)
 
 
 def refusal(broker: Source) -> str | None:

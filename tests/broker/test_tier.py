@@ -256,3 +256,36 @@ def test_retention_deletes_evicted_chunks_from_the_bucket(s3: SeaweedS3, tier_ur
         _check_bucket_matches(tier, broker)
 
     with_broker(tmp_path, work, **tier_settings(s3, tier_url, tier_local_bytes=CHUNK + 128))
+
+
+def test_the_views_and_metrics_show_the_tier(s3: SeaweedS3, tier_url: str, tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from chunkmq.api.operations import BrokerCollector
+    from chunkmq.broker import views
+
+    def scrape(broker: Broker) -> dict[str, float]:
+        registry = CollectorRegistry()
+        registry.register(BrokerCollector(broker))
+        lines = generate_latest(registry).decode().splitlines()
+        return {line.split()[0]: float(line.split()[1]) for line in lines if line.startswith("chunkmq_tier_")}
+
+    async def work(broker: Broker) -> None:
+        assert views.tier(broker) is None and scrape(broker) == {}  # no tier: nothing new
+        broker.tier = Tier.open(Settings(data_dir=broker.settings.data_dir, **tier_settings(
+            s3, tier_url, tier_local_bytes=CHUNK + 128)), broker.store, broker.meta)
+        await broker.declare_queue("q", {})
+        await _fill(broker, "q", 40)
+        broker.tier.measure()  # type: ignore[union-attr]
+        lag = sum(c.file_bytes for c in _sealed(broker))
+        assert scrape(broker)["chunkmq_tier_lag_bytes"] == lag > 0
+        broker.tier.upload_round()  # type: ignore[union-attr]
+        view = views.tier(broker)
+        assert view is not None and (view.lag_bytes, view.failures, view.uploaded_bytes) == (0, 0, lag)
+        got = scrape(broker)
+        assert got["chunkmq_tier_uploaded_bytes_total"] == got["chunkmq_tier_bucket_bytes"] == lag
+        assert got["chunkmq_tier_evictions_total"] == view.evictions > 0
+        await _pull_all(broker, "q", "g")
+        assert scrape(broker)["chunkmq_tier_fetches_total"] == view.evictions
+
+    with_broker(tmp_path, work, chunk_size=CHUNK, max_batch_bytes=CHUNK, gc_threshold=0)
