@@ -588,9 +588,41 @@ def _add_spark_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_parser(sub)
 
 
+def _tier_verify(args: argparse.Namespace) -> int:
+    from chunkmq.broker.tier import location, verify
+    from chunkmq.meta import MetaStore
+    from chunkmq.meta.tier import TierManifest
+    from chunkmq.storage.tier import Bucket
+
+    settings = _settings_from(args)
+    loc = location(settings)
+    if loc is None:
+        print("chunkmq: CHUNKMQ_TIER_URL is not set: there is no tier to verify", file=sys.stderr)
+        return 2
+    with MetaStore(settings.meta_url) as meta:
+        report = verify(TierManifest(meta), Bucket(loc), sweep=args.sweep)
+    for key in report.missing:
+        print(f"missing: {key}")
+    for key in report.extra:
+        print(f"{'swept' if key in report.swept else 'extra'}: {key}")
+    swept = f", {len(report.swept)} swept" if args.sweep else ""
+    print(f"{loc.url}: {report.rows} chunks in the manifest, {report.objects} objects; "
+          f"{len(report.missing)} missing, {len(report.extra)} extra{swept}")
+    return 1 if report.missing else 0
+
+
+def _add_tier_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tier = sub.add_parser("tier", help="tiered storage (CHUNKMQ_TIER_URL)")
+    actions = tier.add_subparsers(dest="action", required=True)
+    check = actions.add_parser("verify", parents=[_where_parser()],
+                               help="compare the manifest with the bucket: missing and extra objects")
+    check.add_argument("--sweep", action="store_true", help="delete the extra objects (orphans)")
+    check.set_defaults(func=_tier_verify)
+
+
 _COMMANDS = {"serve": _add_serve_parser, "token": _add_token_parser, "definitions": _add_definitions_parser,
              "alerts": _add_alerts_parser, "spark": _add_spark_parser, "user": _add_user_parser,
-             "audit": _add_audit_parser}
+             "audit": _add_audit_parser, "tier": _add_tier_parser}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

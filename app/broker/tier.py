@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chunkmq.storage.tier import Bucket, TierError, TierLocation, chunk_object, object_key
@@ -46,6 +47,36 @@ def location(settings: Settings) -> TierLocation | None:
         return None
     return TierLocation.parse(settings.tier_url, settings.tier_endpoint, settings.tier_access_key_id,
                               settings.tier_secret_access_key.get_secret_value(), settings.tier_region)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """The manifest against the bucket (`chunkmq tier verify`)."""
+
+    rows: int  # manifest rows whose object should be in the bucket (uploaded or evicted)
+    objects: int  # objects under the prefix's log/
+    missing: list[str]  # keys such a row names that the bucket lacks, or holds at another size
+    extra: list[str]  # objects no row names: orphans (an upload cut short, a replaced object not yet deleted)
+    swept: list[str]  # the extra objects deleted (`sweep`)
+
+
+def verify(manifest: TierManifest, bucket: Bucket, sweep: bool = False) -> VerifyReport:
+    """Compare the manifest with the bucket; with `sweep`, delete the objects no row names. Safe
+    while a broker runs: a row names its object before the upload begins."""
+    from chunkmq.meta.tier import EVICTED, UPLOADED
+
+    rows = manifest.rows()
+    objects = bucket.list()
+    named = {r.object_key for r in rows.values()}
+    held = [r for r in rows.values() if r.state in (UPLOADED, EVICTED)]
+    missing = [r.object_key for r in held if objects.get(r.object_key) != r.size]
+    extra = sorted(set(objects) - named)
+    swept = []
+    if sweep:
+        for key in extra:
+            bucket.delete(key)
+            swept.append(key)
+    return VerifyReport(len(held), len(objects), missing, extra, swept)
 
 
 class Tier:

@@ -289,3 +289,50 @@ def test_the_views_and_metrics_show_the_tier(s3: SeaweedS3, tier_url: str, tmp_p
         assert scrape(broker)["chunkmq_tier_fetches_total"] == view.evictions
 
     with_broker(tmp_path, work, chunk_size=CHUNK, max_batch_bytes=CHUNK, gc_threshold=0)
+
+
+def test_tier_verify_reports_missing_and_extra_objects_and_sweeps_orphans(s3: SeaweedS3, tier_url: str,
+                                                                         tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from chunkmq.broker.tier import verify
+
+    keys: list[str] = []
+
+    async def work(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        await broker.declare_queue("q", {})
+        await _fill(broker, "q", 30)
+        tier.upload_round()
+        clean = verify(tier.manifest, tier.bucket)
+        assert (clean.missing, clean.extra, clean.rows) == ([], [], clean.objects) and clean.rows >= 2
+        keys.extend(sorted(tier.bucket.list()))
+        tier.bucket.delete(keys[0])  # lost
+        tier.bucket.put_verified("log/00000000000000000099-00000000000000000099-1.chunk", b"half an upload")
+        report = verify(tier.manifest, tier.bucket)
+        assert report.missing == [keys[0]]
+        assert report.extra == ["log/00000000000000000099-00000000000000000099-1.chunk"] and report.swept == []
+
+    with_broker(tmp_path, work, **tier_settings(s3, tier_url))
+    env = {**os.environ, **s3.env(), "CHUNKMQ_TIER_URL": tier_url}
+
+    def run(*more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "chunkmq.cli", "tier", "verify", "--data-dir",
+                               str(tmp_path / "data"), *more], env=env, capture_output=True, text=True, timeout=60)
+
+    done = run()
+    orphan = "log/00000000000000000099-00000000000000000099-1.chunk"
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        f"missing: {keys[0]}", f"extra: {orphan}",
+        f"{tier_url}: {len(keys)} chunks in the manifest, {len(keys)} objects; 1 missing, 1 extra"]
+    swept = run("--sweep")
+    assert swept.returncode == 1 and f"swept: {orphan}" in swept.stdout and "1 swept" in swept.stdout
+    assert f"extra: {orphan}" not in run().stdout
+    none = subprocess.run([sys.executable, "-m", "chunkmq.cli", "tier", "verify", "--data-dir", str(tmp_path / "data")],
+                          env={k: v for k, v in env.items() if k != "CHUNKMQ_TIER_URL"}, capture_output=True,
+                          text=True, timeout=60)
+    assert none.returncode == 2 and "CHUNKMQ_TIER_URL is not set" in none.stderr
