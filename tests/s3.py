@@ -93,7 +93,7 @@ class SeaweedS3:
                 "-filer", "-s3", f"-s3.port={self.port}", f"-s3.config={self.root / 's3.json'}",
                 "-s3.autoCreateBucket=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
                 f"-s3.localSocket={self.root / 's3.sock'}", f"-filer.localSocket={self.root / 'filer.sock'}",
-                "-master.volumeSizeLimitMB=64", "-volume.max=50", "-master.raftHashicorp"]
+                "-master.volumeSizeLimitMB=64", "-volume.max=2000", "-master.raftHashicorp"]
         with open(self.root / "server.log", "wb") as out:
             self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=self.root,
                                           start_new_session=True)

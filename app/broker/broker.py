@@ -194,6 +194,11 @@ class Broker(Publishing, Consuming):
         from `snapshot` when it was read already (without the ORM: app/meta/plain.py)."""
         private_dir(settings.data_dir)
         restrict_once(settings.data_dir)
+        if settings.tier_url:  # a data directory without chunks is restored from the tier's bucket
+            from chunkmq.broker.tier import restore_if_empty
+
+            snapshot = snapshot or meta.load()
+            restore_if_empty(settings, [row.id for row in snapshot.queues])
         store = Store.open(
             settings.data_dir / "store",
             StoreOptions(

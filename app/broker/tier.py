@@ -79,6 +79,38 @@ def verify(manifest: TierManifest, bucket: Bucket, sweep: bool = False) -> Verif
     return VerifyReport(len(held), len(objects), missing, extra, swept)
 
 
+def restore_if_empty(settings: Settings, queue_ids: list[int]) -> int:
+    """Before the store opens: when its log directory holds no chunk (a new or lost disk) and the
+    manifest has chunks in the bucket, download them all into it and give every queue an index
+    directory, so that recovery replays the whole log into the queues' indexes (offsets and ids as
+    they were). Returns the chunks restored. The chunks never uploaded are lost with the disk."""
+    from chunkmq.meta.repository import MetaStore
+    from chunkmq.meta.tier import EVICTED, UPLOADED, TierManifest
+    from chunkmq.storage import files
+    from chunkmq.storage.tier import REMOTE_SUFFIX, restore_file
+
+    loc = location(settings)
+    root = settings.data_dir / "store"
+    log_dir = files.log_dir(root)
+    if loc is None or (log_dir.exists() and any(p.suffix == ".chunk" or p.name.endswith(REMOTE_SUFFIX)
+                                                for p in log_dir.iterdir())):
+        return 0
+    with MetaStore(settings.meta_url) as meta:
+        rows = [r for r in TierManifest(meta).rows().values() if r.state in (UPLOADED, EVICTED)]
+    if not rows:
+        return 0
+    log.warning("tier: the data directory has no chunks: restoring %d from %s", len(rows), loc.url)
+    for directory in (root, log_dir, files.queues_dir(root)):
+        files.private_dir(directory)
+    bucket = Bucket(loc)
+    for r in rows:
+        restore_file(bucket.fetch(r.object_key, r.size), files.chunk_path(root, r.number), settings.chunk_size)
+    for q in queue_ids:
+        files.private_dir(files.queue_dir(root, q))
+    files.fsync_dir(log_dir)
+    return len(rows)
+
+
 class Tier:
     def __init__(self, store: Store, bucket: Bucket, manifest: TierManifest, local_bytes: int = 0) -> None:
         self.store = store

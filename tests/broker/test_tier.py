@@ -336,3 +336,50 @@ def test_tier_verify_reports_missing_and_extra_objects_and_sweeps_orphans(s3: Se
                           env={k: v for k, v in env.items() if k != "CHUNKMQ_TIER_URL"}, capture_output=True,
                           text=True, timeout=60)
     assert none.returncode == 2 and "CHUNKMQ_TIER_URL is not set" in none.stderr
+
+
+def test_a_broker_on_an_empty_data_directory_serves_what_the_bucket_holds(s3: SeaweedS3, tier_url: str,
+                                                                          tmp_path: Path) -> None:
+    """Same metadata database, same bucket, the data directory lost: every message of an uploaded
+    chunk is served again at its offset and id; a group goes on from its ack floor."""
+    import shutil
+
+    settings = tier_settings(s3, tier_url, database_url=f"sqlite:///{tmp_path / 'meta.db'}",
+                             tier_local_bytes=2 * (CHUNK + 128))
+    kept: dict[str, list[dict[str, Any]]] = {}
+
+    async def fill(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        for q in ("a", "b"):
+            await broker.declare_queue(q, {})
+        for i in range(60):
+            await broker.publish("", [{"body": f"a{i}-" + "x" * 200, "routing_key": "a"},
+                                      {"body": f"b{i}", "routing_key": "b"}], queue_name="a")
+            await broker.publish("", [{"body": f"b{i}-" + "y" * 100, "routing_key": "b"}], queue_name="b")
+        page = orjson.loads(await broker.pull("a", "g", 10, 0, "c"))["messages"]
+        broker.ack("a", "g", {"up_to": page[-1]["offset"] + 1})
+        await broker.committer.round()
+        tier.upload_round()
+        assert broker.store.remote  # some in the bucket only, too
+        uploaded_end = max(c.end for c in _sealed(broker))
+        for q in ("a", "b"):
+            kept[q] = [m for m in orjson.loads(broker.browse(q, 0, None, 1000))["messages"]
+                       if int(m["id"], 16) < uploaded_end]
+
+    with_broker(tmp_path, fill, **settings)
+    shutil.rmtree(tmp_path / "data")
+
+    async def read(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        for q in ("a", "b"):
+            await broker.warm(broker.queue(q), 0, 1000)
+            got = orjson.loads(broker.browse(q, 0, None, 1000))["messages"]
+            assert got == kept[q] and len(got) > 20
+        page = orjson.loads(await broker.pull("a", "g", 5, 0, "c"))["messages"]
+        assert page[0]["offset"] == 10 and page[0]["body"] == kept["a"][10]["body"]
+        tier.upload_round()  # nothing to upload again
+        assert tier.uploaded_total == 0 and tier.lag_bytes == 0
+
+    with_broker(tmp_path, read, **settings)
