@@ -86,7 +86,7 @@ class SeaweedS3:
         ]}
         (self.root / "s3.json").write_text(json.dumps(config))
         data = self.root / "data"
-        data.mkdir()
+        data.mkdir(exist_ok=True)  # a restart keeps the buckets
         master, volume, filer = self._ports
         args = [str(weed_binary()), "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}",

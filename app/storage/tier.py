@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -219,9 +219,11 @@ class Bucket:
         if loc.access_key_id:
             options["access_key_id"] = loc.access_key_id
             options["secret_access_key"] = loc.secret_access_key
+        # A few retries within 30 s, not obstore's 10 within 3 minutes: the tier's own rounds retry
+        # with backoff, and a bucket that is down shows in the tier lag sooner.
         self.store: S3Store = S3Store(
             loc.bucket, prefix=loc.prefix or None, client_options={"allow_http": loc.endpoint.startswith("http:")},
-            **options)
+            retry_config={"max_retries": 3, "retry_timeout": timedelta(seconds=30)}, **options)
 
     def ensure(self) -> None:
         """Create the bucket if it is missing and prove the credentials may write and delete in it;

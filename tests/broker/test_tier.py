@@ -383,3 +383,33 @@ def test_a_broker_on_an_empty_data_directory_serves_what_the_bucket_holds(s3: Se
         assert tier.uploaded_total == 0 and tier.lag_bytes == 0
 
     with_broker(tmp_path, read, **settings)
+
+
+def test_the_bucket_stopped_during_publishing_and_started_again(tmp_path: Path) -> None:
+    """Publishing goes on while the bucket is down; the rounds fail and back off, the lag grows;
+    once the bucket is back every chunk is uploaded and verified."""
+    server = SeaweedS3().start()
+    url = f"s3://{server.bucket_name()}/p"
+
+    async def work(broker: Broker) -> None:
+        tier = Tier.open(broker.settings, broker.store, broker.meta)
+        assert tier is not None
+        await broker.declare_queue("q", {})
+        await _fill(broker, "q", 20)
+        tier.upload_round()
+        server.stop()
+        await _fill(broker, "q", 30)  # publishes are not held up
+        tier.upload_round()
+        assert tier.failures == 1 and tier.lag_bytes > 0 and tier.last_error.startswith(url)
+        tier.upload_round(force=True)
+        assert tier.failures == 2
+        server.start()
+        tier.upload_round(force=True)
+        assert (tier.failures, tier.lag_bytes) == (0, 0)
+        _check_bucket_matches(tier, broker)
+        assert len(await _pull_all(broker, "q", "g")) == 50
+
+    try:
+        with_broker(tmp_path, work, **tier_settings(server, url))
+    finally:
+        server.remove()
