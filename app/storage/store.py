@@ -67,10 +67,11 @@ from .record_columns import columns as record_columns
 from .record_encode import encode_batch, encode_one
 from .recovery import recover
 from .retention import retain
-from .tier import RemoteChunk, load_stubs, restore_file, stub_path, write_stub
 
 if TYPE_CHECKING:
     import asyncio
+
+    from .tier import RemoteChunk
 
 log = logging.getLogger("chunkmq.storage")
 
@@ -182,7 +183,10 @@ class Store:
             files.private_dir(directory)
         store = cls(root, options)
         store.recovery = recover(store)
-        store._remote = {n: r for n, r in load_stubs(files.log_dir(root)).items() if n not in store._chunks}
+        if any(files.log_dir(root).glob("*.remote")):  # chunks in a tier's bucket only (tier.py)
+            from .tier import load_stubs
+
+            store._remote = {n: r for n, r in load_stubs(files.log_dir(root)).items() if n not in store._chunks}
         files.make_reserve(root)
         log.info("storage recovery: %s", store.recovery)
         store._flusher.start(store.end_position)
@@ -960,6 +964,8 @@ class Store:
         """Take sealed chunk file ``number``, whose object ``key`` of ``size`` bytes the caller has
         verified in the bucket, off the local disk: a stub takes its place (tier.py), and reads of it
         fetch it back (``fetcher``). Returns the bytes freed. Readers inside it finish on its mmap."""
+        from .tier import RemoteChunk, write_stub
+
         self.flush()  # the recovery point past it: a restart never replays records of an evicted chunk
         with self._lock:
             self.check_open()
@@ -1007,6 +1013,8 @@ class Store:
         fetcher = self.fetcher
         if r is None or fetcher is None:
             return None
+        from .tier import restore_file, stub_path
+
         with self._fetch_lock:  # one fetch at a time: two readers of one chunk fetch it once
             c = self._chunks.get(number)
             if c is not None or number not in self._remote:
@@ -1034,6 +1042,8 @@ class Store:
 
     def drop_remote(self, numbers: list[int]) -> None:
         """Forget evicted chunks no queue needs (retention, writer lock held): their stubs go."""
+        from .tier import stub_path
+
         for n in numbers:
             r = self._remote.get(n)
             if r is None:
@@ -1052,6 +1062,8 @@ class Store:
     def add_remote(self, r: RemoteChunk) -> bool:
         """Know a chunk that is in the bucket only (the manifest has it, the data directory does not:
         a stub lost with a disk); False if some number of it is known already."""
+        from .tier import write_stub
+
         with self._lock:
             self.check_open()
             if any(n in self._chunks or n in self._remote for n in range(r.number, r.last + 1)):

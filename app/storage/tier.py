@@ -21,13 +21,10 @@ Thread-safety: a Bucket may be used from several threads; nothing here runs on a
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -175,6 +172,7 @@ def load_stubs(log_dir: Path) -> dict[int, RemoteChunk]:
 
 def _sign(loc: TierLocation, method: str, path: str, body: bytes) -> dict[str, str]:
     """SigV4 headers for one path-style request to the endpoint (used for CreateBucket only)."""
+    import hmac
     now = datetime.now(UTC)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     host = urlsplit(loc.http_endpoint).netloc
@@ -259,6 +257,9 @@ class Bucket:
             raise TierError(f"{self.loc.url}: deleting an object was refused: {_reason(exc)}") from None
 
     def _create_bucket(self) -> None:
+        import urllib.error  # here: a store without a tier never loads urllib's HTTP client
+        import urllib.request
+
         loc = self.loc
         body = b"" if loc.region == "us-east-1" else (
             "<CreateBucketConfiguration><LocationConstraint>"
