@@ -1,7 +1,7 @@
 """The tier manifest: each sealed chunk file's object in the bucket and its upload state.
 
-Revision ID: 0010
-Revises: 0007
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-07
 """
 
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from alembic import op
 
-revision: str = "0010"
-down_revision: str | None = "0007"
+revision: str = "0011"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
