@@ -345,7 +345,7 @@ class Store:
             ts = _now_ms()
             if ts < self._last_ts:
                 ts = self._last_ts
-            pos = self._end
+            pos = self._write_position(active)
             buf, packed, added = encode_one(data, queue_id, ts, pos, qi.next, self.options.max_message_bytes,
                                             self._tags, flags)
             size = len(buf)
@@ -395,7 +395,7 @@ class Store:
             ts = _now_ms()
             if ts < self._last_ts:
                 ts = self._last_ts
-            pos = self._end
+            pos = self._write_position(active)
             offsets = _Offsets(self._queues)
             buf, appended, entries = encode_batch(batch, ts, pos, offsets, opts.max_message_bytes, self._tags)
             size = len(buf)
@@ -438,6 +438,12 @@ class Store:
                 _count(qi, number, added)
             self._written(active, pos, local, buf, ts, len(batch))
         return appended
+
+    def _write_position(self, active: Chunk | None) -> int:
+        """Where the next record goes: the log's end, or the active chunk's start when the append that
+        rolled to it wrote nothing (its write failed, a full disk): the end then still lies in the
+        sealed chunk before it."""
+        return self._end if active is None else max(self._end, active.base)
 
     def _written(self, active: Chunk, pos: int, local: int, buf: bytes, ts: int, records: int) -> None:
         """After `records` records (`buf`, at `pos`) and their index entries are written (writer lock

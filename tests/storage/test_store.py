@@ -15,6 +15,7 @@ from chunkmq.storage import (
     MessageTooLarge,
     NewMessage,
     StorageError,
+    StorageFull,
     Store,
     StoreClosed,
     StoreOptions,
@@ -22,7 +23,7 @@ from chunkmq.storage import (
     reader,
     tag_hash,
 )
-from chunkmq.storage.chunk import HEADER_SIZE
+from chunkmq.storage.chunk import HEADER_SIZE, Chunk
 from chunkmq.storage.record import FIELDS_AT
 from tests.storage.conftest import SMALL, msgs
 
@@ -103,6 +104,40 @@ def test_chunk_roll_over_at_the_boundary(open_store: Opener) -> None:
     assert [(c.number, c.state, c.data_bytes) for c in s.chunks()][1] == (1, "sealed", end_of_1)
     assert [data for *_, data in s.read(1, 0, 5)] == [c * quarter for c in (b"A", b"B", b"C", b"D")] + [b"z"]
     assert len(s.read(1, 5, 1000)) == 120
+
+
+@pytest.mark.parametrize("how", ["append", "publish_one"])
+def test_after_a_roll_whose_write_failed_the_next_append_goes_at_the_new_chunk_s_start(
+        open_store: Opener, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """A full disk can refuse the first write into a chunk the append just rolled to: the log's end
+    then still lies in the sealed chunk before it, and the next record must start the new one (it
+    once went at a negative offset into it)."""
+    s = open_store()
+    s.create_queue(1)
+    s.append(msgs(1, 60, prefix="a" * 70))
+    first = s.chunks()[-1].number
+    refused = [0]
+    write = Chunk.write
+
+    def full_once(chunk: Chunk, local: int, buf: bytes) -> None:
+        if chunk.number > first and not refused[0]:
+            refused[0] += 1
+            raise StorageFull("no space left on device (made up by the test)")
+        write(chunk, local, buf)
+
+    monkeypatch.setattr(Chunk, "write", full_once)
+    with pytest.raises(StorageFull):
+        s.append(msgs(1, 60, prefix="b" * 70))  # does not fit the rest: rolls, then fails
+    assert refused == [1] and s.next_offset(1) == 60
+    if how == "append":
+        position = s.append(msgs(1, 2, prefix="c"))[0].position
+    else:
+        position, _ = s.publish_one(b"c-0", 1)
+    assert position == (first + 1) * SMALL.chunk_size
+    assert next(data for *_, data in s.read(1, 60, 10)) == b"c-0"
+    s.close()
+    r = open_store()
+    assert [data for *_, data in r.read(1, 59, 10)][:2] == [b"a" * 70 + b"-59", b"c-0"]
 
 
 def test_many_queues_and_fan_out(open_store: Opener) -> None:
