@@ -45,6 +45,7 @@ log = logging.getLogger("chunkmq")
 
 TOKEN_USE_SECONDS = 5.0  # tokens' last-used times are written behind at most this late
 SWEEP_SECONDS = 0.1  # ack-deadline and redelivery granularity
+SCHEDULE_FLUSH_SECONDS = 0.2  # delayed messages' due indexes are made durable this often
 FORGET_CONSUMERS_SECONDS = 10.0  # consumers unseen for 5 minutes leave the lists this often
 DISK_MEASURE_SECONDS = 1.0  # the data directory is walked this often for the disk budget (disk.py)
 WARM_UP_DELAY_SECONDS = 1.0  # what start-up left out is loaded this long after the server answers
@@ -142,6 +143,8 @@ async def running(state: State, settings: Settings) -> AsyncIterator[None]:
         asyncio.create_task(_every(SWEEP_SECONDS, broker.sweep, "sweep")),
         asyncio.create_task(_every(FORGET_CONSUMERS_SECONDS, broker.forget_idle_consumers, "forget consumers")),
         asyncio.create_task(broker.committer.run()),
+        asyncio.create_task(broker.run_schedule()),
+        asyncio.create_task(_every(SCHEDULE_FLUSH_SECONDS, broker.flush_schedule, "schedule flush")),
         asyncio.create_task(_every(settings.retention_interval_seconds, broker.run_retention, "retention")),
         asyncio.create_task(_every(1.0, broker.stats.sample, "stats")),
         asyncio.create_task(_every(settings.dedup_snapshot_seconds, broker.snapshot_dedup, "dedup snapshot")),

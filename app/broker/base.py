@@ -25,6 +25,7 @@ from chunkmq.broker.names import DEFAULT_EXCHANGE, DEFAULT_EXCHANGE_ALIAS
 from chunkmq.broker.pausing import PauseTimers
 from chunkmq.broker.queue import Queue
 from chunkmq.broker.routing import Exchange, RoutingTable
+from chunkmq.broker.scheduling import Schedule
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import Settings
 from chunkmq.storage import NewMessage, Store, StoredMessage
@@ -78,6 +79,8 @@ class BrokerBase:
     aging: list[tuple[int, int]]
     aging_at: dict[int, int]
     message_limits: MessageLimits
+    schedule: Schedule  # delayed messages (app/broker/scheduling.py)
+    schedule_wake: asyncio.Event  # set when a publish schedules one
     _losses: dict[tuple[str, str], int]  # (queue, cause) -> messages deleted since the last warning
     _creating: dict[tuple[int, str], asyncio.Future[Group]]
     _admin: asyncio.Lock

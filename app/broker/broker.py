@@ -49,6 +49,7 @@ from chunkmq.broker.publishing import Publishing, PublishOutcome
 from chunkmq.broker.queue import Queue, QueueSettings
 from chunkmq.broker.resting import LaggingGroups
 from chunkmq.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
+from chunkmq.broker.scheduling import Schedule
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import FsyncSetting, Settings
 from chunkmq.meta.rows import GroupRow, MetaSnapshot, TokenRow, UserRow
@@ -168,6 +169,8 @@ class Broker(Publishing, Consuming):
         self._dedup_written_to = -1  # the log position the newest snapshot segment covers
         self.stats = BrokerStats()
         self.disk = DiskGuard(settings, store)
+        self.schedule = Schedule.open(settings.data_dir / "due", store)
+        self.schedule_wake = asyncio.Event()
         self._losses = {}
         self.durability = _DURABILITY[settings.fsync]
         self.message_limits = MessageLimits(settings.max_headers, settings.max_header_bytes)
@@ -352,7 +355,9 @@ class Broker(Publishing, Consuming):
     def close(self) -> None:
         """Flush and close the store; leave the idempotency window's last keys behind for the restart."""
         job = self._dedup_snapshot_job()
+        marks, end = self.schedule.watermarks(), self.store.end_position
         self.store.close()
+        self.schedule.flush(end, marks)  # the log is fsynced: every delivery up to the marks is durable
         if job is not None:
             job[2]()
 
@@ -453,6 +458,7 @@ class Broker(Publishing, Consuming):
             group.close()
         queue.notify()
         self.store.delete_queue(queue.id)
+        self.schedule.forget(queue.id)
 
     def purge(self, name: str) -> int:
         queue = self.queue(name)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chunkmq.broker.base import BrokerBase, now_ms
+from chunkmq.broker.base import BrokerBase, log, now_ms
 from chunkmq.broker.dedup import key_scope
 from chunkmq.broker.errors import (
     InvalidInput,
@@ -29,6 +29,7 @@ from chunkmq.broker.message import (
 from chunkmq.broker.names import DEFAULT_EXCHANGE
 from chunkmq.broker.queue import Overflow, Queue
 from chunkmq.broker.routing import Exchange
+from chunkmq.broker.scheduling import DELAY_FIELDS, FLAG_DELAYED, decode_delayed, encode_delayed, has_delay, parse_delay
 from chunkmq.broker.wake import Wake
 from chunkmq.storage import (
     AppendedBatch,
@@ -130,6 +131,8 @@ class Publishing(BrokerBase):
             one = self._publish_one(exchange, target, *plain)
             if one is not None:
                 return one
+        if not binary and has_delay(raw):
+            return self._publish_delayed(exchange, target, raw, mandatory)
         if binary:
             batch = parse_binary_batch(raw, exchange.name, self.settings.max_batch_messages)
         else:
@@ -293,6 +296,135 @@ class Publishing(BrokerBase):
         if binary_answer:
             return render_results(AppendedBatch(0, [position], [q.id], [offset]), {q.id: q.name.encode()})
         return wire.results_json(q.name_json, [position], [offset])
+
+    def _publish_delayed(self, exchange: Exchange, target: Queue | None, raw: list[Any], mandatory: bool) -> bytes:
+        """A JSON batch of which some message asks for a delay (app/broker/scheduling.py): every
+        message is stored at once as a delayed record (those without a delay are due now) and enters
+        its queues when due. Results name the queues with offset null and give `deliver_at_ms`."""
+        now = now_ms()
+        plain: list[Any] = []
+        dues: list[int] = []
+        for i, message in enumerate(raw):
+            due = parse_delay(message, i, now) if type(message) is dict else None
+            if type(message) is dict:
+                if "idempotency_key" in message:
+                    raise InvalidInput(f"messages[{i}].idempotency_key cannot be used in a batch with delayed messages")
+                message = {k: v for k, v in message.items() if k not in DELAY_FIELDS}
+            plain.append(message)
+            dues.append(now if due is None else due)
+        batch = parse_batch(plain, exchange.name, self.message_limits)
+        max_bytes = self.settings.max_message_bytes
+        data: list[bytes] = []
+        tags: list[bytes] = []
+        flags: list[int] = []
+        targets: list[tuple[int, ...]] = []
+        for i, (routing_key, blob) in enumerate(zip(batch.routing_keys, batch.blobs, strict=True)):
+            if len(blob) > max_bytes:
+                raise TooLarge(f"messages[{i}] is larger than {max_bytes} bytes", code=codes.MESSAGE_TOO_LARGE)
+            out = batch.full.get(i) if batch.full else None
+            ids = self._targets(exchange, target, routing_key, out.headers if out is not None else NO_HEADERS)
+            targets.append(ids)
+            data.append(encode_delayed(dues[i], ids, blob))
+            tags.append(out.tag.encode() if out is not None and out.tag else b"")
+            flags.append((out.flags if out is not None else 0) | FLAG_DELAYED)
+        exchange.messages_in += len(data)
+        unroutable = sum(1 for ids in targets if not ids)
+        if unroutable:
+            exchange.messages_unroutable += unroutable
+            if mandatory:
+                raise Unroutable(f"{unroutable} message(s) of a mandatory publish matched no queue")
+        kept = [i for i, ids in enumerate(targets) if ids]
+        results = [b'{"id":null,"routed":[],"duplicate":false,"deliver_at_ms":%d}' % due for due in dues]
+        if not kept:
+            return b"[%b]" % b",".join(results)
+        columns = MessageColumns([data[i] for i in kept], [()] * len(kept),
+                                 [tags[i] for i in kept] if any(tags) else None, None, [flags[i] for i in kept])
+        disk = self.disk
+        try:
+            appended = self.store.append(columns, None, disk.admit if disk.limit else None)
+        except StoreFull as exc:
+            raise self._refusal(exc) from exc
+        disk.failure = None
+        by_id = self.queues_by_id
+        for i, position in zip(kept, appended.positions, strict=True):
+            routed = b",".join(b'{"queue":%b,"offset":null}' % by_id[q].name_json for q in targets[i])
+            results[i] = b'{"id":"%016x","routed":[%b],"duplicate":false,"deliver_at_ms":%d}' % (
+                position, routed, dues[i])
+            for q in targets[i]:
+                self.schedule.add(q, dues[i], position)
+        self.stats.published.add(len(kept))
+        self.schedule_wake.set()
+        return b"[%b]" % b",".join(results)
+
+    def deliver_due(self, now: int) -> int:
+        """Copy every delayed message due by `now` (epoch ms) into its queue: a new offset each."""
+        due = self.schedule.take_due(now)
+        if not due:
+            return 0
+        data: list[bytes] = []
+        queues: list[tuple[int, ...]] = []
+        tags: list[bytes] = []
+        flags: list[int] = []
+        size = 0
+        incoming: dict[int, int] = {}
+        for queue_id, entries in due.items():
+            if queue_id not in self.queues_by_id:
+                continue
+            for _, position in entries:
+                try:
+                    record = self.store.read_at(position)
+                except KeyError:
+                    log.error("schedule: delayed record at %d of queue %d is gone", position, queue_id)
+                    continue
+                blob = decode_delayed(record.data)[2]
+                data.append(blob)
+                queues.append((queue_id,))
+                tags.append(record.tag)
+                flags.append(record.flags & ~FLAG_DELAYED)
+                incoming[queue_id] = incoming.get(queue_id, 0) + 1
+                size += len(blob)
+                if size > 4 << 20 or len(data) >= 10_000:
+                    self._append_due(data, queues, tags, flags)
+                    data, queues, tags, flags, size = [], [], [], [], 0
+        if data:
+            self._append_due(data, queues, tags, flags)
+        for queue_id, added in incoming.items():
+            self._arrived(self.queues_by_id[queue_id], added)
+        return sum(incoming.values())
+
+    def _append_due(self, data: list[bytes], queues: list[tuple[int, ...]], tags: list[bytes],
+                    flags: list[int]) -> None:
+        """Due copies, without caps or the disk budget: the messages were accepted at their publish."""
+        self.store.append(MessageColumns(data, queues, tags if any(tags) else None, None,
+                                         flags if any(flags) else None))
+
+    async def run_schedule(self) -> None:
+        """Deliver delayed messages as they fall due: wake at the nearest due time, or when a
+        publish schedules one (it may be nearer)."""
+        wake = self.schedule_wake
+        while True:
+            try:
+                self.deliver_due(now_ms())
+            except Exception:
+                log.exception("delivering delayed messages failed")
+            nearest = self.schedule.next_due()
+            wait = 1.0 if nearest is None else min(1.0, max(0.0, (nearest - now_ms()) / 1000))
+            wake.clear()
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(wake.wait(), wait)
+                except TimeoutError:
+                    pass
+
+    async def flush_schedule(self) -> None:
+        """Make the due indexes durable (scheduling.py): the watermarks once the copies up to them
+        are fsynced in the log."""
+        schedule = self.schedule
+        if not schedule.indexes:
+            return
+        marks, end = schedule.watermarks(), self.store.end_position
+        await asyncio.wrap_future(self.store.sync(end))
+        schedule.flush(end, marks)
 
     def _refusal(self, exc: QueueCapReached | StoreFull) -> QueueFull | StorageFull:
         """The broker's error for a store's refusal of a publish."""

@@ -131,6 +131,8 @@ class QueueView:
     expired: int = field(metadata=_doc("messages its groups passed as expired, since the broker started"))
     settings: dict[str, Any] = field(metadata={"flatten": QueueSettings})  # QueueSettings.as_dict(), inline in the JSON
     delivered: int = field(metadata=_INTERNAL)  # deliveries since the broker started, redeliveries included
+    scheduled: int = field(metadata=_doc("delayed messages not due yet (they have no offset until due)"))
+    next_due_ms: int | None = field(metadata=_doc("epoch ms the nearest delayed message is due; null: none"))
     groups: tuple[GroupView, ...]
 
     @property
@@ -412,8 +414,16 @@ def queue_view(broker: StoreSource, queue: Queue, now: int | None = None) -> Que
         expired=queue.expired,
         settings=queue.settings.as_dict(),
         delivered=queue.delivered,
+        scheduled=(scheduled := _scheduled(broker, queue))[0],
+        next_due_ms=scheduled[1],
         groups=tuple(group_view(broker, queue, g, now) for g in list(queue.groups.values())),
     )
+
+
+def _scheduled(broker: StoreSource, queue: Queue) -> tuple[int, int | None]:
+    """(delayed messages not due yet, the nearest due time) of a queue (app/broker/scheduling.py)."""
+    schedule = getattr(broker, "schedule", None)
+    return (0, None) if schedule is None else schedule.scheduled(queue.id)  # type: ignore[no-any-return]
 
 
 def queue_views(broker: Source) -> list[QueueView]:

@@ -4,6 +4,7 @@ Plain synchronous Python, file system only. See docs/storage.md and the docstrin
 modules (record.py, chunk.py, queue_index.py, checkpoint.py) for the on-disk formats.
 """
 
+from .due_index import DueIndex
 from .errors import (
     BatchTooLarge,
     CorruptChunk,
@@ -44,6 +45,7 @@ __all__ = [
     "ChunkInfo",
     "ChunkState",
     "CorruptChunk",
+    "DueIndex",
     "FsyncMode",
     "GcReport",
     "IndexEntry",

@@ -132,7 +132,8 @@ def plan(store: StoreInternals, threshold: float, live: dict[int, int], durable:
 
     for c in store.chunk_files():
         n = live.get(c.number, 0)
-        sparse = c.sealed and c is not store.active_chunk and c.end <= durable and n < threshold * size
+        pinned = store.pinned_from is not None and c.end > store.pinned_from  # delayed records (due_index.py)
+        sparse = c.sealed and c is not store.active_chunk and c.end <= durable and n < threshold * size and not pinned
         est = n + moved_table_size(c.records * n // max(1, c.data_bytes) + 1) + 8
         if run and any(m in store.remote for m in range(run[-1].last + 1, c.number)):
             close()  # an evicted chunk between them: a merge would cover its numbers

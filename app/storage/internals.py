@@ -31,10 +31,12 @@ class StoreInternals(Protocol):
     - ``touch(q)`` / ``first_moved(q)``: a queue's counters (or its first offset) were changed
       outside store.py (writer lock held), so the next recovery point and the rounds that read
       ``changed_queues`` see it; ``floors_changed`` and ``punch_due``: retention's own bookkeeping;
+      ``pinned_from``: where the log is kept regardless (delayed records, due_index.py);
     - and the public ``end_position``, ``live_bytes()``, ``flush()``, ``root``, ``options``.
     """
 
     floors_changed: bool
+    pinned_from: int | None
     punch_due: set[int]
 
     @property

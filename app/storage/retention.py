@@ -79,6 +79,8 @@ def retain(store: StoreInternals, floors: Mapping[int, int], free_bytes: int) ->
             for c in files_:
                 if c is store.active_chunk or not c.sealed:
                     continue
+                if store.pinned_from is not None and c.end > store.pinned_from:
+                    continue  # holds delayed records not due yet (due_index.py)
                 if not any(_points_into(qi, f, c.base, c.end) for qi, f in live):  # a merged file: all its numbers
                     doomed.append(c)
             for r in {r.number: r for r in store.remote.values()}.values():

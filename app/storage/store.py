@@ -156,6 +156,9 @@ class Store:
         self._checkpoint = checkpoint.Writer(root)
         self._checkpointed: tuple[int, int, int] | None = None  # (position, records, first_ts) last written
         self.floors_changed = True  # something retention's chunk check depends on moved (retention.py)
+        # The log from this position on is kept whatever the queues' floors: delayed records that are
+        # not due yet have no queue entry to keep them (due_index.py). Set by the owner of the indexes.
+        self.pinned_from: int | None = None
         self.punch_due: set[int] = set()  # queues whose first offset moved: retention trims their index files
         self._measure_lock = threading.Lock()
         self._index_bytes: dict[int, int] = {}  # queue id -> bytes of its index files when last measured
