@@ -106,6 +106,7 @@ RULES: dict[str, Need] = {
     "POST /api/v1/queues/{name}/purge": on("queue", "name", "configure"),
     "GET /api/v1/queues/{name}/messages": on("queue", "name", "read"),
     "POST /api/v1/queues/{name}/search": on("queue", "name", "read"),
+    "GET /api/v1/queues/{name}/scheduled": on("queue", "name", "read"),
     "POST /api/v1/queues/{name}/publish": on("queue", "name", "write"),
     "GET /api/v1/queues/{queue}/history": on("queue", "queue", "read"),
     "GET /api/v1/queues/{queue}/groups": on("queue", "queue", "see"),

@@ -86,6 +86,13 @@ async def purge_queue(name: str, request: Request) -> Response:
     return json({"purged": broker_of(request).purge(check_name(name, "queue name"))})
 
 
+@router.get("/{name}/scheduled",
+            responses=schemas.answers(schemas.Scheduled, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND))
+async def scheduled(name: str, request: Request, limit: int = Query(100, ge=1, le=1_000)) -> Response:
+    """Delayed messages not due yet, the nearest first, with their due times."""
+    return json(broker_of(request).scheduled_messages(check_name(name, "queue name"), limit))
+
+
 @router.get("/{name}/messages", responses=schemas.answers(
     schemas.Page, codes.INVALID_NAME, codes.QUEUE_NOT_FOUND,
     media={ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}}}))

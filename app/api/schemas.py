@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 from chunkmq.api.openapi import NAME_PATTERN, NEW_NAME_PATTERN, error_response, make_truthful, status_of
 from chunkmq.broker import views
 from chunkmq.broker.expiry import MAX_TTL_MS, MAX_TTL_SECONDS
+from chunkmq.broker.scheduling import MAX_DELAY_MS
 from chunkmq.meta.alert_kinds import ALERT_KINDS
 
 _NAME = NAME_PATTERN
@@ -87,6 +88,9 @@ class _Message(_Strict):
     idempotency_key: str | None = Field(None, min_length=1, max_length=255, pattern=_NO_NUL)
     ttl_ms: int | None = Field(
         None, ge=1, le=MAX_TTL_MS, description="the message expires this long after publish (header x-expires-at)")
+    delay_ms: int | None = Field(None, ge=0, le=MAX_DELAY_MS, description="deliver this much later (not with "
+                                 "deliver_at_ms, nor in a batch with an idempotency_key)")
+    deliver_at_ms: int | None = Field(None, ge=0, description="epoch ms to deliver at, at most 7 days from now")
 
 
 class TextMessage(_Message):
@@ -402,13 +406,31 @@ class Purged(BaseModel):
 
 class Routed(BaseModel):
     queue: str
-    offset: int
+    offset: int | None = Field(description="null: a delayed message, which takes its offset when due")
 
 
 class PublishResult(BaseModel):
     id: str = Field(pattern=r"^[0-9a-f]{16}$")
     routed: list[Routed]
     duplicate: bool
+    deliver_at_ms: int | None = Field(None, description="a delayed message's due time (epoch ms)")
+
+
+class ScheduledMessage(BaseModel):
+    id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    deliver_at_ms: int = Field(description="epoch ms it is due")
+    timestamp: int = Field(description="epoch ms it was published")
+    exchange: str
+    routing_key: str
+    headers: dict[str, str]
+    tag: str | None
+    body: str | None = Field(None, description="a text body")
+    body_base64: str | None = Field(None, description="a binary body")
+
+
+class Scheduled(BaseModel):
+    scheduled: int = Field(description="delayed messages of the queue not due yet")
+    messages: list[ScheduledMessage] = Field(description="the nearest, first due first")
 
 
 class Published(BaseModel):

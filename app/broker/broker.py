@@ -49,7 +49,7 @@ from chunkmq.broker.publishing import Publishing, PublishOutcome
 from chunkmq.broker.queue import Queue, QueueSettings
 from chunkmq.broker.resting import LaggingGroups
 from chunkmq.broker.routing import Binding, Exchange, ExchangeType, RoutingTable
-from chunkmq.broker.scheduling import Schedule
+from chunkmq.broker.scheduling import Schedule, decode_delayed
 from chunkmq.broker.stats import BrokerStats
 from chunkmq.config import FsyncSetting, Settings
 from chunkmq.meta.rows import GroupRow, MetaSnapshot, TokenRow, UserRow
@@ -540,6 +540,20 @@ class Broker(Publishing, Consuming):
         parts = render_all(qj, zip(stored, repeat(0)))
         next_offset = stored[-1][0] + 1 if stored else max(offset, self.store.first_offset(queue.id))
         return b'{"messages":[%b],"next_offset":%d}' % (b",".join(parts), next_offset)
+
+    def scheduled_messages(self, name: str, limit: int) -> dict[str, Any]:
+        """A queue's delayed messages not due yet, the nearest first (at most `limit`), each with its
+        due time: `{"scheduled": n, "messages": [...]}` (app/broker/scheduling.py)."""
+        queue = self.queue(name)
+        out: list[dict[str, Any]] = []
+        for due, position in self.schedule.peek(queue.id, limit):
+            try:
+                record = self.store.read_at(position)
+            except KeyError:
+                continue
+            fields = decode_data(decode_delayed(record.data)[2], record.tag)
+            out.append({"id": f"{position:016x}", "deliver_at_ms": due, "timestamp": record.timestamp, **fields})
+        return {"scheduled": self.schedule.scheduled(queue.id)[0], "messages": out}
 
     def offset_at(self, name: str, timestamp: int) -> int:
         """The offset of queue `name`'s first message at or after `timestamp` (epoch ms)."""

@@ -333,12 +333,7 @@ class Publishing(BrokerBase):
             exchange.messages_unroutable += unroutable
             if mandatory:
                 raise Unroutable(f"{unroutable} message(s) of a mandatory publish matched no queue")
-        kept = [i for i, ids in enumerate(targets) if ids]
-        results = [b'{"id":null,"routed":[],"duplicate":false,"deliver_at_ms":%d}' % due for due in dues]
-        if not kept:
-            return b"[%b]" % b",".join(results)
-        columns = MessageColumns([data[i] for i in kept], [()] * len(kept),
-                                 [tags[i] for i in kept] if any(tags) else None, None, [flags[i] for i in kept])
+        columns = MessageColumns(data, [()] * len(data), tags if any(tags) else None, None, flags)
         disk = self.disk
         try:
             appended = self.store.append(columns, None, disk.admit if disk.limit else None)
@@ -346,13 +341,14 @@ class Publishing(BrokerBase):
             raise self._refusal(exc) from exc
         disk.failure = None
         by_id = self.queues_by_id
-        for i, position in zip(kept, appended.positions, strict=True):
-            routed = b",".join(b'{"queue":%b,"offset":null}' % by_id[q].name_json for q in targets[i])
-            results[i] = b'{"id":"%016x","routed":[%b],"duplicate":false,"deliver_at_ms":%d}' % (
-                position, routed, dues[i])
-            for q in targets[i]:
-                self.schedule.add(q, dues[i], position)
-        self.stats.published.add(len(kept))
+        results: list[bytes] = []
+        for ids, due, position in zip(targets, dues, appended.positions, strict=True):
+            routed = b",".join(b'{"queue":%b,"offset":null}' % by_id[q].name_json for q in ids)
+            results.append(b'{"id":"%016x","routed":[%b],"duplicate":false,"deliver_at_ms":%d}' % (
+                position, routed, due))
+            for q in ids:
+                self.schedule.add(q, due, position)
+        self.stats.published.add(len(data))
         self.schedule_wake.set()
         return b"[%b]" % b",".join(results)
 

@@ -66,6 +66,7 @@ CASES: dict[str, Case] = {
     "POST /api/v1/queues/{name}/purge": Case(),
     "GET /api/v1/queues/{name}/messages": Case(),
     "POST /api/v1/queues/{name}/search": Case(body={}),
+    "GET /api/v1/queues/{name}/scheduled": Case(),
     "POST /api/v1/queues/{name}/publish": Case(body=MESSAGE),
     "GET /api/v1/queues/{queue}/history": Case(),
     "GET /api/v1/queues/{queue}/groups": Case(),

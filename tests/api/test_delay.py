@@ -163,3 +163,18 @@ def test_pending_delays_survive_a_clean_restart(tmp_path: Path) -> None:
 
 
 del asyncio
+
+
+@pytest.mark.anyio
+async def test_the_scheduled_route_lists_the_nearest_with_their_due_times(local_api: httpx.AsyncClient) -> None:
+    ok(await local_api.put("/queues/q", json={}), 201)
+    at = now_ms() + 60_000
+    ok(await local_api.post("/queues/q/publish", json={"messages": [
+        {"body": "b", "deliver_at_ms": at + 5, "headers": {"k": "v"}}, {"body_base64": "AAE=", "deliver_at_ms": at}]}))
+    page = ok(await local_api.get("/queues/q/scheduled", params={"limit": 1}))
+    assert page["scheduled"] == 2 and len(page["messages"]) == 1
+    assert (page["messages"][0]["deliver_at_ms"], page["messages"][0]["body_base64"]) == (at, "AAE=")
+    both = ok(await local_api.get("/queues/q/scheduled"))["messages"]
+    assert [(m["deliver_at_ms"], m.get("body"), m["headers"]) for m in both][1] == (at + 5, "b", {"k": "v"})
+    assert (await local_api.get("/queues/q/scheduled", params={"limit": 0})).status_code == 400
+    assert (await local_api.get("/queues/nope/scheduled")).json()["error"]["code"] == "queue_not_found"
