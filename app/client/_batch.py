@@ -18,8 +18,8 @@ from chunkmq.wire.batch import BINARY, COUNT, MEDIA_TYPE
 __all__ = ["COUNT", "MEDIA_TYPE", "decode", "decode_batch", "encode", "encode_if_plain", "published"]
 
 
-NEEDS_JSON = ("a binary batch carries bodies and routing keys only: publish headers, tags, idempotency keys and "
-               "ttl_ms as JSON (binary=False)")
+NEEDS_JSON = ("a binary batch carries bodies and routing keys only: publish headers, tags, idempotency keys, "
+              "ttl_ms and delays as JSON (binary=False)")
 
 
 def encode(messages: Iterable[str | bytes | OutgoingMessage], routing_key: str = "") -> bytes:
@@ -51,7 +51,8 @@ def encode_if_plain(messages: Iterable[str | bytes | OutgoingMessage], routing_k
     for m in messages:
         key = default_key
         if isinstance(m, OutgoingMessage):
-            if m.headers or m.tag is not None or m.idempotency_key is not None or m.ttl_ms is not None:
+            if (m.headers or m.tag is not None or m.idempotency_key is not None or m.ttl_ms is not None
+                    or m.delay_ms is not None or m.deliver_at_ms is not None):
                 return None
             if m.routing_key is not None:
                 key = m.routing_key.encode()

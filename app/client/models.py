@@ -30,6 +30,8 @@ class OutgoingMessage:
     idempotency_key: str | None = None
     json: Any = field(default=_NO_JSON, repr=False)
     ttl_ms: int | None = None  # the message expires this long after publish
+    delay_ms: int | None = None  # delivered this much later (up to 7 days); or:
+    deliver_at_ms: int | None = None  # delivered at this epoch ms
 
     def __post_init__(self) -> None:
         if self.json is not _NO_JSON:
@@ -51,6 +53,10 @@ class OutgoingMessage:
             out["idempotency_key"] = self.idempotency_key
         if self.ttl_ms is not None:
             out["ttl_ms"] = self.ttl_ms
+        if self.delay_ms is not None:
+            out["delay_ms"] = self.delay_ms
+        if self.deliver_at_ms is not None:
+            out["deliver_at_ms"] = self.deliver_at_ms
         return out
 
 
@@ -150,7 +156,7 @@ class PulledBatch:
 @dataclass(slots=True)
 class Placement:
     queue: str
-    offset: int
+    offset: int | None  # None: a delayed message, which takes its offset when due
 
 
 @dataclass(slots=True)
@@ -160,10 +166,12 @@ class PublishResult:
     id: str
     routed: list[Placement]
     duplicate: bool
+    deliver_at_ms: int | None = None  # a delayed message's due time
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PublishResult:
-        return cls(d["id"], [Placement(p["queue"], p["offset"]) for p in d["routed"]], d["duplicate"])
+        return cls(d["id"], [Placement(p["queue"], p["offset"]) for p in d["routed"]], d["duplicate"],
+                   d.get("deliver_at_ms"))
 
 
 class Published:

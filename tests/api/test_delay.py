@@ -162,7 +162,6 @@ def test_pending_delays_survive_a_clean_restart(tmp_path: Path) -> None:
         server.stop()
 
 
-del asyncio
 
 
 @pytest.mark.anyio
@@ -178,3 +177,32 @@ async def test_the_scheduled_route_lists_the_nearest_with_their_due_times(local_
     assert [(m["deliver_at_ms"], m.get("body"), m["headers"]) for m in both][1] == (at + 5, "b", {"k": "v"})
     assert (await local_api.get("/queues/q/scheduled", params={"limit": 0})).status_code == 400
     assert (await local_api.get("/queues/nope/scheduled")).json()["error"]["code"] == "queue_not_found"
+
+
+def test_the_python_clients_publish_delayed_messages(tmp_path: Path) -> None:
+    from chunkmq.client import AsyncClient, Client, OutgoingMessage
+
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off").start()
+    try:
+        with Client(server.url) as client:
+            client.declare_queue("q")
+            published = client.publish_to_queue("q", [OutgoingMessage("later", delay_ms=300), "x"])
+            result = published.results[0]
+            assert result.routed[0].offset is None and result.deliver_at_ms is not None
+            assert result.deliver_at_ms > now_ms()
+            with pytest.raises(ValueError):
+                client.publish_to_queue("q", [OutgoingMessage("later", delay_ms=300)], binary=True)
+
+        async def via_async() -> int | None:
+            async with AsyncClient(server.url) as aclient:
+                answer = await aclient.publish_to_queue("q", [OutgoingMessage("at", deliver_at_ms=now_ms() + 200)])
+                return answer.results[0].deliver_at_ms
+
+        assert asyncio.run(via_async()) is not None
+        bodies: list[object] = []
+        deadline = time.monotonic() + 10
+        while len(bodies) < 3 and time.monotonic() < deadline:
+            bodies += [m["body"] for m in _pull(server, "q", 500)]
+        assert sorted(map(str, bodies)) == ["at", "later", "x"]
+    finally:
+        server.stop()
