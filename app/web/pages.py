@@ -37,6 +37,7 @@ router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 TOP_LAGGING = 10
 BROWSE_LIMITS = (10, 25, 50, 100)
 HEX_PREVIEW_BYTES = 4096
+SCHEDULED_SHOWN = 25  # the nearest delayed messages a queue page lists
 QUEUE_SORTS = ("name", "messages", "bytes", "lag", "rate")  # views.queue_sort_key's, and the names
 GROUP_SORTS = {
     "lag": lambda g: (g.lag, g.lag_seconds),
@@ -242,6 +243,7 @@ async def queue(name: str, request: Request, session: Session = Depends(current_
         limits=BROWSE_LIMITS, at_time=at_time, bindings=views.binding_views(broker, queue=name),
         exchange_names=views.exchange_names(broker),
         dead_lettered=any("x-death-queue" in m.headers for m in page.messages),
+        scheduled=broker.scheduled_messages(name, SCHEDULED_SHOWN)["messages"] if view.scheduled else [],
     )
 
 

@@ -440,3 +440,18 @@ async def test_the_browser_marks_expired_messages_and_the_queue_counts_them(app:
     live = (await console.get("/queues/ttl")).text
     assert '<span data-metric="expired">1</span> expired' in live and "1 expired</div>" in live
     assert 'name="message_ttl_seconds" inputmode="numeric" value="3600"' in live
+
+
+async def test_the_queue_page_shows_scheduled_messages_and_their_due_times(app: FastAPI, console: Console) -> None:
+    broker = app.state.broker
+    await broker.declare_queue("later", {})
+    due = int(time.time() * 1000) + 3_600_000
+    await broker.publish("", [{"body": "soon", "routing_key": "later", "deliver_at_ms": due},
+                              {"body": "sooner", "routing_key": "later", "deliver_at_ms": due - 1_000}])
+    page = await console.get("/queues/later")
+    assert [(m["body"], m["deliver_at_ms"]) for m in page.context["scheduled"]] == [("sooner", due - 1_000),
+                                                                                  ("soon", due)]
+    assert page.context["q"].scheduled == 2 and page.context["q"].next_due_ms == due - 1_000
+    assert f'data-due="{due}"' in page.text
+    live = await console.get("/queues/later", headers={"HX-Request": "true"})
+    assert 'data-metric="scheduled">2<' in live.text and "next due" in live.text
