@@ -42,6 +42,9 @@ from chunkmq.wire import batch as wire
 from chunkmq.wire import codes
 
 
+SCHEDULE_TICK_MS = 5  # delayed messages are copied into their queues at most this often
+
+
 @dataclass(slots=True)
 class PublishOutcome:
     results: bytes  # the JSON array of per-message results, rendered once (no dicts per message),
@@ -404,7 +407,8 @@ class Publishing(BrokerBase):
             except Exception:
                 log.exception("delivering delayed messages failed")
             nearest = self.schedule.next_due()
-            wait = 1.0 if nearest is None else min(1.0, max(0.0, (nearest - now_ms()) / 1000))
+            # at least SCHEDULE_TICK_MS apart: a steady stream of due messages is copied in batches
+            wait = 1.0 if nearest is None else min(1.0, max(SCHEDULE_TICK_MS / 1000, (nearest - now_ms()) / 1000))
             wake.clear()
             if wait > 0:
                 try:
