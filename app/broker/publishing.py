@@ -41,7 +41,6 @@ from chunkmq.storage import StorageFull as StoreFull
 from chunkmq.wire import batch as wire
 from chunkmq.wire import codes
 
-
 SCHEDULE_TICK_MS = 5  # delayed messages are copied into their queues at most this often
 
 
