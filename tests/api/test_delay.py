@@ -206,3 +206,31 @@ def test_the_python_clients_publish_delayed_messages(tmp_path: Path) -> None:
         assert sorted(map(str, bodies)) == ["at", "later", "x"]
     finally:
         server.stop()
+
+
+def test_the_websocket_publish_stream_carries_delays_and_refuses_bad_ones(tmp_path: Path) -> None:
+    from tests.api.test_streams import open_ws, publish_url, recv, send
+
+    server = ServerProcess(tmp_path / "data", CHUNKMQ_AUTH="off").start()
+    try:
+        ok(httpx.put(f"{server.url}/api/v1/queues/q", json={}), 201)
+
+        async def stream() -> tuple[dict[str, object], dict[str, object]]:
+            async with open_ws(publish_url(server)) as ws:
+                await send(ws, type="publish", seq=1, messages=[{"body": "w", "routing_key": "q", "delay_ms": 300}])
+                confirm = await recv(ws)
+                await send(ws, type="publish", seq=2, messages=[{"body": "w", "routing_key": "q", "delay_ms": -1}])
+                return confirm, await recv(ws)
+
+        confirm, refused = asyncio.run(stream())
+        assert confirm["type"] == "confirm" and confirm["results"][0]["routed"] == [{"queue": "q", "offset": None}]
+        error = refused["error"]
+        assert refused["type"] == "error" and error["code"] == "invalid_body" and "delay_ms" in error["message"]  # type: ignore[index]
+        assert ok(httpx.get(f"{server.url}/api/v1/queues/q"))["scheduled"] in (0, 1)
+        got: list[dict[str, object]] = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            got = _pull(server, "q", 500)
+        assert [m["body"] for m in got] == ["w"]
+    finally:
+        server.stop()
