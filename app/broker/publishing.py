@@ -365,27 +365,34 @@ class Publishing(BrokerBase):
         flags: list[int] = []
         size = 0
         incoming: dict[int, int] = {}
-        for queue_id, entries in due.items():
-            if queue_id not in self.queues_by_id:
-                continue
-            for _, position in entries:
-                try:
-                    record = self.store.read_at(position)
-                except KeyError:
-                    log.error("schedule: delayed record at %d of queue %d is gone", position, queue_id)
+        try:
+            for queue_id, entries in due.items():
+                if queue_id not in self.queues_by_id:
                     continue
-                blob = decode_delayed(record.data)[2]
-                data.append(blob)
-                queues.append((queue_id,))
-                tags.append(record.tag)
-                flags.append(record.flags & ~FLAG_DELAYED)
-                incoming[queue_id] = incoming.get(queue_id, 0) + 1
-                size += len(blob)
-                if size > 4 << 20 or len(data) >= 10_000:
-                    self._append_due(data, queues, tags, flags)
-                    data, queues, tags, flags, size = [], [], [], [], 0
-        if data:
-            self._append_due(data, queues, tags, flags)
+                for _, position in entries:
+                    try:
+                        record = self.store.read_at(position)
+                    except KeyError:
+                        log.error("schedule: delayed record at %d of queue %d is gone", position, queue_id)
+                        continue
+                    blob = decode_delayed(record.data)[2]
+                    data.append(blob)
+                    queues.append((queue_id,))
+                    tags.append(record.tag)
+                    flags.append(record.flags & ~FLAG_DELAYED)
+                    incoming[queue_id] = incoming.get(queue_id, 0) + 1
+                    size += len(blob)
+                    if size > 4 << 20 or len(data) >= 10_000:
+                        self._append_due(data, queues, tags, flags)
+                        data, queues, tags, flags, size = [], [], [], [], 0
+            if data:
+                self._append_due(data, queues, tags, flags)
+        except StoreFull:  # the log refused copies: every one of this round is due again next round
+            log.warning("schedule: the disk is full; delayed messages wait for room")
+            self.schedule.put_back(due)  # (copies already appended come twice: at-least-once)
+            for queue_id in incoming:
+                self.queues_by_id[queue_id].notify()
+            return 0
         for queue_id, added in incoming.items():
             self._arrived(self.queues_by_id[queue_id], added)
         return sum(incoming.values())

@@ -153,7 +153,16 @@ class Schedule:
         """Make every index durable up to `log_position`, with the watermarks taken before the
         deliveries up to them were made durable in the log."""
         for q, index in list(self.indexes.items()):
-            index.flush(log_position, watermarks.get(q))
+            # an index made since the watermarks were taken keeps its written one
+            index.flush(log_position, watermarks.get(q, index.checkpointed_watermark))
+        self._pin()
+
+    def put_back(self, due: dict[int, list[tuple[int, int]]]) -> None:
+        """Entries of `take_due` whose copies the log refused: pending again."""
+        for q, entries in due.items():
+            index = self.indexes.get(q)
+            if index is not None:
+                index.put_back(entries)
         self._pin()
 
     def forget(self, queue_id: int) -> None:

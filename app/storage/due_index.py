@@ -49,6 +49,9 @@ HEADER = len(SEGMENT_MAGIC)
 SEGMENT_ENTRIES = 1 << 20  # 16 MiB per segment file
 WINDOW = 65_536  # pending entries taken into memory per refill
 NO_END = (1 << 63) - 1
+# An index with nothing new rewrites its checkpoint only once the log has moved this far past it:
+# what a recovery replays stays bounded without an fsync per index for every publish elsewhere.
+STALE_CHECKPOINT_BYTES = 64 << 20
 
 
 def _fsync_dir(path: Path) -> None:
@@ -186,7 +189,8 @@ class DueIndex:
         that everything due at or before `watermark` (default: the current one) is delivered. The
         caller gives a watermark only once the deliveries up to it are durable in the log."""
         watermark = self.watermark if watermark is None else min(watermark, self.watermark)
-        if (log_position, watermark) == self._checkpointed and not self._dirty:
+        position, written = self._checkpointed
+        if not self._dirty and watermark == written and log_position - position < STALE_CHECKPOINT_BYTES:
             return
         if self._dirty and self._segments:
             self._write()
@@ -234,6 +238,23 @@ class DueIndex:
             self._pin = None
         return out
 
+    def put_back(self, entries: list[tuple[int, int]]) -> None:
+        """Entries `take_due` gave that could not be delivered (the log refused the copies): pending
+        again, and the watermark below them, so that no checkpoint counts them as delivered."""
+        if not entries:
+            return
+        for entry in entries:
+            heapq.heappush(self._heap, entry)
+        self.pending += len(entries)
+        self.watermark = min(self.watermark, min(due for due, _ in entries) - 1)  # (all are <= window_end)
+        lowest = min(position for _, position in entries)
+        self._pin = lowest if self._pin is None else min(self._pin, lowest)
+        self._dirty = True
+
+    @property
+    def checkpointed_watermark(self) -> int:
+        return self._checkpointed[1]
+
     def peek(self, count: int) -> list[tuple[int, int]]:
         """The nearest `count` pending entries (due ms, position), for a browser."""
         self.next_due()
@@ -245,15 +266,19 @@ class DueIndex:
 
     # ---------------------------------------------------------------- window
 
-    def _all_entries(self) -> np.ndarray:
+    def _live_entries(self) -> np.ndarray:
+        """Every entry due after the watermark, in log order: one pass over the files, each read
+        whole and filtered before the next (a segment at a time in memory, 16 MiB at most)."""
         self._write()
-        parts = [_read_segment(self.directory / _segment_name(s)) for s in self._segments]
+        parts = []
+        for s in self._segments:
+            entries = _read_segment(self.directory / _segment_name(s))
+            parts.append(entries[entries["due"] > self.watermark])
         return np.concatenate(parts) if parts else np.empty(0, ENTRY_DTYPE)
 
     def _rescan(self) -> None:
         """The pending count, the pin and a new window, from the files."""
-        entries = self._all_entries()
-        live = entries[entries["due"] > self.watermark]
+        live = self._live_entries()
         self.pending = len(live)
         self._pin = int(live["pos1"][0]) - 1 if len(live) else None
         self._heap = []
@@ -261,8 +286,7 @@ class DueIndex:
         self._fill(live)
 
     def _refill(self) -> None:
-        entries = self._all_entries()
-        live = entries[entries["due"] > self.watermark]
+        live = self._live_entries()
         self._pin = int(live["pos1"][0]) - 1 if len(live) else None
         self._fill(live[live["due"] > self.window_end])
 

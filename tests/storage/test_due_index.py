@@ -116,3 +116,16 @@ def test_delivered_segments_are_deleted(tmp_path: Path, monkeypatch: pytest.Monk
     index.flush(35)
     assert len(list((tmp_path / "q").glob("*.due"))) == 2
     assert [p for _, p in _drain(DueIndex.open(tmp_path / "q", 35), 1_000)] == list(range(26, 35))
+
+
+def test_entries_put_back_are_due_again_and_not_counted_delivered(tmp_path: Path) -> None:
+    index = DueIndex.create(tmp_path / "q", 0)
+    for p in range(5):
+        index.add(100 + p, p)
+    taken = index.take_due(1_000)
+    assert len(taken) == 5 and index.pending == 0 and index.pinned_position() is None
+    index.put_back(taken[2:])
+    assert index.pending == 3 and index.watermark == 101 and index.pinned_position() == 2
+    index.flush(5)
+    again = DueIndex.open(tmp_path / "q", 5)
+    assert [p for _, p in _drain(again, 1_000)] == [2, 3, 4]
