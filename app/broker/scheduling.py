@@ -35,7 +35,7 @@ from chunkmq.storage import DueIndex, Store
 
 log = logging.getLogger("chunkmq.broker")
 
-FLAG_DELAYED = 4  # a record held for later delivery: its data starts with the schedule's prefix
+FLAG_DELAYED = 8  # bit 3 of the caller's flags: a record held for later delivery, its data the schedule's prefix
 DELAY_FIELDS = ("delay_ms", "deliver_at_ms")
 MAX_DELAY_MS = 7 * 24 * 3600 * 1000  # 7 days
 _HEAD = struct.Struct("<QH")
