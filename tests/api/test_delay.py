@@ -46,6 +46,20 @@ async def test_a_delayed_message_waits_for_its_time_and_does_not_hold_back_later
 
 
 @pytest.mark.anyio
+async def test_a_delayed_message_keeps_its_ttl_from_its_publish(local_api: httpx.AsyncClient) -> None:
+    """Delay and expiry together: the ttl counts from the publish, so a message due after its
+    expiry is passed as expired when due, and one that expires later is delivered."""
+    ok(await local_api.put("/queues/q", json={}), 201)
+    ok(await local_api.put("/queues/q/groups/g", json={}), 201)
+    ok(await local_api.post("/queues/q/publish", json={"messages": [
+        {"body": "gone", "delay_ms": 300, "ttl_ms": 100}, {"body": "kept", "delay_ms": 300, "ttl_ms": 60_000}]}))
+    got = await _pull_until(local_api, "/queues/q/groups/g/pull", 1)
+    assert [m["body"] for m in got] == ["kept"]
+    group = ok(await local_api.get("/queues/q/groups/g"))
+    assert group["expired"] == 1 and group["lag"] == 1  # "kept" delivered, not acked
+
+
+@pytest.mark.anyio
 async def test_deliver_at_through_an_exchange_reaches_every_bound_queue(local_api: httpx.AsyncClient) -> None:
     ok(await local_api.put("/exchanges/fan", json={"type": "fanout"}), 201)
     for name in ("a", "b"):
