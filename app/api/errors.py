@@ -46,6 +46,7 @@ ERROR_MAP: dict[type[BaseException], str] = {
     storage.StoreClosed: codes.UNAVAILABLE,
     storage.UnknownQueue: codes.QUEUE_NOT_FOUND,
     storage.QueueCapReached: codes.QUEUE_FULL,
+    storage.TierError: codes.UNAVAILABLE,  # the tier's bucket refused or failed a request: try again later
     DirectoryLocked: codes.UNAVAILABLE,  # raised on start only; another server owns the data directory
     meta.MetaError: codes.METADATA_ERROR,
     meta.AlreadyExists: codes.ALREADY_EXISTS,

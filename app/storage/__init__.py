@@ -13,6 +13,7 @@ from .errors import (
     StorageError,
     StorageFull,
     StoreClosed,
+    TierError,
     UnknownQueue,
 )
 from .model import (
@@ -63,6 +64,7 @@ __all__ = [
     "StoreClosed",
     "StoreOptions",
     "StoredMessage",
+    "TierError",
     "UnknownQueue",
     "record_size",
     "tag_hash",

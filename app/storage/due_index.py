@@ -32,22 +32,32 @@ Not thread-safe: the broker's event loop owns it.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import os
 import struct
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported when a due index is first read: a start without delays never loads it
+    import numpy as np
 
 STATE_MAGIC = b"CMQDUE01"
 SEGMENT_MAGIC = b"CMQDUES1"
 STATE = struct.Struct("<8sQQI")
 ENTRY = struct.Struct("<QQ")
-ENTRY_DTYPE = np.dtype([("due", "<u8"), ("pos1", "<u8")])
 HEADER = len(SEGMENT_MAGIC)
 SEGMENT_ENTRIES = 1 << 20  # 16 MiB per segment file
 WINDOW = 65_536  # pending entries taken into memory per refill
+
+
+@functools.cache
+def _entry_dtype() -> Any:
+    """ENTRY as a numpy record: (due, pos1)."""
+    import numpy as np
+
+    return np.dtype([("due", "<u8"), ("pos1", "<u8")])
 NO_END = (1 << 63) - 1
 # An index with nothing new rewrites its checkpoint only once the log has moved this far past it:
 # what a recovery replays stays bounded without an fsync per index for every publish elsewhere.
@@ -269,12 +279,14 @@ class DueIndex:
     def _live_entries(self) -> np.ndarray:
         """Every entry due after the watermark, in log order: one pass over the files, each read
         whole and filtered before the next (a segment at a time in memory, 16 MiB at most)."""
+        import numpy as np
+
         self._write()
         parts = []
         for s in self._segments:
             entries = _read_segment(self.directory / _segment_name(s))
             parts.append(entries[entries["due"] > self.watermark])
-        return np.concatenate(parts) if parts else np.empty(0, ENTRY_DTYPE)
+        return np.concatenate(parts) if parts else np.empty(0, _entry_dtype())
 
     def _rescan(self) -> None:
         """The pending count, the pin and a new window, from the files."""
@@ -291,6 +303,8 @@ class DueIndex:
         self._fill(live[live["due"] > self.window_end])
 
     def _fill(self, candidates: np.ndarray) -> None:
+        import numpy as np
+
         if not len(candidates):
             self.window_end = NO_END  # nothing pending beyond: every new entry enters the heap
             return
@@ -328,15 +342,19 @@ class DueIndex:
 
 
 def _read_segment(path: Path) -> np.ndarray:
+    import numpy as np
+
     raw = path.read_bytes()
     if raw[:HEADER] != SEGMENT_MAGIC:
-        return np.empty(0, ENTRY_DTYPE)
+        return np.empty(0, _entry_dtype())
     body = raw[HEADER:]
-    return np.frombuffer(body[: len(body) // ENTRY.size * ENTRY.size], ENTRY_DTYPE)
+    return np.frombuffer(body[: len(body) // ENTRY.size * ENTRY.size], _entry_dtype())
 
 
 def _valid_prefix(entries: np.ndarray, last_position: int, limit: int) -> int:
     """How many entries from the start are valid: non-zero, positions increasing, below `limit`."""
+    import numpy as np
+
     if not len(entries):
         return 0
     pos = entries["pos1"].astype(np.int64) - 1

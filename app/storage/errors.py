@@ -39,6 +39,11 @@ class StorageFull(StorageError):
     """
 
 
+class TierError(StorageError):
+    """Raised when the tier's bucket refuses or fails a request; the message names the URL and what
+    failed (tier.py)."""
+
+
 class CorruptChunk(StorageError):
     """Raised when a chunk file (or one record in it) fails validation."""
 

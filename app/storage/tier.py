@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .chunk import FOOTER, FOOTER_SIZE, HEADER_SIZE, Chunk
-from .errors import StorageError
+from .errors import StorageError, TierError
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -40,10 +40,6 @@ if TYPE_CHECKING:
 COPY_STEP = 4 << 20
 FETCH_STEP = 8 << 20  # bytes per ranged GET when a chunk is fetched back
 PROBE = ".chunkmq-probe"  # written and deleted at start: proves the credentials may write
-
-
-class TierError(StorageError):
-    """Raised when the bucket refuses or fails a request; the message names the URL and what failed."""
 
 
 @dataclass(frozen=True, slots=True)

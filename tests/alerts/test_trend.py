@@ -13,7 +13,7 @@ def _group(name: str, lag: int = 0, seen: tuple[int, ...] = ()) -> GroupView:
 
 
 def _queue(dead: int, *groups: GroupView, name: str = "q") -> QueueView:
-    return QueueView(name, 1, 0, 0, 0, 0, True, True, 0, 0, dead, 0, {}, 0, groups)
+    return QueueView(name, 1, 0, 0, 0, 0, True, True, 0, 0, dead, 0, {}, 0, 0, None, groups)
 
 
 def test_consumers_last_seen_and_groups_never_seen() -> None:

@@ -44,7 +44,7 @@ def test_outgoing_messages_carry_their_own_key_unless_they_need_json() -> None:
     for needs_json in (OutgoingMessage("x", headers={"h": "v"}), OutgoingMessage("x", tag="t"),
                        OutgoingMessage("x", idempotency_key="k")):
         assert _batch.encode_if_plain(["plain", needs_json]) is None
-        with pytest.raises(ValueError, match="publish headers, tags, idempotency keys and ttl_ms as JSON"):
+        with pytest.raises(ValueError, match="publish headers, tags, idempotency keys, ttl_ms and delays as JSON"):
             _batch.encode([needs_json])
     with pytest.raises(TypeError, match="cannot publish a dict"):
         _batch.encode([{"body": "x"}])  # type: ignore[list-item]
