@@ -139,6 +139,8 @@ class Flusher:
         for waiter in done:
             if isinstance(waiter, OnLoop):
                 on_loops.setdefault(waiter.loop, []).append(waiter.done)
+            elif not waiter.set_running_or_notify_cancel():
+                continue  # its caller gave up waiting (asyncio.wrap_future cancels it): nothing to tell
             elif error is not None:
                 waiter.set_exception(error)
             else:

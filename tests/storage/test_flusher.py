@@ -29,6 +29,8 @@ class Log:
         self.fail_next = 0
         self.checkpoints = 0
         self.lock = threading.Lock()
+        self.gate = threading.Event()  # a sync waits for it
+        self.gate.set()
 
     def append(self, data: bytes) -> int:
         with self.lock:
@@ -40,6 +42,7 @@ class Log:
         if self.fail_next:
             self.fail_next -= 1
             raise OSError(5, "Input/output error")
+        self.gate.wait()
         end = self.written  # read before the fsync: what it covers at least
         os.fdatasync(self.fd)
         return end
@@ -78,6 +81,25 @@ def test_group_commit_resolves_after_an_fsync_that_covers_the_position(log: Log)
         end = log.append(b"x" * 1000)
         flusher.durable(end).result(timeout=10)
         assert flusher.synced >= end and flusher.syncs >= 1
+    finally:
+        flusher.stop()
+
+
+def test_a_waiter_that_gave_up_is_skipped_and_the_thread_goes_on(log: Log) -> None:
+    """A caller that stops waiting cancels its future (asyncio.wrap_future does, with its task):
+    the fsync that covers it must skip it, not die of InvalidStateError and leave every later
+    writer waiting."""
+    flusher = _flusher(log)
+    try:
+        log.gate.clear()  # the next fsync waits until the first waiter has gone
+        end = log.append(b"x" * 100)
+        gone, staying = flusher.durable(end), flusher.durable(end)
+        assert gone.cancel()
+        log.gate.set()
+        staying.result(timeout=10)
+        later = log.append(b"y" * 100)
+        flusher.durable(later).result(timeout=10)  # the thread is still there
+        assert flusher.synced >= later
     finally:
         flusher.stop()
 
