@@ -125,19 +125,15 @@ class Group:
             tracker.groups.add(self)
             tracker.touch_queue(self.queue_id)
 
-    def _seen(self, consumer: str) -> None:
-        """Note a consumer's pull. One the views did not list (new, or unseen for CONSUMER_FORGET_MS)
+    def seen(self, consumer: str) -> None:
+        """Note a consumer's pull, delivered to or not (a paused group, a consumer that is not the
+        active one: it stays listed). One the views did not list (new, or unseen for CONSUMER_FORGET_MS)
         is a change of its queue for the rounds that visit only what changed (history, alerts)."""
         now = time.time_ns() // 1_000_000
         before = self.consumers.get(consumer)
         self.consumers[consumer] = now
         if (before is None or now - before > CONSUMER_FORGET_MS) and self.tracker is not None:
             self.tracker.touch_queue(self.queue_id)
-
-    def seen(self, consumer: str) -> None:
-        """A consumer asked for messages and got none by the group's choice (paused, or not the
-        active consumer): it is still listed among the group's consumers."""
-        self._seen(consumer)
 
     def _timed(self) -> None:
         if self.tracker is not None:
@@ -238,7 +234,7 @@ class Group:
         """Take up to max_messages: redeliveries first, then new messages in offset order.
         Returns (message, delivery count) pairs, now in flight for `consumer`. With `expiry`, expired
         messages are passed instead, as if acked (into expiry.expired, for the caller)."""
-        self._seen(consumer)
+        self.seen(consumer)
         self.catch_up(store)
         scanned_from = self.next_offset
         out: list[tuple[StoredMessage, int]] = []
@@ -304,7 +300,7 @@ class Group:
         page = store.read_columns(self.queue_id, self.next_offset, max_messages)
         if not len(page) or (expiry is not None and expiry.may_hold_expired(page)):
             return None  # (`deliver` passes the expired ones)
-        self._seen(consumer)
+        self.seen(consumer)
         offsets = page.offsets.tolist()
         self.next_offset = max(self.next_offset, offsets[-1] + 1)
         self._track_fresh(offsets, consumer, now + ack_timeout_ms)
