@@ -1,6 +1,7 @@
 """The store's internal interface: what recovery.py, retention.py and gc.py work on from outside
-store.py. A Store is one; they take this Protocol rather than the Store class, so that store.py
-imports them and none of them imports it back."""
+the Store's own modules (store.py and its store_*.py parts). A Store is one; they take this
+Protocol rather than the Store class, so that store.py imports them and none of them imports it
+back."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class StoreInternals(Protocol):
     - ``forget(chunk)``: take a chunk file and all its numbers out of the map (writer lock held);
     - ``adopt(chunks, queues, next_number)``: install what recovery found (Store.open only);
     - ``touch(q)`` / ``first_moved(q)``: a queue's counters (or its first offset) were changed
-      outside store.py (writer lock held), so the next recovery point and the rounds that read
+      outside the Store's modules (writer lock held), so the next recovery point and the rounds that read
       ``changed_queues`` see it; ``floors_changed`` and ``punch_due``: retention's own bookkeeping;
       ``pinned_from``: where the log is kept regardless (delayed records, due_index.py);
     - and the public ``end_position``, ``live_bytes()``, ``flush()``, ``root``, ``options``.

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from chunkmq.storage import MessageColumns, MessageTooLarge, UnknownQueue, _recordc, record_columns, record_encode
 from chunkmq.storage.record_columns import columns, columns_python
 from chunkmq.storage.record_encode import encode_batch, encode_compiled, encode_records
-from chunkmq.storage.store import _Offsets
+from chunkmq.storage.store_writes import _Offsets
 
 ROOT = Path(__file__).resolve().parents[2]
 
