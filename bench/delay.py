@@ -8,7 +8,12 @@ undelayed traffic beside them against the rate without them.
 The delayed messages are published first, in batches of 1,000, due from `lead` seconds after the
 start; then an undelayed publisher (batches of 100 to another queue) runs for `rate-seconds` before
 the first is due (the rate without delayed deliveries) and through the window (the rate beside them),
-while a consumer long-polls the delayed queue.
+while a consumer, in a process of its own, long-polls the delayed queue.
+
+`--control` runs the same shape without a delay: the messages are published undelayed, and the
+consumer takes them at the pace they would have fallen due. The undelayed publisher's rate beside
+that consumer is what delivering the same messages costs without the schedule, so the two runs
+together tell the schedule's own cost from the cost of consuming on the same cores.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.peers.process import free_port
 from bench.restart import call, ready, spawn
@@ -63,32 +70,36 @@ class Publisher(threading.Thread):
         return n / max(1e-9, end - start)
 
 
-class Consumer(threading.Thread):
-    """Long polls of the delayed queue: each message's lateness into the queue and to the consumer."""
-
-    def __init__(self, port: int, expected: int) -> None:
-        super().__init__(daemon=True)
-        self.port, self.expected, self.stop = port, expected, threading.Event()
-        self.entered: list[int] = []
-        self.received: list[int] = []
-
-    def run(self) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        pull = json.dumps({"max_messages": 1000, "wait_ms": 1000, "consumer": "c"}).encode()
-        while not self.stop.is_set() and len(self.received) < self.expected:
-            conn.request("POST", f"/api/v1/queues/{DELAYED}/groups/{GROUP}/pull", pull,
+def consume(port: int, expected: int, pace: tuple[int, int] | None, out: Any) -> None:
+    """Long polls of the delayed queue until `expected` messages came (or `out` is told to stop):
+    sends back each message's lateness into the queue and to the consumer. `pace` (first due ms,
+    window ms): take message i no sooner than it would have fallen due (the control run)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    entered: list[int] = []
+    received: list[int] = []
+    while len(received) < expected and not out.poll():
+        take = 1000
+        if pace is not None:  # no more than have fallen due by now
+            first, span = pace
+            take = min(1000, (now_ms() - first) * expected // span + 1 - len(received))
+            if take <= 0:
+                time.sleep(max(0.001, (first + len(received) * span // expected - now_ms()) / 1000))
+                continue
+        pull = json.dumps({"max_messages": take, "wait_ms": 1000, "consumer": "c"}).encode()
+        conn.request("POST", f"/api/v1/queues/{DELAYED}/groups/{GROUP}/pull", pull,
+                     {"content-type": "application/json"})
+        messages = json.loads(conn.getresponse().read())["messages"]
+        got = now_ms()
+        for m in messages:
+            due = int(m["body"])
+            entered.append(m["timestamp"] - due)
+            received.append(got - due)
+        if messages:
+            ack = json.dumps({"up_to": messages[-1]["offset"] + 1}).encode()
+            conn.request("POST", f"/api/v1/queues/{DELAYED}/groups/{GROUP}/ack", ack,
                          {"content-type": "application/json"})
-            messages = json.loads(conn.getresponse().read())["messages"]
-            got = now_ms()
-            for m in messages:
-                due = int(m["body"])
-                self.entered.append(m["timestamp"] - due)
-                self.received.append(got - due)
-            if messages:
-                ack = json.dumps({"up_to": messages[-1]["offset"] + 1}).encode()
-                conn.request("POST", f"/api/v1/queues/{DELAYED}/groups/{GROUP}/ack", ack,
-                             {"content-type": "application/json"})
-                conn.getresponse().read()
+            conn.getresponse().read()
+    out.send((entered, received))
 
 
 def _quantiles(values: list[int]) -> tuple[float, float, int]:
@@ -98,7 +109,8 @@ def _quantiles(values: list[int]) -> tuple[float, float, int]:
     return (statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], ordered[-1])
 
 
-def run(messages: int, window: float, lead: float, rate_seconds: float, data_dir: Path) -> dict[str, float]:
+def run(messages: int, window: float, lead: float, rate_seconds: float, data_dir: Path,
+        control: bool = False) -> dict[str, float]:
     port = free_port()
     process = spawn(data_dir, port, "", data_dir.parent / "server.log")
     try:
@@ -114,8 +126,8 @@ def run(messages: int, window: float, lead: float, rate_seconds: float, data_dir
         publish_started = time.monotonic()
         for start in range(0, messages, 1000):
             n = min(1000, messages - start)
-            batch = [{"body": str(d), "deliver_at_ms": d}
-                     for d in (first_due + (start + i) * span // messages for i in range(n))]
+            dues = [first_due + (start + i) * span // messages for i in range(n)]
+            batch = [{"body": str(d)} if control else {"body": str(d), "deliver_at_ms": d} for d in dues]
             conn.request("POST", f"/api/v1/queues/{DELAYED}/publish", json.dumps({"messages": batch}).encode(),
                          {"content-type": "application/json"})
             answer = conn.getresponse()
@@ -126,7 +138,9 @@ def run(messages: int, window: float, lead: float, rate_seconds: float, data_dir
         if now_ms() > first_due - rate_seconds * 1000:
             print(f"warning: publishing took {publish_seconds:.1f} s; raise --lead", file=sys.stderr)
         rss_scheduled = rss_kib(process.pid)
-        consumer = Consumer(port, messages)
+        results, out = multiprocessing.Pipe()
+        consumer = multiprocessing.Process(
+            target=consume, args=(port, messages, (first_due, span) if control else None, out), daemon=True)
         consumer.start()
         publisher = Publisher(port)
         baseline_start = time.monotonic()
@@ -142,12 +156,14 @@ def run(messages: int, window: float, lead: float, rate_seconds: float, data_dir
             time.sleep(0.25)
         window_end = min(time.monotonic(), window_start + window)
         publisher.stop.set()
-        consumer.stop.set()
         publisher.join(30)
+        if consumer.is_alive():
+            results.send("stop")
+        got = results.recv() if results.poll(30) else ([], [])
         consumer.join(30)
-        entered, received = _quantiles(consumer.entered), _quantiles(consumer.received)
+        entered, received = _quantiles(got[0]), _quantiles(got[1])
         return {
-            "messages": messages, "delivered": len(consumer.received), "publish_seconds": publish_seconds,
+            "control": control, "messages": messages, "delivered": len(got[1]), "publish_seconds": publish_seconds,
             "rss_before_mib": rss_before / 1024, "rss_scheduled_mib": rss_scheduled / 1024, "rss_peak_mib": peak / 1024,
             "entered_p50": entered[0], "entered_p99": entered[1], "entered_max": entered[2],
             "received_p50": received[0], "received_p99": received[1], "received_max": received[2],
@@ -159,8 +175,9 @@ def run(messages: int, window: float, lead: float, rate_seconds: float, data_dir
 
 
 def report(r: dict[str, float], window: float) -> str:
+    kind = "undelayed messages (control) consumed as if" if r["control"] else "delayed messages of 100 B"
     return "\n".join([
-        f"{int(r['messages']):,} delayed messages of 100 B due over {window:g} s "
+        f"{int(r['messages']):,} {kind} due over {window:g} s "
         f"(published in {r['publish_seconds']:.1f} s); {int(r['delivered']):,} delivered",
         "",
         "| what | value |",
@@ -183,9 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lead", type=float, default=40.0, help="seconds from the start to the first due time")
     parser.add_argument("--rate-seconds", type=float, default=10.0,
                         help="the undelayed rate is measured this long before the first is due")
+    parser.add_argument("--control", action="store_true",
+                        help="publish the messages undelayed and consume them at the pace they would fall due")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-delay-") as tmp:
-        result = run(args.messages, args.window, args.lead, args.rate_seconds, Path(tmp) / "data")
+        result = run(args.messages, args.window, args.lead, args.rate_seconds, Path(tmp) / "data", args.control)
     print(report(result, args.window))
     return 0 if result["delivered"] == result["messages"] else 1
 

@@ -104,6 +104,9 @@ class BrokerCollector(Collector):
         expired = CounterMetricFamily(
             "chunkmq_queue_messages_expired", "Messages of a queue its groups passed as expired", labels=["queue"],
         )
+        scheduled = GaugeMetricFamily(
+            "chunkmq_queue_messages_scheduled", "Delayed messages of a queue not due yet", labels=["queue"],
+        )
         missed = CounterMetricFamily(
             "chunkmq_group_messages_missed", "Messages deleted before a group consumed them", labels=["queue", "group"]
         )
@@ -112,6 +115,7 @@ class BrokerCollector(Collector):
             size.add_metric([q.name], q.bytes)
             dropped.add_metric([q.name], q.messages_dropped)
             expired.add_metric([q.name], q.expired)
+            scheduled.add_metric([q.name], q.scheduled)
             for g in q.groups:
                 lag.add_metric([q.name, g.name], g.lag)
                 missed.add_metric([q.name, g.name], g.missed)
@@ -124,7 +128,7 @@ class BrokerCollector(Collector):
         data_dir.add_metric([], space.data_dir_bytes)
         refused = CounterMetricFamily("chunkmq_publishes_refused_by_budget", "Publishes refused by the disk budget")
         refused.add_metric([], space.refused_by_budget)
-        yield from (depth, size, lag, dropped, expired, missed, disk, data_dir, refused)
+        yield from (depth, size, lag, dropped, expired, scheduled, missed, disk, data_dir, refused)
         tier = views.tier(self.broker)
         if tier is not None:
             for name, doc, value in (

@@ -303,6 +303,7 @@ class QueueGauge:
     messages_dropped: int
     groups: tuple[GroupGauge, ...]
     expired: int = 0
+    scheduled: int = 0  # delayed messages not due yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -704,7 +705,7 @@ def queue_gauges(broker: Source) -> list[QueueGauge]:
     for q in list(broker.queues.values()):
         groups = tuple(GroupGauge(g.name, g.lag_in(store), g.missed) for g in list(q.groups.values()))
         out.append(QueueGauge(q.name, store.next_offset(q.id) - store.first_offset(q.id), store.queue_bytes(q.id),
-                              q.messages_dropped, groups, q.expired))
+                              q.messages_dropped, groups, q.expired, _scheduled(broker, q)[0]))
     return out
 
 
