@@ -1,7 +1,5 @@
-"""Tiering (app/storage/store_tiering.py): evicting sealed chunks, fetching them back, their stubs.
-
-The bucket here is a dict of chunk objects (tier.chunk_object): the store's seam is its fetcher, a
-callable; tests/storage/test_tier.py runs the same operations against a real SeaweedFS."""
+"""Tiering (app/storage/store_tiering.py): evicting sealed chunks, fetching them back, their stubs,
+against a real SeaweedFS (tests/s3.py); the store's seam is its fetcher, a callable."""
 
 from __future__ import annotations
 
@@ -10,38 +8,45 @@ from collections.abc import Callable
 import pytest
 
 from chunkmq.storage import StorageError, Store
-from chunkmq.storage.tier import chunk_object, object_key
+from chunkmq.storage.tier import Bucket, TierLocation, chunk_object, object_key
+from tests.s3 import SeaweedS3
 from tests.storage.conftest import msgs
 
 Opener = Callable[..., Store]
 
 
-def _evict_sealed(store: Store, bucket: dict[str, bytes]) -> list[int]:
-    """Put every sealed chunk file in `bucket` and evict it; the numbers evicted."""
+@pytest.fixture
+def bucket(s3: SeaweedS3, tier_url: str) -> Bucket:
+    b = Bucket(TierLocation.parse(tier_url, s3.endpoint, s3.access_key, s3.secret_key, s3.region))
+    b.ensure()
+    return b
+
+
+def _evict_sealed(store: Store, bucket: Bucket) -> list[int]:
+    """Upload every sealed chunk file to `bucket` and evict it; the numbers evicted."""
     numbers = []
     for c in store.chunk_files():
         if c.sealed:
             key = object_key(c)
-            bucket[key] = bytes(chunk_object(c))
-            store.evict(c.number, key, len(bucket[key]))
+            data = chunk_object(c)
+            bucket.put_verified(key, data)
+            store.evict(c.number, key, len(data))
             numbers.append(c.number)
     return numbers
 
 
-def test_evicted_chunks_are_fetched_back_by_the_reads_that_need_them(open_store: Opener) -> None:
+def test_evicted_chunks_are_fetched_back_by_the_reads_that_need_them(open_store: Opener, bucket: Bucket) -> None:
     s = open_store()
     s.create_queue(1)
     for i in range(40):
         s.append(msgs(1, 5, prefix=f"b{i}-" + "y" * 60))
     end = s.next_offset(1)
     before = s.read(1, 0, end)
-    bucket: dict[str, bytes] = {}
     fetched: list[str] = []
 
     def fetch(key: str, size: int) -> bytes:
         fetched.append(key)
-        assert len(bucket[key]) == size
-        return bucket[key]
+        return bucket.fetch(key, size)
 
     evicted = _evict_sealed(s, bucket)
     assert len(evicted) >= 2 and sorted({r.number for r in s.remote.values()}) == evicted
@@ -55,7 +60,7 @@ def test_evicted_chunks_are_fetched_back_by_the_reads_that_need_them(open_store:
     assert s.warm(1, 0, end) == 0  # nothing evicted: nothing to do
 
 
-def test_evict_refuses_the_active_chunk_and_stubs_are_dropped_once(open_store: Opener) -> None:
+def test_evict_refuses_the_active_chunk_and_stubs_are_dropped_once(open_store: Opener, bucket: Bucket) -> None:
     s = open_store()
     s.create_queue(1)
     for i in range(30):
@@ -64,7 +69,7 @@ def test_evict_refuses_the_active_chunk_and_stubs_are_dropped_once(open_store: O
     assert active is not None
     with pytest.raises(StorageError, match="not a sealed chunk file"):
         s.evict(active.number, "key", 1)
-    evicted = _evict_sealed(s, {})
+    evicted = _evict_sealed(s, bucket)
     r = s.remote[evicted[0]]
     assert not s.add_remote(r)  # known already
     with s.writer_lock:
